@@ -1,0 +1,75 @@
+# mirrorstack — `make setup` installs every tool the project runs; `make test` runs the suite.
+# Versions: components/versions.env (Kafka, JMX exporter) and requirements.txt (pulumi, pyspark).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+include components/versions.env
+PULUMI_VERSION := $(shell sed -n 's/^pulumi==//p' requirements.txt)
+SPARK_VERSION := $(shell sed -n 's/^pyspark==//p' requirements.txt)
+
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+TOOLS := $(CURDIR)/.tools
+MVN := mvn -B -q -f tools/pom.xml -Dtools.dir=$(TOOLS)
+PYTEST_ARGS ?=
+
+.PHONY: versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus test unit integration clean
+
+help:
+	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
+	@echo "  make preflight    check Python >= 3.11, Java >= 17, Maven"
+	@echo "  make venv         .venv with requirements.txt"
+	@echo "  make kafka        Kafka $(KAFKA_VERSION) broker, tools, Connect, MirrorMaker 2 -> .tools/kafka"
+	@echo "  make jmx-exporter Prometheus JMX exporter agent $(JMX_EXPORTER_VERSION) -> .tools/jmx"
+	@echo "  make spark-kafka  spark-sql-kafka for Spark $(SPARK_VERSION) -> .tools/spark-kafka"
+	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
+	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make unit         setup, then tests/unit only"
+
+setup: preflight venv kafka jmx-exporter spark-kafka prometheus
+
+preflight:
+	@tools/preflight.sh
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade -r requirements.txt
+	@touch $@
+
+# Each stamp carries the version, so changing a pin reinstalls that folder.
+kafka: $(TOOLS)/kafka/.installed-$(KAFKA_VERSION)
+$(TOOLS)/kafka/.installed-$(KAFKA_VERSION): tools/pom.xml
+	rm -rf $(TOOLS)/kafka
+	$(MVN) -P kafka -Dkafka.version=$(KAFKA_VERSION) package
+	@touch $@
+
+jmx-exporter: $(TOOLS)/jmx/.installed-$(JMX_EXPORTER_VERSION)
+$(TOOLS)/jmx/.installed-$(JMX_EXPORTER_VERSION): tools/pom.xml
+	rm -rf $(TOOLS)/jmx
+	$(MVN) -P jmx -Djmx.version=$(JMX_EXPORTER_VERSION) package
+	@touch $@
+
+spark-kafka: $(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION)
+$(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION): tools/pom.xml
+	rm -rf $(TOOLS)/spark-kafka
+	$(MVN) -P spark-kafka -Dspark.version=$(SPARK_VERSION) package
+	@touch $@
+
+prometheus:
+	@tools/install-prometheus.sh
+
+test: setup
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(TOOLS) $(VENV) tools/target
+
+versions:
+	@echo "KAFKA_VERSION=$(KAFKA_VERSION)"
+	@echo "JMX_EXPORTER_VERSION=$(JMX_EXPORTER_VERSION)"
+	@echo "SPARK_VERSION=$(SPARK_VERSION)"
+	@echo "PULUMI_VERSION=$(PULUMI_VERSION)"

@@ -1,0 +1,1 @@
+"""Pure generators: model values in, file contents and dicts out. No pulumi here."""

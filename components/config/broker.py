@@ -1,0 +1,68 @@
+"""KRaft `server.properties` for one controller or broker node.
+
+A cluster is one controller quorum plus brokers; single-broker clusters need
+every internal topic's replication factor at 1, so those are derived from the
+broker count here rather than left to Kafka's defaults of 3.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+CONTROLLER_LISTENER = "CONTROLLER"
+BROKER_LISTENER = "PLAINTEXT"
+
+
+def quorum_voters(controllers: Mapping[int, str]) -> str:
+    """`controller.quorum.voters` from {node_id: "host:port"}."""
+    return ",".join(f"{node_id}@{address}" for node_id, address in sorted(controllers.items()))
+
+
+def internal_topic_settings(broker_count: int) -> dict[str, str]:
+    rf = str(min(3, broker_count))
+    min_isr = str(min(2, broker_count))
+    return {
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+
+
+def controller_properties(
+    node_id: int, *, host: str, port: int, voters: str, log_dir: str, broker_count: int,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    props = {
+        "process.roles": "controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"{CONTROLLER_LISTENER}://{host}:{port}",
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT",
+        "log.dirs": log_dir,
+        # In KRaft the controller creates topics, so this default is read there.
+        "default.replication.factor": str(min(3, broker_count)),
+    }
+    props.update(overrides or {})
+    return props
+
+
+def broker_properties(
+    node_id: int, *, host: str, port: int, voters: str, log_dir: str, broker_count: int,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    props = {
+        "process.roles": "broker",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"{BROKER_LISTENER}://{host}:{port}",
+        "advertised.listeners": f"{BROKER_LISTENER}://{host}:{port}",
+        "inter.broker.listener.name": BROKER_LISTENER,
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "listener.security.protocol.map": f"{BROKER_LISTENER}:PLAINTEXT,{CONTROLLER_LISTENER}:PLAINTEXT",
+        "log.dirs": log_dir,
+        **internal_topic_settings(broker_count),
+    }
+    props.update(overrides or {})
+    return props

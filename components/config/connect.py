@@ -1,0 +1,32 @@
+"""Kafka Connect distributed worker properties (the runtime MirrorMaker 2 runs in)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+def worker_properties(
+    group_id: str, *, bootstrap_servers: str, host: str, rest_port: int,
+    kafka_broker_count: int, overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """One worker of the group `group_id`. Its config/offset/status topics live
+    on the cluster it bootstraps to, replicated as far as that cluster allows."""
+    rf = str(min(3, kafka_broker_count))
+    props = {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": group_id,
+        "key.converter": BYTE_ARRAY_CONVERTER,
+        "value.converter": BYTE_ARRAY_CONVERTER,
+        "config.storage.topic": f"{group_id}-configs",
+        "offset.storage.topic": f"{group_id}-offsets",
+        "status.storage.topic": f"{group_id}-status",
+        "config.storage.replication.factor": rf,
+        "offset.storage.replication.factor": rf,
+        "status.storage.replication.factor": rf,
+        "listeners": f"http://{host}:{rest_port}",
+        "rest.advertised.host.name": host,
+        "rest.advertised.port": str(rest_port),
+    }
+    props.update(overrides or {})
+    return props

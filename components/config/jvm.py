@@ -1,0 +1,28 @@
+"""The java command line for Kafka's main classes (broker, storage tool, Connect).
+
+Secrets never go on this command line: it is visible to every user of the host.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+BROKER_MAIN = "kafka.Kafka"
+STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+CONNECT_DISTRIBUTED_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
+
+
+def java_command(
+    java: str, main_class: str, args: Sequence[str], *, classpath: str, heap: str,
+    log4j_file: str | None = None, jmx_agent: tuple[str, str, int, str] | None = None,
+    short_lived: bool = False,
+) -> list[str]:
+    """`jmx_agent` is (jar, host, port, config file): the Prometheus javaagent.
+    `short_lived` tools (the storage formatter) start faster with C1 and SerialGC."""
+    gc = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"] if short_lived else ["-XX:+UseG1GC"]
+    argv = [java, f"-Xmx{heap}", *gc, "-Djava.awt.headless=true"]
+    if log4j_file:
+        argv.append(f"-Dlog4j2.configurationFile={log4j_file}")
+    if jmx_agent:
+        jar, host, port, config = jmx_agent
+        argv.append(f"-javaagent:{jar}={host}:{port}:{config}")
+    return argv + ["-cp", classpath, main_class, *args]

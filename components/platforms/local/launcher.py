@@ -1,0 +1,157 @@
+"""Start, watch and stop detached service processes.
+
+A process is identified by its pid AND its start time (from /proc), so a pid
+reused by an unrelated program after a crash is never taken for ours, and is
+never signalled. Each process runs in its own session (it outlives the Pulumi
+provider that started it) and writes stdout+stderr to its own log file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger("mirrorstack.launcher")
+
+# Popen objects of the processes this Python process started, kept so that
+# their exit status can be collected (no zombies while we live).
+_children: dict[int, subprocess.Popen] = {}
+
+
+class ServiceFailed(RuntimeError):
+    """A service died during start-up or never became healthy."""
+
+
+@dataclass(frozen=True)
+class ProcessHandle:
+    name: str
+    pid: int
+    start_time: int  # clock ticks since boot, /proc/<pid>/stat field 22
+    log_file: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ProcessHandle:
+        return cls(name=data["name"], pid=int(data["pid"]),
+                   start_time=int(data["start_time"]), log_file=data["log_file"])
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time) of a pid, or None when there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces
+    return fields[0], int(fields[19])
+
+
+def _reap(pid: int) -> None:
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        _children.pop(pid, None)
+
+
+def start(name: str, argv: Sequence[str], *, log_file: Path, cwd: Path | None = None,
+          env: Mapping[str, str] | None = None) -> ProcessHandle:
+    log_file = Path(log_file)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        child = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=cwd, env=dict(env) if env is not None else None,
+            start_new_session=True, close_fds=True,
+        )
+    _children[child.pid] = child
+    stat = _stat(child.pid)
+    log.info("started %s (pid %s), log %s", name, child.pid, log_file)
+    return ProcessHandle(name, child.pid, stat[1] if stat else -1, str(log_file))
+
+
+def is_alive(handle: ProcessHandle) -> bool:
+    _reap(handle.pid)
+    stat = _stat(handle.pid)
+    return stat is not None and stat[1] == handle.start_time and stat[0] not in ("Z", "X")
+
+
+def _wait_gone(handle: ProcessHandle, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not is_alive(handle):
+            return True
+        time.sleep(0.1)
+    return not is_alive(handle)
+
+
+def stop(handle: ProcessHandle, grace_seconds: float = 20.0) -> bool:
+    """TERM the process group, then KILL after the grace period.
+    Returns False when the process was already gone."""
+    if not is_alive(handle):
+        return False
+    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(handle.pid, sig)  # own session: pgid == pid
+        except ProcessLookupError:
+            return True
+        if _wait_gone(handle, wait):
+            return True
+        log.warning("%s (pid %s) ignored %s for %.0fs", handle.name, handle.pid, sig.name, wait)
+    raise ServiceFailed(f"{handle.name} (pid {handle.pid}) survived SIGKILL")
+
+
+def log_tail(log_file: str | Path, lines: int = 40) -> str:
+    try:
+        text = Path(log_file).read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log file)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run(name: str, argv: Sequence[str], *, log_file: Path, timeout: float = 120.0,
+        env: Mapping[str, str] | None = None) -> None:
+    """Run a short-lived command to completion, failing with its log tail."""
+    log_file = Path(log_file)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=timeout,
+                              env=dict(env) if env is not None else None)
+    if done.returncode != 0:
+        raise ServiceFailed(f"{name} exited with {done.returncode}. "
+                            f"Last lines of {log_file}:\n{log_tail(log_file)}")
+
+
+def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
+                       timeout: float, what: str, interval: float = 0.5,
+                       progress_every: float = 10.0) -> float:
+    """Poll `check` until it returns True. Fails at once if the process dies,
+    and after `timeout` seconds otherwise, quoting the end of the log.
+    Returns the seconds waited."""
+    started = time.monotonic()
+    next_progress = started + progress_every
+    last_error: Exception | None = None
+    while True:
+        try:
+            if check():
+                return time.monotonic() - started
+        except Exception as exc:  # a check that cannot connect yet is just "not ready"
+            last_error = exc
+        now = time.monotonic()
+        if not is_alive(handle):
+            raise ServiceFailed(f"{what} (pid {handle.pid}) exited during start-up. "
+                                f"Last lines of {handle.log_file}:\n{log_tail(handle.log_file)}")
+        if now - started > timeout:
+            detail = f" Last check error: {last_error!r}." if last_error else ""
+            raise ServiceFailed(f"{what} (pid {handle.pid}) not healthy after {timeout:.0f}s.{detail} "
+                                f"Last lines of {handle.log_file}:\n{log_tail(handle.log_file)}")
+        if now >= next_progress:
+            log.info("still waiting for %s (%.0fs of %.0fs)", what, now - started, timeout)
+            next_progress = now + progress_every
+        time.sleep(interval)

@@ -1,0 +1,82 @@
+"""Where the installed tools live, and a clear error when one is missing.
+
+`make setup` installs everything under ``.tools/`` (or $MIRRORSTACK_TOOLS_DIR).
+Every lookup here fails with ToolMissing naming the make step that installs
+the missing piece, so a test never skips for lack of a tool: it fails and says
+what to run.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from components import versions
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ToolMissing(RuntimeError):
+    def __init__(self, what: str, where: str, step: str):
+        super().__init__(
+            f"{what} not found ({where}). Run `make setup` "
+            f"(the step that installs it: `make {step}`)."
+        )
+        self.step = step
+
+
+def tools_dir() -> Path:
+    return Path(os.environ.get("MIRRORSTACK_TOOLS_DIR", PROJECT_ROOT / ".tools")).resolve()
+
+
+def kafka_libs() -> Path:
+    """Folder of the Kafka broker + tools + Connect + MirrorMaker 2 jars."""
+    libs = tools_dir() / "kafka" / "libs"
+    marker = libs / f"kafka_2.13-{versions.kafka_version()}.jar"
+    if not marker.is_file():
+        raise ToolMissing(f"Kafka {versions.kafka_version()} jars", str(marker), "kafka")
+    return libs
+
+
+def kafka_classpath() -> str:
+    return str(kafka_libs() / "*")
+
+
+def jmx_agent_jar() -> Path:
+    version = versions.jmx_exporter_version()
+    jar = tools_dir() / "jmx" / f"jmx_prometheus_javaagent-{version}.jar"
+    if not jar.is_file():
+        raise ToolMissing(f"JMX exporter agent {version}", str(jar), "jmx-exporter")
+    return jar
+
+
+def spark_kafka_jars() -> list[Path]:
+    """spark-sql-kafka and its Kafka client deps, for `spark.jars`."""
+    folder = tools_dir() / "spark-kafka"
+    version = versions.spark_version()
+    marker = folder / f"spark-sql-kafka-0-10_2.13-{version}.jar"
+    if not marker.is_file():
+        raise ToolMissing(f"spark-sql-kafka {version} jars", str(marker), "spark-kafka")
+    return sorted(folder.glob("*.jar"))
+
+
+def _binary(name: str, step: str, env_var: str) -> str:
+    found = os.environ.get(env_var) or shutil.which(name)
+    if not found or not os.access(found, os.X_OK):
+        raise ToolMissing(f"`{name}`", f"${env_var} or PATH", step)
+    return found
+
+
+def prometheus_binary() -> str:
+    return _binary("prometheus", "prometheus", "MIRRORSTACK_PROMETHEUS")
+
+
+def promtool_binary() -> str:
+    return _binary("promtool", "prometheus", "MIRRORSTACK_PROMTOOL")
+
+
+def java_binary() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(Path(java_home, "bin", "java"), os.X_OK):
+        return str(Path(java_home, "bin", "java"))
+    return _binary("java", "preflight", "MIRRORSTACK_JAVA")

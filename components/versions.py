@@ -1,0 +1,41 @@
+"""Pinned versions, read from the one place that pins each.
+
+Kafka and the JMX exporter: ``components/versions.env`` (also included by the
+Makefile). Pulumi and Spark: the ``pulumi`` and ``pyspark`` pins in
+requirements.txt, seen here as the installed distributions.
+"""
+from __future__ import annotations
+
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+VERSIONS_FILE = Path(__file__).with_name("versions.env")
+
+
+@cache
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pins[key.strip()] = value.strip()
+    return pins
+
+
+def kafka_version() -> str:
+    return _pins()["KAFKA_VERSION"]
+
+
+def jmx_exporter_version() -> str:
+    return _pins()["JMX_EXPORTER_VERSION"]
+
+
+def spark_version() -> str:
+    """The installed pyspark; the spark-sql-kafka jars must match it."""
+    return metadata.version("pyspark")
+
+
+def pulumi_version() -> str:
+    return metadata.version("pulumi")

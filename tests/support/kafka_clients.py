@@ -1,0 +1,88 @@
+"""Small helpers over confluent-kafka for producing and reading back records."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
+    client = admin(bootstrap)  # must outlive the future, or the request is dropped
+    futures = client.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)])
+    futures[topic].result(timeout=30)
+
+
+def describe_partitions(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+    """{partition: (replicas, in-sync replicas)} as the cluster reports it."""
+    meta = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+    if meta.error:
+        raise KafkaException(meta.error)
+    return {p.id: (list(p.replicas), list(p.isrs)) for p in meta.partitions.values()}
+
+
+def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec") -> list[Record]:
+    """Produce `count` keyed records, acks=all; returns them with their offsets."""
+    delivered: list[Record] = []
+    errors: list = []
+
+    def on_delivery(err, msg):
+        if err:
+            errors.append(err)
+        else:
+            delivered.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=f"{prefix}-key-{i % 97}".encode(),
+                         value=f"{prefix}-value-{i}-{uuid.uuid4().hex}".encode(),
+                         on_delivery=on_delivery)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    if errors or remaining:
+        raise AssertionError(f"produce failed: {errors[:3]}, {remaining} undelivered")
+    return delivered
+
+
+def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list[Record]:
+    """Read `topic` from the beginning until `expected` records or the timeout;
+    returns what was read (maybe fewer: the caller asserts)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=500, timeout=1.0):
+                if msg.error():
+                    continue  # e.g. UNKNOWN_TOPIC_OR_PART until the topic exists
+                records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return records
+
+
+def by_partition(records: list[Record]) -> dict[int, list[tuple]]:
+    """(key, value) per partition in offset order: what replication must preserve."""
+    out: dict[int, list[tuple]] = {}
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out.setdefault(rec.partition, []).append((rec.key, rec.value))
+    return out
