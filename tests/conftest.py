@@ -6,6 +6,8 @@ import pytest
 
 from tests.support.leftovers import leftover_processes
 
+pytest_plugins = ["pytester"]
+
 
 def pytest_sessionfinish(session, exitstatus):
     factory = getattr(session.config, "_tmp_path_factory", None)

@@ -18,8 +18,9 @@ def _escape(text: str, *, is_key: bool) -> str:
             out.append("\\" + ch)
         elif ch == " " and i == 0:
             out.append("\\ ")  # leading blanks of a value are otherwise dropped
-        elif ord(ch) > 0x7E:
-            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else ch)
+        elif ord(ch) > 0x7E:  # Kafka loads properties as ISO-8859-1: escape as UTF-16 units
+            units = ch.encode("utf-16-be")
+            out.extend(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
         else:
             out.append(ch)
     return "".join(out)

@@ -17,7 +17,8 @@ def leftover_processes(marker: str, parent: int | None = None) -> list[Leftover]
     """Live (non-zombie) processes whose command line contains `marker` (the
     run's temp dir, which every service's config path is under) or whose parent
     is `parent` (e.g. Spark's JVM, a child of the test process)."""
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
+    # -ww: never cut the command line to $COLUMNS (pytest sets it).
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
                          text=True, check=True).stdout
     me = os.getpid()
     found = []

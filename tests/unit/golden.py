@@ -1,0 +1,14 @@
+"""Golden-file comparison. UPDATE_GOLDEN=1 rewrites the files (review the diff)."""
+import os
+from pathlib import Path
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def assert_golden(name: str, actual: str) -> None:
+    path = GOLDEN_DIR / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual)
+    assert path.exists(), f"no golden file {path}; run with UPDATE_GOLDEN=1 to create it"
+    assert actual == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"

@@ -1,0 +1,78 @@
+import subprocess
+
+import pytest
+import yaml
+
+from components import toolchain
+from components.config import broker, connect
+from components.config.jmx import jmx_exporter_config
+from components.config.logging import log4j2_properties
+from components.config.prometheus import prometheus_config
+from components.config.properties import render_properties
+from tests.unit.golden import assert_golden
+
+VOTERS = broker.quorum_voters({1: "127.0.0.1:9093"})
+
+
+def test_quorum_voters_are_sorted_id_at_address():
+    assert broker.quorum_voters({3: "h3:1", 1: "h1:1"}) == "1@h1:1,3@h3:1"
+
+
+def test_controller_properties_golden():
+    props = broker.controller_properties(1, host="127.0.0.1", port=9093, voters=VOTERS,
+                                         log_dir="/data/controller", broker_count=2)
+    assert_golden("controller.properties", render_properties(props))
+
+
+def test_broker_properties_golden():
+    props = broker.broker_properties(2, host="127.0.0.1", port=9092, voters=VOTERS,
+                                     log_dir="/data/broker-0", broker_count=2)
+    assert_golden("broker.properties", render_properties(props))
+
+
+@pytest.mark.parametrize("brokers, rf, isr", [(1, "1", "1"), (2, "2", "2"), (5, "3", "2")])
+def test_internal_topics_never_ask_for_more_replicas_than_brokers(brokers, rf, isr):
+    props = broker.broker_properties(2, host="h", port=1, voters=VOTERS, log_dir="/d", broker_count=brokers)
+    assert props["offsets.topic.replication.factor"] == rf
+    assert props["transaction.state.log.replication.factor"] == rf
+    assert props["share.coordinator.state.topic.replication.factor"] == rf
+    assert props["transaction.state.log.min.isr"] == isr
+    ctrl = broker.controller_properties(1, host="h", port=1, voters=VOTERS, log_dir="/d", broker_count=brokers)
+    assert ctrl["default.replication.factor"] == rf
+
+
+def test_overrides_win_over_generated_values():
+    props = broker.broker_properties(2, host="h", port=1, voters=VOTERS, log_dir="/d", broker_count=1,
+                                     overrides={"log.dirs": "/elsewhere", "num.partitions": "6"})
+    assert props["log.dirs"] == "/elsewhere"
+    assert props["num.partitions"] == "6"
+
+
+def test_connect_worker_properties_golden():
+    props = connect.worker_properties("connect-central", bootstrap_servers="127.0.0.1:9092",
+                                      host="127.0.0.1", rest_port=8083, kafka_broker_count=1)
+    assert_golden("connect-worker.properties", render_properties(props))
+
+
+def test_log4j2_config_golden():
+    assert_golden("log4j2.properties", log4j2_properties())
+
+
+def test_jmx_exporter_config_is_yaml_with_rules():
+    config = yaml.safe_load(jmx_exporter_config())
+    assert config["lowercaseOutputName"] is True
+    assert config["rules"]
+
+
+def test_prometheus_config_passes_promtool(tmp_path):
+    text = prometheus_config({"kafka-a": ["127.0.0.1:1", "127.0.0.1:2"], "connect": ["127.0.0.1:3"]},
+                             scrape_interval="5s", labels={"kafka-a": {"cluster": "a", "role": "broker"}})
+    path = tmp_path / "prometheus.yml"
+    path.write_text(text)
+    check = subprocess.run([toolchain.promtool_binary(), "check", "config", str(path)],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    parsed = yaml.safe_load(text)
+    assert [j["job_name"] for j in parsed["scrape_configs"]] == ["kafka-a", "connect"]
+    assert parsed["scrape_configs"][0]["static_configs"][0]["labels"] == {"cluster": "a", "role": "broker"}
+    assert "labels" not in parsed["scrape_configs"][1]["static_configs"][0]

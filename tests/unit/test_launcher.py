@@ -1,0 +1,95 @@
+"""The launcher against real OS processes (small Python programs)."""
+import sys
+import time
+
+import pytest
+
+from components.platforms.local import launcher
+from components.platforms.local.launcher import ProcessHandle, ServiceFailed
+from tests.support.leftovers import leftover_processes
+
+SLEEPER = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(300)"]
+STUBBORN = [sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ignoring TERM', flush=True); time.sleep(300)"]
+CRASHER = [sys.executable, "-c", "import sys; print('boom: bad config line 7', flush=True); sys.exit(3)"]
+
+
+def test_start_is_alive_stop(tmp_path):
+    handle = launcher.start("sleeper", SLEEPER, log_file=tmp_path / "sleeper.log")
+    try:
+        assert launcher.is_alive(handle)
+        launcher.wait_until_healthy(handle, lambda: "ready" in (tmp_path / "sleeper.log").read_text(),
+                                    timeout=10, what="sleeper")
+    finally:
+        assert launcher.stop(handle, grace_seconds=5) is True
+    assert not launcher.is_alive(handle)
+    assert launcher.stop(handle) is False  # already gone: nothing to do
+
+
+def test_handle_survives_serialisation(tmp_path):
+    handle = launcher.start("sleeper", SLEEPER, log_file=tmp_path / "s.log")
+    try:
+        again = ProcessHandle.from_dict(handle.to_dict())
+        assert again == handle and launcher.is_alive(again)
+    finally:
+        launcher.stop(handle)
+
+
+def test_reused_pid_is_not_taken_for_ours(tmp_path):
+    handle = launcher.start("sleeper", SLEEPER, log_file=tmp_path / "s.log")
+    try:
+        impostor = ProcessHandle("old", handle.pid, handle.start_time - 1, handle.log_file)
+        assert not launcher.is_alive(impostor)
+        assert launcher.stop(impostor) is False  # never signalled
+        assert launcher.is_alive(handle)
+    finally:
+        launcher.stop(handle)
+
+
+def test_process_ignoring_term_is_killed_after_grace(tmp_path):
+    log = tmp_path / "stubborn.log"
+    handle = launcher.start("stubborn", STUBBORN, log_file=log)
+    launcher.wait_until_healthy(handle, lambda: "ignoring" in log.read_text(), timeout=10, what="stubborn")
+    started = time.monotonic()
+    assert launcher.stop(handle, grace_seconds=1) is True
+    assert not launcher.is_alive(handle)
+    assert time.monotonic() - started < 10
+
+
+def test_death_during_startup_fails_at_once_with_log_tail(tmp_path):
+    handle = launcher.start("crasher", CRASHER, log_file=tmp_path / "crasher.log")
+    started = time.monotonic()
+    with pytest.raises(ServiceFailed, match="exited during start-up") as err:
+        launcher.wait_until_healthy(handle, lambda: False, timeout=60, what="crasher")
+    assert "boom: bad config line 7" in str(err.value)
+    assert time.monotonic() - started < 30
+
+
+def test_timeout_names_the_service_and_last_error(tmp_path):
+    handle = launcher.start("sleeper", SLEEPER, log_file=tmp_path / "s.log")
+    try:
+        def never():
+            raise ConnectionRefusedError("port 1 closed")
+        with pytest.raises(ServiceFailed, match=r"sleeper-service .*not healthy after 1s.*port 1 closed"):
+            launcher.wait_until_healthy(handle, never, timeout=1, what="sleeper-service", interval=0.1)
+    finally:
+        launcher.stop(handle)
+
+
+def test_run_raises_with_exit_code_and_log(tmp_path):
+    with pytest.raises(ServiceFailed, match=r"(?s)format exited with 3.*boom"):
+        launcher.run("format", CRASHER, log_file=tmp_path / "run.log")
+    launcher.run("ok", [sys.executable, "-c", "print('fine')"], log_file=tmp_path / "ok.log")
+    assert "fine" in (tmp_path / "ok.log").read_text()
+
+
+def test_leftover_check_sees_a_running_process_and_not_a_stopped_one(tmp_path):
+    marker = str(tmp_path / "marker-dir")
+    argv = SLEEPER + [marker]
+    handle = launcher.start("marked", argv, log_file=tmp_path / "m.log")
+    try:
+        assert [p.pid for p in leftover_processes(marker)] == [handle.pid]
+    finally:
+        launcher.stop(handle)
+    assert leftover_processes(marker) == []

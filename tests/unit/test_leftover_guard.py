@@ -1,0 +1,43 @@
+"""The suite-wide guard fails a run that leaves a process behind."""
+import os
+from pathlib import Path
+
+from tests.support.leftovers import leftover_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LEAKY_TEST = """
+import sys
+from components.platforms.local import launcher
+
+def test_leaks(tmp_path):
+    launcher.start("leaky", [sys.executable, "-c", "import time; time.sleep(120)", str(tmp_path)],
+                   log_file=tmp_path / "leaky.log")
+
+def test_tidy(tmp_path):
+    h = launcher.start("tidy", [sys.executable, "-c", "import time; time.sleep(120)", str(tmp_path)],
+                       log_file=tmp_path / "tidy.log")
+    launcher.stop(h)
+"""
+
+
+def _run(pytester, monkeypatch, body):
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    pytester.makeconftest("from tests.conftest import pytest_sessionfinish")
+    pytester.makepyfile(test_inner=body)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider")
+
+
+def test_a_leaked_process_fails_the_run_and_is_named(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, LEAKY_TEST)
+    assert result.ret == 1  # both tests passed, the run still fails
+    result.stdout.fnmatch_lines(["*Processes started by the test suite are still running*",
+                                 "*time.sleep(120)*test_leaks0*", "*2 passed*"])
+    # ...and the guard killed the survivor rather than leaving it to us.
+    assert leftover_processes(str(pytester.path)) == []
+
+
+def test_a_tidy_run_passes(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, LEAKY_TEST.replace("def test_leaks", "def _not_run"))
+    assert result.ret == 0
+    result.stdout.no_fnmatch_line("*still running*")
