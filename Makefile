@@ -10,7 +10,7 @@ SPARK_VERSION := $(shell sed -n 's/^pyspark==//p' requirements.txt)
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 TOOLS := $(CURDIR)/.tools
-MVN := mvn -B -q -f tools/pom.xml -Dtools.dir=$(TOOLS)
+MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
 .PHONY: versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus test unit integration clean
@@ -40,20 +40,20 @@ $(VENV)/.installed: requirements.txt
 # Each stamp carries the version, so changing a pin reinstalls that folder.
 kafka: $(TOOLS)/kafka/.installed-$(KAFKA_VERSION)
 $(TOOLS)/kafka/.installed-$(KAFKA_VERSION): tools/pom.xml
-	rm -rf $(TOOLS)/kafka
-	$(MVN) -P kafka -Dkafka.version=$(KAFKA_VERSION) package
+	@rm -rf $(TOOLS)/kafka
+	@$(MVN) -P kafka -Dkafka.version=$(KAFKA_VERSION) package
 	@touch $@
 
 jmx-exporter: $(TOOLS)/jmx/.installed-$(JMX_EXPORTER_VERSION)
 $(TOOLS)/jmx/.installed-$(JMX_EXPORTER_VERSION): tools/pom.xml
-	rm -rf $(TOOLS)/jmx
-	$(MVN) -P jmx -Djmx.version=$(JMX_EXPORTER_VERSION) package
+	@rm -rf $(TOOLS)/jmx
+	@$(MVN) -P jmx -Djmx.version=$(JMX_EXPORTER_VERSION) package
 	@touch $@
 
 spark-kafka: $(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION)
 $(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION): tools/pom.xml
-	rm -rf $(TOOLS)/spark-kafka
-	$(MVN) -P spark-kafka -Dspark.version=$(SPARK_VERSION) package
+	@rm -rf $(TOOLS)/spark-kafka
+	@$(MVN) -P spark-kafka -Dspark.version=$(SPARK_VERSION) package
 	@touch $@
 
 prometheus:
