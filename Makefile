@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus test unit integration clean
+.PHONY: versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine test unit clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -23,10 +23,11 @@ help:
 	@echo "  make jmx-exporter Prometheus JMX exporter agent $(JMX_EXPORTER_VERSION) -> .tools/jmx"
 	@echo "  make spark-kafka  spark-sql-kafka for Spark $(SPARK_VERSION) -> .tools/spark-kafka"
 	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
+	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make unit         setup, then tests/unit only"
 
-setup: preflight venv kafka jmx-exporter spark-kafka prometheus
+setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine
 
 preflight:
 	@tools/preflight.sh
@@ -58,6 +59,12 @@ $(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION): tools/pom.xml
 
 prometheus:
 	@tools/install-prometheus.sh
+
+ENGINE_SOURCES := tools/build-pulumi.sh $(wildcard tools/pulumi/*/go.mod tools/pulumi/*/tools.go)
+engine: $(TOOLS)/bin/.engine-$(PULUMI_VERSION)
+$(TOOLS)/bin/.engine-$(PULUMI_VERSION): $(ENGINE_SOURCES)
+	@tools/build-pulumi.sh $(PULUMI_VERSION) $(TOOLS)/bin $(TOOLS)/pulumi-build
+	@rm -f $(TOOLS)/bin/.engine-* && touch $@
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -60,6 +60,25 @@ def spark_kafka_jars() -> list[Path]:
     return sorted(folder.glob("*.jar"))
 
 
+def pulumi_binary() -> str:
+    """The Pulumi CLI of the pinned SDK's version, with the Python language host
+    and its scripts beside it (all built by `make engine`)."""
+    import subprocess
+
+    bin_dir = tools_dir() / "bin"
+    for name in ("pulumi", "pulumi-language-python", "pulumi-language-python-exec",
+                 "pulumi-resource-pulumi-python"):
+        if not os.access(bin_dir / name, os.X_OK):
+            raise ToolMissing(f"Pulumi engine piece `{name}`", str(bin_dir / name), "engine")
+    cli = str(bin_dir / "pulumi")
+    found = subprocess.run([cli, "version"], capture_output=True, text=True,
+                           env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}).stdout.strip()
+    wanted = f"v{versions.pulumi_version()}"
+    if found != wanted:
+        raise ToolMissing(f"Pulumi CLI {wanted} (found {found or 'nothing'})", cli, "engine")
+    return cli
+
+
 def _binary(name: str, step: str, env_var: str) -> str:
     found = os.environ.get(env_var) or shutil.which(name)
     if not found or not os.access(found, os.X_OK):

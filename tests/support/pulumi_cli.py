@@ -1,0 +1,49 @@
+"""Run the real Pulumi CLI on a program, with local state in a temp dir."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from components import toolchain
+
+
+def engine_env(state_dir: Path, passphrase: str = "engine-test-passphrase") -> dict[str, str]:
+    """What env.sh sets, with state and PULUMI_HOME in `state_dir`."""
+    cli = toolchain.pulumi_binary()
+    venv_bin = Path(sys.executable).parent
+    (state_dir / "backend").mkdir(parents=True, exist_ok=True)
+    (state_dir / "home").mkdir(parents=True, exist_ok=True)
+    return {
+        **os.environ,
+        "PATH": f"{Path(cli).parent}{os.pathsep}{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}",
+        "PULUMI_HOME": str(state_dir / "home"),
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_PYTHON_CMD": sys.executable,
+        "NO_COLOR": "1",
+    }
+
+
+class PulumiProject:
+    """A copy of a Pulumi program in a temp dir (stack config files land there,
+    not in the repo), driven through the CLI."""
+
+    def __init__(self, source: Path, workdir: Path, env: dict[str, str]):
+        self.dir = workdir / source.name
+        shutil.copytree(source, self.dir, ignore=shutil.ignore_patterns("__pycache__", "Pulumi.*.yaml"))
+        pulumi_yaml = self.dir / "Pulumi.yaml"
+        pulumi_yaml.write_text(pulumi_yaml.read_text().replace("VENV_PLACEHOLDER", str(Path(sys.executable).parent.parent)))
+        self.env = env
+
+    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        done = subprocess.run(["pulumi", *args, "--non-interactive", "--color=never"], cwd=self.dir,
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"`pulumi {' '.join(args)}` exited {done.returncode}\n"
+                                 f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+        return done
