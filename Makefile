@@ -26,6 +26,7 @@ help:
 	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make unit         setup, then tests/unit only"
+	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
 
 setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine
 
@@ -71,6 +72,11 @@ test: setup
 
 unit: setup
 	$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
+
+# The committed JSON Schema of the stack's topology; a unit test fails when it is stale.
+.PHONY: schema
+schema: venv
+	$(VENV)/bin/python -m components.model
 
 clean:
 	rm -rf $(TOOLS) $(VENV) tools/target

@@ -40,6 +40,25 @@ class PulumiProject:
         pulumi_yaml.write_text(pulumi_yaml.read_text().replace("VENV_PLACEHOLDER", str(Path(sys.executable).parent.parent)))
         self.env = env
 
+    @classmethod
+    def of_repo(cls, repo: Path, stack: str, workdir: Path, env: dict[str, str]) -> PulumiProject:
+        """The repo's own program with one of its stack files, in `workdir`
+        (the package is linked, so the code under test is the repo's)."""
+        project = cls.__new__(cls)
+        project.dir = workdir / "project"
+        (project.dir / "stacks").mkdir(parents=True)
+        shutil.copy(repo / "__main__.py", project.dir)
+        (project.dir / "Pulumi.yaml").write_text((repo / "Pulumi.yaml").read_text().replace(
+            "virtualenv: .venv", f"virtualenv: {Path(sys.executable).parent.parent}"))
+        (project.dir / "components").symlink_to(repo / "components")
+        shutil.copy(repo / "stacks" / f"Pulumi.{stack}.yaml", project.dir / "stacks")
+        project.env = env
+        return project
+
+    def outputs(self) -> dict:
+        import json
+        return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
+
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         done = subprocess.run(["pulumi", *args, "--non-interactive", "--color=never"], cwd=self.dir,
                               env=self.env, capture_output=True, text=True, timeout=timeout)

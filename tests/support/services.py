@@ -19,11 +19,7 @@ from components.platforms.local import health, launcher
 from tests.support.ports import free_ports
 
 HOST = "127.0.0.1"
-MIRROR_CONNECTORS = (
-    "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-    "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
-    "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
-)
+MIRROR_CONNECTORS = health.MIRROR_CONNECTOR_CLASSES
 
 
 def _parallel(calls) -> list:
@@ -173,10 +169,6 @@ class ConnectGroup(_JavaService):
     def rest_url(self) -> str:
         return self.rest_urls[0]
 
-    def _plugins_loaded(self, url: str) -> bool:
-        plugins = requests.get(f"{url}/connector-plugins", timeout=5).json()
-        return set(MIRROR_CONNECTORS) <= {p["class"] for p in plugins}
-
     def start(self, timeout: float = 120.0) -> ConnectGroup:
         for i, port in enumerate(self.rest_ports):
             props = connect.worker_properties(
@@ -188,7 +180,7 @@ class ConnectGroup(_JavaService):
                 f"{self.name}/worker-{i}", self.command(jvm.CONNECT_DISTRIBUTED_MAIN, [path], jmx_port),
                 log_file=self.base_dir / f"worker-{i}.log"))
         for handle, url in zip(self.handles, self.rest_urls):
-            launcher.wait_until_healthy(handle, partial(self._plugins_loaded, url), timeout=timeout,
+            launcher.wait_until_healthy(handle, partial(health.connect_ready, url), timeout=timeout,
                                         what=f"Connect worker {handle.name} REST at {url}")
         return self
 

@@ -26,3 +26,31 @@ def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: 
                          "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     metadata = admin.list_topics(timeout=timeout)
     return len(metadata.brokers) >= expected_brokers
+
+
+MIRROR_CONNECTOR_CLASSES = (
+    "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+    "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
+    "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
+)
+
+
+def connect_ready(rest_url: str, timeout: float = 5.0) -> bool:
+    """Connect's REST API answers and lists the three MirrorMaker 2 connectors
+    (plugin scanning is the slow part of a worker's start)."""
+    plugins = requests.get(f"{rest_url}/connector-plugins", timeout=timeout).json()
+    return set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}
+
+
+def check(spec: dict) -> bool:
+    """Run a health check described as data (what a service resource stores)."""
+    kind = spec["kind"]
+    if kind == "tcp":
+        return port_open(spec["host"], int(spec["port"]))
+    if kind == "http":
+        return http_ok(spec["url"])
+    if kind == "kafka":
+        return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")))
+    if kind == "connect":
+        return connect_ready(spec["url"])
+    raise ValueError(f"unknown health check kind {kind!r}")

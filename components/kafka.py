@@ -1,0 +1,71 @@
+"""KafkaCluster: one KRaft controller plus brokers, or an existing (external) cluster."""
+from __future__ import annotations
+
+import base64
+import uuid
+
+import pulumi
+
+from components.config import broker, jvm
+from components.config.properties import render_properties
+
+CONTROLLER_ID = 1
+
+
+def cluster_id(stack: str, alias: str) -> str:
+    """A stable KRaft cluster id per stack and alias (the storage format needs
+    the same id on every node, and re-running `up` must not change it)."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"mirrorstack/{stack}/{alias}").bytes
+    cid = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cid if not cid.startswith("-") else "A" + cid[1:]
+
+
+class KafkaCluster(pulumi.ComponentResource):
+    """Outputs: `bootstrap_servers` (comma-separated host:port)."""
+
+    bootstrap_servers: pulumi.Output[str]
+
+    def __init__(self, alias: str, cluster, platform, *, stack: str,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("mirrorstack:kafka:KafkaCluster", alias, None, opts)
+        self.alias = alias
+        self.broker_count = cluster.brokers
+        if cluster.external is not None:
+            self.bootstrap_servers = pulumi.Output.from_input(cluster.external.bootstrap_servers)
+            self.client_settings = {"security.protocol": cluster.external.security.protocol,
+                                    **cluster.external.security.properties}
+            self.ready: list[pulumi.Resource] = []
+            self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+            return
+        self.client_settings = {}
+        controller = f"{alias}-controller"
+        ctrl_host, ctrl_port = platform.address(controller, "controller")
+        voters = broker.quorum_voters({CONTROLLER_ID: f"{ctrl_host}:{ctrl_port}"})
+        format_args = ["format", "--ignore-formatted", "-t", cluster_id(stack, alias), "-c", "{dir}/server.properties"]
+        child = pulumi.ResourceOptions(parent=self)
+
+        ctrl_props = broker.controller_properties(CONTROLLER_ID, host=ctrl_host, port=ctrl_port, voters=voters,
+                                                  log_dir=platform.data_dir(controller), broker_count=cluster.brokers)
+        ctrl = platform.run_kafka_java(
+            controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], heap="256m",
+            files={"server.properties": render_properties(ctrl_props)},
+            prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+            health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
+
+        brokers, addresses = [], []
+        for i in range(cluster.brokers):
+            name = f"{alias}-broker-{i}"
+            host, port = platform.address(name, "kafka")
+            addresses.append(f"{host}:{port}")
+            props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
+                                             log_dir=platform.data_dir(name), broker_count=cluster.brokers,
+                                             overrides=dict(cluster.settings))
+            brokers.append(platform.run_kafka_java(
+                name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
+                files={"server.properties": render_properties(props)},
+                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+                health={"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
+        self.ready = [ctrl, *brokers]
+        self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
+        self.register_outputs({"bootstrap_servers": self.bootstrap_servers})

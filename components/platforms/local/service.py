@@ -1,0 +1,97 @@
+"""A service of the local platform as a Pulumi dynamic resource.
+
+create writes the service's files, runs its one-time preparation (e.g. Kafka's
+storage format, which is idempotent), starts the detached process and waits
+for its health check. read reports whether the process still runs, so
+`pulumi refresh` sees a dead service and the next `up` restarts it; diff also
+looks at the process itself, so `up` heals without a refresh. delete stops it
+(TERM, then KILL) and removes its folder.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+# Inputs whose change means the process must be restarted with new files/args.
+RESTART_KEYS = ("files", "argv", "prepare", "health", "timeout_seconds")
+
+
+def _handle(props):
+    from components.platforms.local.launcher import ProcessHandle
+    return ProcessHandle(props["name"], int(props["pid"]), int(props["start_time"]), props["log_file"])
+
+
+def _running(props) -> bool:
+    from components.platforms.local import launcher
+    return bool(props.get("pid")) and launcher.is_alive(_handle(props))
+
+
+def _launch(props) -> dict:
+    from components.platforms.local import health, launcher
+
+    workdir = Path(props["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    for relative, content in props["files"].items():
+        path = workdir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    for i, argv in enumerate(props.get("prepare") or []):
+        launcher.run(f"{props['name']} prepare", argv, log_file=workdir / f"prepare-{i}.log")
+    handle = launcher.start(props["name"], props["argv"], log_file=workdir / "service.log", cwd=workdir)
+    try:
+        launcher.wait_until_healthy(handle, lambda: health.check(props["health"]),
+                                    timeout=float(props["timeout_seconds"]), what=props["name"])
+    except Exception:
+        launcher.stop(handle)
+        raise
+    return {**props, "pid": str(handle.pid), "start_time": str(handle.start_time),
+            "log_file": handle.log_file, "running": True}
+
+
+class LocalServiceProvider(ResourceProvider):
+    def create(self, props):
+        outs = _launch(props)
+        return CreateResult(id_=props["name"], outs=outs)
+
+    def diff(self, _id, olds, news):
+        replaces = [k for k in ("name", "workdir") if olds.get(k) != news.get(k)]
+        changed = [k for k in RESTART_KEYS if olds.get(k) != news.get(k)]
+        if not _running(olds):
+            changed.append("running")
+        return DiffResult(changes=bool(replaces or changed), replaces=replaces,
+                          delete_before_replace=True)
+
+    def update(self, _id, olds, news):
+        from components.platforms.local import launcher
+        if olds.get("pid"):
+            launcher.stop(_handle(olds))
+        return UpdateResult(outs=_launch(news))
+
+    def read(self, id_, props):
+        return ReadResult(id_=id_, outs={**props, "running": _running(props)})
+
+    def delete(self, _id, props):
+        from components.platforms.local import launcher
+        if props.get("pid"):
+            launcher.stop(_handle(props))
+        shutil.rmtree(props["workdir"], ignore_errors=True)
+
+
+class LocalService(Resource):
+    """A detached process on 127.0.0.1. Outputs: pid, log_file, running."""
+
+    pid: pulumi.Output[str]
+    log_file: pulumi.Output[str]
+    running: pulumi.Output[bool]
+
+    def __init__(self, name: str, *, workdir: str, files: dict[str, str], argv: list[str],
+                 health: dict[str, str], prepare: list[list[str]] | None = None,
+                 timeout_seconds: int = 180, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(LocalServiceProvider(), name, {
+            "name": name, "workdir": workdir, "files": files, "argv": argv,
+            "prepare": prepare or [], "health": health, "timeout_seconds": str(timeout_seconds),
+            "pid": None, "start_time": None, "log_file": None, "running": None,
+        }, opts)

@@ -1,0 +1,42 @@
+"""ReplicationTopology: wires a validated Topology into clusters, Connect and flows."""
+from __future__ import annotations
+
+import pulumi
+
+from components.config.mirror import mirror_connector_configs
+from components.connect import ConnectCluster
+from components.kafka import KafkaCluster
+from components.mirror import MirrorMaker2
+
+
+class ReplicationTopology(pulumi.ComponentResource):
+    """Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
+    URL), `flows` (flow → connector states)."""
+
+    def __init__(self, name: str, topology, platform, *, stack: str,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.clusters = {alias: KafkaCluster(alias, spec, platform, stack=stack, opts=child)
+                         for alias, spec in topology.clusters.items()}
+        self.connect = {name: ConnectCluster(name, spec, self.clusters[spec.kafka], platform, opts=child)
+                        for name, spec in topology.connect.items()}
+        self.flows = {}
+        for flow in topology.flows:
+            source, target = self.clusters[flow.source], self.clusters[flow.target]
+            connect = self.connect[flow.connect]
+            configs = pulumi.Output.all(source.bootstrap_servers, target.bootstrap_servers).apply(
+                lambda servers, flow=flow, source=source, target=target: mirror_connector_configs(
+                    flow, replication_factor=topology.replication_factor(flow),
+                    source_bootstrap=servers[0], target_bootstrap=servers[1],
+                    source_client=source.client_settings, target_client=target.client_settings))
+            self.flows[flow.name] = MirrorMaker2(
+                flow, connect_url=connect.rest_url, connectors=configs,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
+
+        self.cluster_outputs = pulumi.Output.all(
+            **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})
+        self.connect_outputs = pulumi.Output.all(**{n: c.rest_url for n, c in self.connect.items()})
+        self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})
+        self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
+                               "flows": self.flow_outputs})

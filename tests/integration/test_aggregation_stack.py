@@ -1,0 +1,93 @@
+"""`pulumi up --stack aggregation` on the local platform, through the real engine:
+us and uk mirrored into central with the identity policy."""
+import json
+import random
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from tests.support.kafka_clients import consume, create_topic, produce
+from tests.support.leftovers import leftover_processes
+from tests.support.pulumi_cli import PulumiProject, engine_env
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDS = 10_000
+WRITES = re.compile(r'"(PUT|POST|DELETE) /connectors')
+
+
+@pytest.fixture
+def aggregation(tmp_path):
+    project = PulumiProject.of_repo(REPO, "aggregation", tmp_path, engine_env(tmp_path / "pulumi"))
+    local_dir = tmp_path / "local"
+    project.run("stack", "init", "aggregation")
+    project.run("config", "set", "mirrorstack:localDir", str(local_dir))
+    project.run("config", "set", "mirrorstack:portBase", str(random.randrange(10000, 25000, 1000)))
+    project.local_dir = local_dir
+    try:
+        yield project
+    finally:
+        if leftover_processes(str(local_dir)):
+            project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+
+
+def _connect_writes(project) -> int:
+    logs = sorted(project.local_dir.glob("connect-*/service.log"))
+    return sum(len(WRITES.findall(log.read_text(errors="ignore"))) for log in logs)
+
+
+def _update_steps(preview_json: str) -> list[str]:
+    steps = json.loads(preview_json).get("steps", [])
+    return [s["urn"] for s in steps if s.get("op") not in ("same", None)]
+
+
+def test_aggregation_stack_end_to_end(aggregation):
+    project = aggregation
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    out = project.outputs()
+    assert set(out["clusters"]) == {"us", "uk", "central"}
+    assert set(out["flows"]) == {"us->central", "uk->central"}
+    for states in out["flows"].values():
+        assert {s["state"] for s in states.values()} == {"RUNNING"}
+        assert len(states) == 3  # source, checkpoint, heartbeat
+
+    # 10,000 records into `orders` on each source arrive merged in central's `orders`
+    sent = []
+    for region in ("us", "uk"):
+        create_topic(out["clusters"][region], "orders", partitions=3, replication_factor=1)
+        sent += produce(out["clusters"][region], "orders", RECORDS, prefix=region)
+    arrived = consume(out["clusters"]["central"], "orders", expected=2 * RECORDS, timeout=300)
+    assert len(arrived) == 2 * RECORDS
+    assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
+
+    # a second up changes nothing and writes nothing to Connect
+    writes = _connect_writes(project)
+    project.run("up", "--yes", "--expect-no-changes", timeout=600)
+    assert _connect_writes(project) == writes
+
+    # changing one flow's tasks.max updates exactly that flow's resource
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[1].tasks_max", "2")
+    changed = _update_steps(project.run("preview", "--json").stdout)
+    assert len(changed) == 1 and changed[0].endswith("uk->central-connectors"), changed
+    project.run("up", "--yes", "--skip-preview", timeout=600)
+    source = "uk->central.MirrorSourceConnector"
+    connect_url = out["connect"]["central"]
+    assert requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/config", timeout=10).json()["tasks.max"] == "2"
+
+    # a connector deleted by hand: refresh sees it, up repairs it
+    requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
+    refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
+    assert "1 updated" in refresh.stdout, refresh.stdout
+    project.run("up", "--yes", "--skip-preview", timeout=600)
+    status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
+    assert status["connector"]["state"] == "RUNNING"
+
+    # destroy: connectors deleted, no process left
+    destroy = project.run("destroy", "--yes", "--skip-preview", timeout=600)
+    assert destroy.stdout.count("pulumi-python:dynamic:Resource") >= 2 or "deleted" in destroy.stdout
+    assert leftover_processes(str(project.local_dir)) == []
+    assert json.loads(project.run("stack", "export").stdout)["deployment"].get("resources") in (None, [])

@@ -1,0 +1,279 @@
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import model
+from components.model import TopologyError, load_topology, topology_json_schema
+
+AGGREGATION = yaml.safe_load("""
+platform: local
+clusters:
+  us: {brokers: 1}
+  uk: {brokers: 1}
+  central: {brokers: 2, settings: {num.partitions: "3"}}
+flows:
+  - {source: us, target: central, topics: ["orders.*", "payments"], replication_policy: identity}
+  - {source: uk, target: central, replication_policy: identity, tasks_max: 4}
+""")
+
+
+def with_changes(base: dict, *changes) -> dict:
+    """A deep copy of `base` with (path, value) changes; path like 'flows/1/target'."""
+    data = copy.deepcopy(base)
+    for path, value in changes:
+        *parents, last = [int(p) if p.isdigit() else p for p in path.split("/")]
+        node = data
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return data
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(TopologyError) as info:
+        load_topology(data)
+    return info.value.problems
+
+
+def test_aggregation_loads_with_defaults_filled():
+    t = load_topology(AGGREGATION)
+    assert t.platform == "local"
+    assert list(t.connect) == ["central"]
+    assert t.connect["central"].kafka == "central" and t.connect["central"].workers == 1
+    assert [f.connect for f in t.flows] == ["central", "central"]
+    assert t.flows_by_connect() == {"central": t.flows}
+    us, uk = t.flows
+    assert us.name == "us->central"
+    assert t.target_brokers(us) == 2 and t.replication_factor(us) == 2  # min(3, 2)
+    assert us.tasks_max == 8 and uk.tasks_max == 4
+    assert us.topics == ["orders.*", "payments"] and uk.topics == [".*"]
+    assert t.remote_topic(us, "orders") == "orders"
+    assert t.clusters["central"].settings == {"num.partitions": "3"}
+    assert not t.clusters["us"].is_external
+
+
+def test_default_policy_prefixes_remote_topics_and_rf_caps_at_three():
+    t = load_topology({
+        "clusters": {"dc1": {"brokers": 5}, "dc2": {"brokers": 5}},
+        "flows": [{"source": "dc1", "target": "dc2", "separator": "_"}],
+    })
+    assert t.remote_topic(t.flows[0], "orders") == "dc1_orders"
+    assert t.replication_factor(t.flows[0]) == 3
+
+
+def test_explicit_connect_cluster_and_external_cluster_defaults():
+    t = load_topology({
+        "clusters": {
+            "legacy": {"external": {"bootstrap_servers": "10.0.0.5:9092, 10.0.0.6:9092",
+                                    "security": {"protocol": "SASL_SSL", "properties": {"sasl.mechanism": "PLAIN"}}}},
+            "new": {"brokers": 3},
+        },
+        "connect": {"mm2": {"kafka": "new", "workers": 2}},
+        "flows": [{"source": "legacy", "target": "new", "connect": "mm2", "replication_factor": 3}],
+    })
+    legacy = t.clusters["legacy"]
+    assert legacy.is_external and legacy.brokers == 3
+    assert legacy.external.security.protocol == "SASL_SSL"
+    assert list(t.connect) == ["mm2"] and t.flows[0].connect == "mm2"
+    assert t.flows_by_connect() == {"mm2": t.flows}
+
+
+def test_defaults_are_not_shared_between_instances():
+    t = load_topology(AGGREGATION)
+    t.flows[0].overrides.source["x"] = "1"
+    t.flows[0].topics_exclude.append("y")
+    assert t.flows[1].overrides.source == {} and t.flows[1].topics_exclude == []
+
+
+def test_loaded_topology_validates_again_unchanged():
+    t = load_topology(AGGREGATION)
+    assert load_topology(t.model_dump()) == t
+
+
+CYCLE = {"clusters": {"a": {}, "b": {}, "c": {}}}
+RULES = {
+    "unknown flow source": (
+        with_changes(AGGREGATION, ("flows/1/source", "ukk")),
+        ["flows[1].source", "'ukk'", "central, uk, us"]),
+    "unknown flow target": (
+        with_changes(AGGREGATION, ("flows/1/target", "centrl")),
+        ["flows[1].target", "'centrl'", "fix: use one of central, uk, us"]),
+    "unknown connect kafka": (
+        with_changes(AGGREGATION, ("connect", {"central": {"kafka": "centrl"}})),
+        ["connect.central.kafka", "'centrl'", "fix: use one of central, uk, us"]),
+    "unknown flow connect": (
+        with_changes(AGGREGATION, ("flows/0/connect", "mm2")),
+        ["flows[0].connect", "'mm2'", "fix: use one of central", "define it under connect"]),
+    "self flow": (
+        with_changes(AGGREGATION, ("flows/0/target", "us")),
+        ["flows[0].target", "same as the source 'us'", "fix: replicate to a different cluster"]),
+    "duplicate flow": (
+        with_changes(AGGREGATION, ("flows/1/source", "us")),
+        ["flows[1]: duplicate of flows[0]", "us->central", "fix: merge them"]),
+    "alias with a dot": (
+        with_changes(AGGREGATION, ("clusters/us.east", {}), ("flows/0/source", "us.east")),
+        ['clusters["us.east"]', "cannot appear in a topic name", "fix:", "no dots"]),
+    "alias too long": (
+        with_changes(AGGREGATION, ("clusters/" + "x" * 101, {})),
+        [f"clusters.{'x' * 101}: alias", "at most 100"]),
+    "alias contains the separator": (
+        with_changes(AGGREGATION, ("clusters/us-east", {}), ("flows/0/source", "us-east"), ("flows/0/separator", "-")),
+        ["flows[0].source", "'us-east'", "separator '-'", "fix: choose another separator"]),
+    "replication factor above target brokers": (
+        with_changes(AGGREGATION, ("flows/0/replication_factor", 3)),
+        ["flows[0].replication_factor", "3 is more than the 2 broker(s) of 'central'", "fix: set it to at most 2"]),
+    "override replication factor above target brokers": (
+        with_changes(AGGREGATION, ("flows/0/overrides", {"checkpoint": {"checkpoints.topic.replication.factor": "3"}})),
+        ['flows[0].overrides.checkpoint["checkpoints.topic.replication.factor"]', "fix: set it to at most 2"]),
+    "override replication factor not a number": (
+        with_changes(AGGREGATION, ("flows/0/overrides", {"source": {"replication.factor": "three"}})),
+        ['flows[0].overrides.source["replication.factor"]', "not an integer", "fix:"]),
+    "regex does not compile": (
+        with_changes(AGGREGATION, ("flows/0/topics", ["orders", "(payments"])),
+        ["flows[0].topics[1]", "'(payments'", "missing ), unterminated subpattern", "fix: correct the regex"]),
+    "exclude regex does not compile": (
+        with_changes(AGGREGATION, ("flows/1/groups_exclude", ["[a-"])),
+        ["flows[1].groups_exclude[0]", "'[a-'", "does not compile", "fix:"]),
+    "regex with a comma": (
+        with_changes(AGGREGATION, ("flows/0/groups", ["g{1,3}"])),
+        ["flows[0].groups[0]", "contains ','", "fix: split it"]),
+    "identity on a cycle": (
+        {**CYCLE, "flows": [{"source": "a", "target": "b", "replication_policy": "identity"},
+                            {"source": "b", "target": "a"}]},
+        ["flows[0].replication_policy", "cycle a -> b -> a", "flows[0] (a->b, identity)", "flows[1] (b->a, default)",
+         "fix: use `replication_policy: default` on every flow of this cycle, or break the cycle"]),
+    "offset sync without checkpoints": (
+        with_changes(AGGREGATION, ("flows/0/checkpoints", False), ("flows/0/sync_group_offsets", True)),
+        ["flows[0].sync_group_offsets", "checkpoint connector", "fix: set checkpoints: true"]),
+    "unused connect cluster": (
+        with_changes(AGGREGATION, ("connect", {"spare": {"kafka": "central"}})),
+        ["connect.spare", "no flow uses", "fix: remove it or set `connect: spare` on a flow"]),
+    "settings on an external cluster": (
+        with_changes(AGGREGATION, ("clusters/us", {"external": {"bootstrap_servers": "h:9092"},
+                                                   "settings": {"a": "b"}})),
+        ["clusters.us.settings", "only apply to deployed clusters", "fix: remove them"]),
+    "wrong type": (
+        with_changes(AGGREGATION, ("clusters/us/brokers", "two")),
+        ["clusters.us.brokers", "valid integer", "'two'"]),
+    "brokers out of range": (
+        with_changes(AGGREGATION, ("clusters/us/brokers", 10)),
+        ["clusters.us.brokers", "less than or equal to 9"]),
+    "unknown key": (
+        with_changes(AGGREGATION, ("flows/0/topic", ["x"])),
+        ["flows[0].topic", "unknown key", "fix: did you mean 'topics'?", "allowed keys here are"]),
+    "unknown nested key": (
+        with_changes(AGGREGATION, ("clusters/us", {"external": {"bootstrap_servers": "h:9092", "securty": {}}})),
+        ["clusters.us.external.securty", "fix: did you mean 'security'?"]),
+    "missing flows": (
+        {"clusters": {"us": {}}},
+        ["flows: required", "fix: add it"]),
+    "no flows": (
+        {"clusters": {"us": {}}, "flows": []},
+        ["flows:", "at least 1"]),
+    "number in settings": (
+        with_changes(AGGREGATION, ("clusters/central/settings", {"num.partitions": 3})),
+        ['clusters.central.settings["num.partitions"]', 'quote it in YAML, e.g. "3"']),
+    "bool in overrides": (
+        with_changes(AGGREGATION, ("flows/0/overrides", {"source": {"emit.offset-syncs.enabled": False}})),
+        ['flows[0].overrides.source["emit.offset-syncs.enabled"]', 'quote it in YAML, e.g. "false"']),
+    "bad bootstrap servers": (
+        with_changes(AGGREGATION, ("clusters/us", {"external": {"bootstrap_servers": "h1:9092,h2"}})),
+        ["clusters.us.external.bootstrap_servers", "'h2' is not host:port", "fix: write e.g."]),
+    "unknown policy": (
+        with_changes(AGGREGATION, ("flows/0/replication_policy", "Identity")),
+        ["flows[0].replication_policy", "'default' or 'identity'"]),
+}
+
+
+@pytest.mark.parametrize("data, expected", RULES.values(), ids=RULES.keys())
+def test_each_rule_names_the_field_and_the_fix(data, expected):
+    found = problems(data)
+    assert len(found) == 1, found
+    for text in expected:
+        assert text in found[0]
+
+
+def test_a_missing_topology_is_named():
+    assert problems(None) == [
+        "mirrorstack:topology: Input should be a valid dictionary or instance of Topology (got None)"]
+
+
+def test_all_problems_are_reported_together():
+    data = with_changes(
+        AGGREGATION,
+        ("flows/0/target", "us"),
+        ("flows/1/topics", ["("]),
+        ("flows/1/replication_factor", 5),
+        ("connect", {"spare": {"kafka": "nowhere"}}),
+    )
+    found = problems(data)
+    assert [p.split(":")[0] for p in found] == [
+        "connect.spare.kafka", "connect.spare", "flows[0].target", "flows[1].topics[0]", "flows[1].replication_factor"]
+    message = str(TopologyError(found))
+    assert message.splitlines()[0] == "Invalid mirrorstack topology:"
+    assert len(message.splitlines()) == 1 + len(found)
+
+
+def test_all_type_errors_are_reported_together():
+    data = with_changes(AGGREGATION, ("clusters/us/brokers", "two"), ("flows/0/topic", []), ("platform", "aws"))
+    assert [p.split(":")[0] for p in problems(data)] == ["platform", "clusters.us.brokers", "flows[0].topic"]
+
+
+def test_three_cycle_with_identity_is_named():
+    data = {**CYCLE, "flows": [{"source": "b", "target": "c"}, {"source": "c", "target": "a"},
+                               {"source": "a", "target": "b", "replication_policy": "identity"}]}
+    [found] = problems(data)
+    assert "cycle a -> b -> c -> a" in found
+    assert found.startswith("flows[2].replication_policy:")
+    assert "flows[2] (a->b, identity), flows[0] (b->c, default), flows[1] (c->a, default)" in found
+
+
+def test_every_identity_cycle_is_reported():
+    data = {**CYCLE, "flows": [{"source": "a", "target": "b", "replication_policy": "identity"},
+                               {"source": "b", "target": "a"}, {"source": "b", "target": "c"},
+                               {"source": "c", "target": "a"}, {"source": "c", "target": "b"}]}
+    cycles = [p.split("cycle ")[1].split(" via")[0] for p in problems(data)]
+    assert cycles == ["a -> b -> a", "a -> b -> c -> a"]  # b <-> c has no identity flow
+
+
+def test_identity_cycle_report_is_capped_on_a_dense_mesh():
+    names = [f"c{i}" for i in range(9)]
+    flows = [{"source": s, "target": t, "replication_policy": "identity"} for s in names for t in names if s != t]
+    found = problems({"clusters": {n: {} for n in names}, "flows": flows})
+    assert len(found) == model.MAX_CYCLES
+
+
+def test_identity_aggregation_and_default_active_active_are_accepted():
+    load_topology(AGGREGATION)
+    load_topology({"clusters": {"us": {}, "uk": {}},
+                   "flows": [{"source": "us", "target": "uk"}, {"source": "uk", "target": "us"}]})
+    # identity into a chain without a way back is fine too
+    load_topology({**CYCLE, "flows": [{"source": "a", "target": "b", "replication_policy": "identity"},
+                                      {"source": "b", "target": "c", "replication_policy": "identity"}]})
+
+
+def test_committed_json_schema_is_current():
+    committed = model.SCHEMA_FILE.read_text()
+    assert committed == model.render_json_schema(), "stale schema: run `make schema`"
+    assert json.loads(committed) == topology_json_schema()
+
+
+def test_json_schema_documents_every_field():
+    schema = topology_json_schema()
+    assert schema["$schema"].startswith("https://json-schema.org/") and "mirrorstack" in schema["title"]
+    models = [schema, *schema["$defs"].values()]
+    for m in models:
+        assert m["additionalProperties"] is False
+        for name, prop in m["properties"].items():
+            assert prop.get("description"), f"{m['title']}.{name} has no description"
+
+
+def test_model_does_not_import_pulumi():
+    # The schema, the tests and tooling must work without the Pulumi engine.
+    code = "import sys, components.model; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True, timeout=60)
