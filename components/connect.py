@@ -18,7 +18,7 @@ class ConnectCluster(pulumi.ComponentResource):
         for i in range(spec.workers):
             worker = f"connect-{name}-{i}"
             host, port = platform.address(worker, "rest")
-            urls.append(f"http://{host}:{port}")
+            urls.append("http://%s:%d" % platform.host_address(worker, "rest"))
             props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port: render_properties(
                 connect.worker_properties(f"mirrorstack-{name}", bootstrap_servers=servers, host=host,
                                           rest_port=port, kafka_broker_count=kafka.broker_count,

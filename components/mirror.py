@@ -32,7 +32,8 @@ class ConnectClient:
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
-        retry = Retry(total=8, backoff_factor=0.5, status_forcelist=(409, 500, 502, 503, 504),
+        # About 15 s of retries (backoff 0.5 s doubling), then a clear error.
+        retry = Retry(total=5, backoff_factor=0.5, status_forcelist=(409, 500, 502, 503, 504),
                       allowed_methods=None, raise_on_status=False)
         self.http = requests.Session()
         self.http.mount("http://", HTTPAdapter(max_retries=retry))

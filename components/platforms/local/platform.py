@@ -42,6 +42,11 @@ class LocalPlatform:
             self._ports[key] = port
         return HOST, self._ports[key]
 
+    def host_address(self, service: str, port_name: str) -> tuple[str, int]:
+        """How this machine (the Pulumi program, the MM2 resource) reaches the
+        port; on local it is the address the services use among themselves."""
+        return self.address(service, port_name)
+
     def service_dir(self, service: str) -> str:
         return str(self.base_dir / service)
 

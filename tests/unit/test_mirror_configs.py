@@ -1,0 +1,46 @@
+import json
+
+from components.config.mirror import mirror_connector_configs
+from components.model import load_topology
+from tests.unit.golden import assert_golden
+
+BASE = {"clusters": {"us": {"brokers": 1}, "central": {"brokers": 3}}}
+
+
+def _configs(flow: dict) -> dict:
+    topology = load_topology({**BASE, "flows": [{"source": "us", "target": "central", **flow}]})
+    flow = topology.flows[0]
+    return mirror_connector_configs(flow, replication_factor=topology.replication_factor(flow),
+                                    source_bootstrap="us-broker-0:9092", target_bootstrap="central-broker-0:9092",
+                                    target_client={"security.protocol": "PLAINTEXT"})
+
+
+def test_default_flow_golden():
+    assert_golden("mm2-default-flow.json", json.dumps(_configs({}), indent=2, sort_keys=False) + "\n")
+
+
+def test_identity_flow_with_options_golden():
+    configs = _configs({"replication_policy": "identity", "topics": ["orders", "clicks.*"],
+                        "topics_exclude": ["clicks.internal"], "groups": ["billing-.*"], "tasks_max": 4,
+                        "sync_group_offsets": True, "heartbeats": False,
+                        "overrides": {"source": {"refresh.topics.interval.seconds": "10"}}})
+    assert_golden("mm2-identity-flow.json", json.dumps(configs, indent=2) + "\n")
+
+
+def test_switches_decide_which_connectors_exist():
+    assert list(_configs({})) == ["us->central.MirrorSourceConnector", "us->central.MirrorCheckpointConnector",
+                                  "us->central.MirrorHeartbeatConnector"]
+    assert list(_configs({"checkpoints": False, "heartbeats": False})) == ["us->central.MirrorSourceConnector"]
+
+
+def test_every_value_is_a_string_and_replication_factors_fit_the_target():
+    for config in _configs({}).values():
+        assert all(isinstance(v, str) for v in config.values())
+        for key, value in config.items():
+            if key.endswith("replication.factor"):
+                assert value == "3"  # central has 3 brokers
+
+
+def test_overrides_are_applied_last():
+    source = _configs({"overrides": {"source": {"tasks.max": "1", "topics": "x"}}})["us->central.MirrorSourceConnector"]
+    assert source["tasks.max"] == "1" and source["topics"] == "x"
