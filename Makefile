@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine test unit clean
+.PHONY: demo down versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine test unit clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -24,6 +24,8 @@ help:
 	@echo "  make spark-kafka  spark-sql-kafka for Spark $(SPARK_VERSION) -> .tools/spark-kafka"
 	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
 	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
+	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
+	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
@@ -66,6 +68,15 @@ engine: $(TOOLS)/bin/.engine-$(PULUMI_VERSION)
 $(TOOLS)/bin/.engine-$(PULUMI_VERSION): $(ENGINE_SOURCES)
 	@tools/build-pulumi.sh $(PULUMI_VERSION) $(TOOLS)/bin $(TOOLS)/pulumi-build
 	@rm -f $(TOOLS)/bin/.engine-* && touch $@
+
+# The Pulumi engine with local state (see env.sh for every variable).
+WITH_ENGINE := . ./env.sh &&
+
+demo: setup
+	@$(WITH_ENGINE) $(VENV)/bin/python tools/demo.py
+
+down:
+	@$(WITH_ENGINE) pulumi destroy --stack aggregation --yes --non-interactive --skip-preview
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
