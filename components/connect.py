@@ -22,11 +22,11 @@ class ConnectCluster(pulumi.ComponentResource):
             props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port: render_properties(
                 connect.worker_properties(f"mirrorstack-{name}", bootstrap_servers=servers, host=host,
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
-                                          overrides=dict(spec.settings))))
+                                          listen_host=platform.listen_host, overrides=dict(spec.settings))))
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props},
-                health={"kind": "connect", "url": urls[-1]},
+                health={"kind": "connect", "url": f"http://{host}:{port}"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=kafka.ready)))
         self.workers = workers
         self.rest_url = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: urls[0])

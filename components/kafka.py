@@ -45,7 +45,8 @@ class KafkaCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         ctrl_props = broker.controller_properties(CONTROLLER_ID, host=ctrl_host, port=ctrl_port, voters=voters,
-                                                  log_dir=platform.data_dir(controller), broker_count=cluster.brokers)
+                                                  log_dir=platform.data_dir(controller), broker_count=cluster.brokers,
+                                                  listen_host=platform.listen_host)
         ctrl = platform.run_kafka_java(
             controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], heap="256m",
             files={"server.properties": render_properties(ctrl_props)},
@@ -59,7 +60,7 @@ class KafkaCluster(pulumi.ComponentResource):
             addresses.append(f"{host}:{port}")
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
-                                             overrides=dict(cluster.settings))
+                                             listen_host=platform.listen_host, overrides=dict(cluster.settings))
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": render_properties(props)},

@@ -123,6 +123,9 @@ class Flow(_Model):
     replication_factor: int | None = Field(None, ge=1, description=(
         "For remote topics and MM2's internal topics; default min(3, target brokers)."))
     overrides: ConnectorOverrides = Field(ConnectorOverrides(), description="Raw connector configs, applied last.")
+    restart_trigger: str = Field("", description=(
+        "Change this value (e.g. a date) to restart the flow's connectors and tasks on the next up "
+        "(mm2.sh's redeploy)."))
 
     @property
     def name(self) -> str:

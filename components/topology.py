@@ -31,7 +31,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                     source_bootstrap=servers[0], target_bootstrap=servers[1],
                     source_client=source.client_settings, target_client=target.client_settings))
             self.flows[flow.name] = MirrorMaker2(
-                flow, connect_url=connect.rest_url, connectors=configs,
+                flow, connect_url=connect.rest_url, connectors=configs, restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
         self.cluster_outputs = pulumi.Output.all(

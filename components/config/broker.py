@@ -31,13 +31,15 @@ def internal_topic_settings(broker_count: int) -> dict[str, str]:
 
 def controller_properties(
     node_id: int, *, host: str, port: int, voters: str, log_dir: str, broker_count: int,
-    overrides: Mapping[str, str] | None = None,
+    listen_host: str | None = None, overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
+    """`listen_host` is the interface to bind (containers: 0.0.0.0) when it
+    differs from `host`, the name others reach the node by."""
     props = {
         "process.roles": "controller",
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"{CONTROLLER_LISTENER}://{host}:{port}",
+        "listeners": f"{CONTROLLER_LISTENER}://{listen_host or host}:{port}",
         "controller.listener.names": CONTROLLER_LISTENER,
         "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT",
         "log.dirs": log_dir,
@@ -50,13 +52,13 @@ def controller_properties(
 
 def broker_properties(
     node_id: int, *, host: str, port: int, voters: str, log_dir: str, broker_count: int,
-    overrides: Mapping[str, str] | None = None,
+    listen_host: str | None = None, overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     props = {
         "process.roles": "broker",
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"{BROKER_LISTENER}://{host}:{port}",
+        "listeners": f"{BROKER_LISTENER}://{listen_host or host}:{port}",
         "advertised.listeners": f"{BROKER_LISTENER}://{host}:{port}",
         "inter.broker.listener.name": BROKER_LISTENER,
         "controller.listener.names": CONTROLLER_LISTENER,

@@ -8,7 +8,8 @@ BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
 def worker_properties(
     group_id: str, *, bootstrap_servers: str, host: str, rest_port: int,
-    kafka_broker_count: int, overrides: Mapping[str, str] | None = None,
+    kafka_broker_count: int, listen_host: str | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """One worker of the group `group_id`. Its config/offset/status topics live
     on the cluster it bootstraps to, replicated as far as that cluster allows."""
@@ -24,7 +25,7 @@ def worker_properties(
         "config.storage.replication.factor": rf,
         "offset.storage.replication.factor": rf,
         "status.storage.replication.factor": rf,
-        "listeners": f"http://{host}:{rest_port}",
+        "listeners": f"http://{listen_host or host}:{rest_port}",
         "rest.advertised.host.name": host,
         "rest.advertised.port": str(rest_port),
     }

@@ -51,7 +51,15 @@ def test_lifecycle_create_read_repair_delete(kafka_a, kafka_b, connect_b):
     # a changed flow name replaces; a changed config only updates
     assert provider.diff(created.id, repaired.outs, {**props, "flow": "other"}).replaces == ["flow"]
 
-    provider.delete(created.id, repaired.outs)
+    # a new restart trigger (mm2.sh's redeploy) restarts the connectors in place
+    redeploy = {**props, "restart_trigger": "2026-11-22"}
+    assert provider.diff(created.id, repaired.outs, redeploy).changes is True
+    restarted = provider.update(created.id, repaired.outs, redeploy)
+    assert {s["state"] for s in restarted.outs["states"].values()} == {"RUNNING"}
+    log = "\n".join(p.read_text() for p in connect_b.base_dir.glob("worker-*.log"))
+    assert "/restart?includeTasks=true" in log
+
+    provider.delete(created.id, restarted.outs)
     assert [client.get_config(n) for n in names] == [None, None, None]
 
 

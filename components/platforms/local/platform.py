@@ -26,6 +26,7 @@ def default_port_base(stack: str) -> int:
 
 class LocalPlatform:
     name = "local"
+    listen_host = HOST  # services bind loopback only
 
     def __init__(self, stack: str, base_dir: str, port_base: int | None = None):
         self.base_dir = Path(base_dir).resolve()

@@ -1,0 +1,193 @@
+"""The `docker` platform: each service is an `apache/kafka` container.
+
+One user-defined network per stack; a container's hostname and network alias
+are its service name, so services reach each other at `<service>:<port>` with
+fixed ports per port name. Ports the Pulumi program itself needs (Connect's
+REST API) are published on 127.0.0.1 only, on deterministic host ports.
+
+The helpers at the top (names, ports, the container command, health probes)
+are shared with the kubernetes platform: same image, same shell.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import zlib
+from urllib.parse import urlsplit
+
+import pulumi
+import pulumi_docker as docker
+
+from components.config.logging import log4j2_properties
+from components.platforms.local.platform import PORT_SPAN, default_port_base
+from components.versions import kafka_version
+
+HOST = "127.0.0.1"
+KAFKA_HOME = "/opt/kafka"
+FILES_ROOT = "/opt/mirrorstack"
+DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
+CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
+PREPARE_HEAP = "256m"  # the storage formatter is a short-lived tool
+PROBE_HEAP = "64m"  # probe JVMs share the container's memory with the service
+
+
+def kafka_image(image: str | None = None) -> str:
+    return image or f"apache/kafka:{kafka_version()}"
+
+
+def dns_label(name: str, max_len: int = 63) -> str:
+    """A DNS-1035 label (lowercase, [a-z0-9-], starts with a letter). A name
+    that had to change gets a hash suffix, so `US_east` and `us-east` differ."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    if not label[:1].isalpha():
+        label = f"s-{label}".strip("-")
+    if label != name or len(label) > max_len:
+        suffix = f"{zlib.crc32(name.encode()):08x}"[:6]
+        label = f"{label[:max_len - 7].rstrip('-')}-{suffix}"
+    return label
+
+
+def container_port(port_name: str, taken: set[int]) -> int:
+    """Fixed ports for the known port names; others hashed into 9100-9899."""
+    port = CONTAINER_PORTS.get(port_name) or 9100 + zlib.crc32(port_name.encode()) % 800
+    while port in taken:
+        port += 1
+    return port
+
+
+def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
+    """Deterministic per stack and key (LocalPlatform's scheme), probed on clash."""
+    port = port_base + zlib.crc32(key.encode()) % PORT_SPAN
+    while port in taken:
+        port = port_base + (port - port_base + 1) % PORT_SPAN
+    return port
+
+
+def container_script(main: str, args: list[str], prepare=()) -> str:
+    """The `sh -c` script: the one-time preparation steps (idempotent), then
+    `exec` the service, so the JVM replaces the shell as PID 1 and receives the
+    stop signal itself (a clean, controlled shutdown)."""
+    run_class = f"{KAFKA_HOME}/bin/kafka-run-class.sh"
+    steps = [f"KAFKA_HEAP_OPTS=-Xmx{PREPARE_HEAP} {shlex.join([run_class, m, *a])}" for m, a in prepare]
+    steps.append("exec " + shlex.join([run_class, main, *args]))
+    return " && ".join(steps)
+
+
+def _http_get(host: str, port: int, path: str) -> str:
+    # No curl/wget in the image: plain HTTP/1.0 over bash's /dev/tcp.
+    request = r"'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n'"  # printf turns \r\n into CR LF
+    return f"exec 3<>/dev/tcp/{host}/{port} && printf {request} {shlex.quote(path)} {host} >&3 && cat <&3"
+
+
+def probe_command(spec: dict, in_network) -> list[str]:
+    """A health spec (see local/health.py::check) as a command run inside the
+    container. `in_network(host, port)` turns an address the Pulumi program
+    uses (a published port) into the one reachable from inside."""
+    kind = spec["kind"]
+    if kind == "tcp":
+        host, port = in_network(spec["host"], int(spec["port"]))
+        return ["bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"]
+    if kind == "kafka":
+        servers = [in_network(h, int(p)) for h, _, p in (s.rpartition(":") for s in spec["bootstrap"].split(","))]
+        return ["env", f"KAFKA_HEAP_OPTS=-Xmx{PROBE_HEAP}", f"{KAFKA_HOME}/bin/kafka-broker-api-versions.sh",
+                "--bootstrap-server", ",".join(f"{h}:{p}" for h, p in servers)]
+    if kind in ("http", "connect"):
+        url = urlsplit(spec["url"])
+        host, port = in_network(url.hostname, url.port or 80)
+        if kind == "connect":  # as local: the REST API lists the MirrorMaker 2 connectors
+            return ["bash", "-c", _http_get(host, port, "/connector-plugins") + " | grep -q MirrorSourceConnector"]
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        return ["bash", "-c", _http_get(host, port, path) + " | head -n 1 | grep -q ' 200 '"]
+    raise ValueError(f"unknown health check kind {kind!r}")
+
+
+class DockerPlatform:
+    """Services as containers; see the module docstring for the addressing."""
+
+    name = "docker"
+    listen_host = "0.0.0.0"  # inside the container; advertised by service name
+
+    def __init__(self, stack: str, network_name: str | None = None, image: str | None = None,
+                 port_base: int | None = None):
+        self.stack = stack
+        self.prefix = dns_label(f"mirrorstack-{stack}")  # containers of several stacks share one engine
+        self.network_name = network_name or self.prefix
+        self.image_name = kafka_image(image)
+        self.port_base = port_base if port_base is not None else default_port_base(stack)
+        self._ports: dict[str, dict[str, int]] = {}  # service → port name → port inside the network
+        self._host_ports: dict[tuple[str, str], int] = {}  # (service, port name) → published host port
+        self._inside: dict[tuple[str, int], tuple[str, int]] = {}  # host address → in-network address
+        self._network: docker.Network | None = None
+        self._image: docker.RemoteImage | None = None
+        self.containers: dict[str, docker.Container] = {}
+
+    def address(self, service: str, port_name: str) -> tuple[str, int]:
+        host = dns_label(service)
+        ports = self._ports.setdefault(host, {})
+        if port_name not in ports:
+            ports[port_name] = container_port(port_name, set(ports.values()))
+        return host, ports[port_name]
+
+    def host_address(self, service: str, port_name: str) -> tuple[str, int]:
+        """The published port on 127.0.0.1; ask before `run_kafka_java`, which publishes it."""
+        inside = self.address(service, port_name)
+        key = (inside[0], port_name)
+        if key not in self._host_ports:
+            if inside[0] in self.containers:
+                raise RuntimeError(f"{service}: host_address({port_name!r}) must come before run_kafka_java")
+            self._host_ports[key] = hashed_host_port(self.port_base, "/".join(key), set(self._host_ports.values()))
+            self._inside[(HOST, self._host_ports[key])] = inside
+        return HOST, self._host_ports[key]
+
+    def in_network(self, host: str, port: int) -> tuple[str, int]:
+        return self._inside.get((host, port), (host, port))
+
+    def service_dir(self, service: str) -> str:
+        return f"{FILES_ROOT}/{dns_label(service)}"
+
+    def data_dir(self, service: str) -> str:
+        return DATA_DIR
+
+    def _shared(self) -> tuple[docker.Network, docker.RemoteImage]:
+        # Created on first use, owned by the stack (no parent): every cluster uses them.
+        if self._network is None:
+            self._network = docker.Network("network", name=self.network_name)
+            # keep_locally: destroying one stack must not delete an image others run.
+            self._image = docker.RemoteImage("kafka-image", name=self.image_name, keep_locally=True)
+        return self._network, self._image
+
+    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
+                       health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
+                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
+        """Run one of Kafka's main classes in a container; `{dir}` in `args` and
+        `prepare` is the folder the `files` are uploaded to."""
+        network, image = self._shared()
+        host, folder = dns_label(service), self.service_dir(service)
+        fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
+        files = {"log4j2.properties": log4j2_properties(), **files}
+        # A volume per service, Connect's too (stays empty; keeps every container alike).
+        volume = docker.Volume(f"{host}-data", name=f"{self.prefix}-{host}-data",
+                               opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        published = [{"internal": self._ports[host][port_name], "external": port, "ip": HOST}
+                     for (name, port_name), port in self._host_ports.items() if name == host]
+        container = docker.Container(
+            host, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
+            networks_advanced=[{"name": network.name, "aliases": [host]}],
+            entrypoints=["/bin/sh", "-c"],  # bypass the image's launcher: we bring our own files
+            command=[container_script(main, fill(args), [(m, fill(a)) for m, a in prepare])],
+            envs=[f"KAFKA_HEAP_OPTS=-Xmx{heap}",
+                  f"KAFKA_LOG4J_OPTS=-Dlog4j2.configurationFile={folder}/log4j2.properties"],
+            uploads=[{"file": f"{folder}/{name}", "content": content} for name, content in files.items()],
+            volumes=[{"volume_name": volume.name, "container_path": DATA_DIR}],
+            ports=published,
+            healthcheck={"tests": ["CMD", *probe_command(health, self.in_network)],
+                         "interval": "5s", "timeout": "30s", "start_period": "120s", "retries": 5},
+            restart="unless-stopped",
+            # Like the local platform, creation returns only once the service is healthy,
+            # so `depends_on` on this container means "the service answers".
+            wait=True, wait_timeout=300,
+            labels=[{"label": "mirrorstack.stack", "value": self.stack},
+                    {"label": "mirrorstack.service", "value": service}],
+            opts=opts)
+        self.containers[host] = container
+        return container

@@ -1,0 +1,200 @@
+"""The `kubernetes` platform: each service is a 1-replica StatefulSet.
+
+Per service: a ConfigMap with its files, a headless Service giving it a stable
+DNS name (`<service>.<namespace>.svc.<cluster domain>`), and a StatefulSet
+running `apache/kafka`. Manifests are built here as plain dicts (kept in
+`manifests`, validated by tests with kubernetes-validate) and handed as-is to
+pulumi_kubernetes; file contents may be Outputs inside them, so resolve with
+`pulumi.Output.from_input(platform.manifests)` before validating.
+
+Connect workers are StatefulSets too, without storage: each worker advertises
+its own name to the group (`rest.advertised.host.name`), so it needs a stable
+identity that exists at most once, which is what a StatefulSet guarantees and
+a Deployment's rolling update (two pods for a while) does not.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config.logging import log4j2_properties
+from components.platforms.docker import (
+    HOST, container_port, container_script, dns_label, hashed_host_port, kafka_image, probe_command,
+)
+from components.platforms.local.platform import default_port_base
+
+KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
+FILES_ROOT = "/opt/mirrorstack"
+DATA_MOUNT = "/var/lib/kafka/data"
+# Kafka's log dir is a subfolder: a fresh volume's root may hold `lost+found`,
+# which Kafka would take for a broken partition folder.
+DATA_DIR = f"{DATA_MOUNT}/kafka"
+APPUSER = 1000  # the image's user; fsGroup makes the volume writable for it
+REST_ACCESS = ("port-forward", "in-cluster")
+
+
+def mebibytes(heap: str) -> int:
+    """`-Xmx` sizes (512m, 1g) in MiB."""
+    scale = {"k": 1 / 1024, "m": 1, "g": 1024}
+    return int(float(heap[:-1]) * scale[heap[-1].lower()]) if heap[-1].isalpha() else int(heap) // 2**20
+
+
+class KubernetesPlatform:
+    """rest_access says how the Pulumi program (and its MirrorMaker 2 resource)
+    reaches Connect's REST API:
+
+    - "in-cluster": the program runs inside the cluster; `host_address` is the
+      in-cluster DNS name, like `address`.
+    - "port-forward" (default): `host_address` is 127.0.0.1 and a deterministic
+      port per stack; keep a `kubectl port-forward` running for it while
+      `pulumi up` runs (`port_forward_command` gives the exact command; it
+      fails until the worker's pod exists, so loop it or `up` in two steps:
+      `pulumi up --target` the workers first).
+    """
+
+    name = "kubernetes"
+    listen_host = "0.0.0.0"  # inside the pod; advertised by its DNS name
+
+    def __init__(self, stack: str, namespace: str | None = None, rest_access: str = "port-forward", *,
+                 cluster_domain: str = "cluster.local", storage_size: str = "1Gi",
+                 storage_class: str | None = None, image: str | None = None, port_base: int | None = None):
+        if rest_access not in REST_ACCESS:
+            raise ValueError(f"rest_access must be one of {REST_ACCESS}, not {rest_access!r}")
+        self.stack, self.rest_access, self.cluster_domain = stack, rest_access, cluster_domain
+        self.namespace = dns_label(namespace or f"mirrorstack-{stack}")
+        self.image = kafka_image(image)
+        self.storage_size, self.storage_class = storage_size, storage_class
+        self.port_base = port_base if port_base is not None else default_port_base(stack)
+        self._ports: dict[str, dict[str, int]] = {}  # service → port name → container port
+        self._forwards: dict[str, int] = {}  # "service/port_name" → local port of the port-forward
+        self._inside: dict[tuple[str, int], tuple[str, int]] = {}  # host address → in-cluster address
+        self._with_data: set[str] = set()  # services that asked for a data dir get a volume
+        self._namespace: k8s.core.v1.Namespace | None = None
+        self.manifests: list[dict] = []
+
+    def _label(self, service: str) -> str:
+        return dns_label(service, max_len=52)  # room for the StatefulSet's revision-hash label
+
+    def address(self, service: str, port_name: str) -> tuple[str, int]:
+        svc = self._label(service)
+        ports = self._ports.setdefault(svc, {})
+        if port_name not in ports:
+            ports[port_name] = container_port(port_name, set(ports.values()))
+        return f"{svc}.{self.namespace}.svc.{self.cluster_domain}", ports[port_name]
+
+    def _forward_port(self, service: str, port_name: str) -> int:
+        key = f"{self._label(service)}/{port_name}"
+        if key not in self._forwards:
+            self._forwards[key] = hashed_host_port(self.port_base, key, set(self._forwards.values()))
+            self._inside[(HOST, self._forwards[key])] = self.address(service, port_name)
+        return self._forwards[key]
+
+    def host_address(self, service: str, port_name: str) -> tuple[str, int]:
+        if self.rest_access == "in-cluster":
+            return self.address(service, port_name)
+        return HOST, self._forward_port(service, port_name)
+
+    def port_forward_command(self, service: str, port_name: str) -> str:
+        _, port = self.address(service, port_name)
+        return shlex.join(["kubectl", "port-forward", "--namespace", self.namespace, "--address", HOST,
+                           f"service/{self._label(service)}", f"{self._forward_port(service, port_name)}:{port}"])
+
+    def in_cluster(self, host: str, port: int) -> tuple[str, int]:
+        """A host address (a port-forward) back to the in-cluster one; probes run in the pod."""
+        return self._inside.get((host, port), (host, port))
+
+    def service_dir(self, service: str) -> str:
+        return f"{FILES_ROOT}/{self._label(service)}"
+
+    def data_dir(self, service: str) -> str:
+        self._with_data.add(self._label(service))
+        return DATA_DIR
+
+    def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None):
+        self.manifests.append(manifest)
+        body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+        return cls(manifest["metadata"]["name"], **body, opts=opts)
+
+    def _ns(self) -> k8s.core.v1.Namespace:
+        if self._namespace is None:  # shared by every service of the stack, so no parent
+            self._namespace = self._create(k8s.core.v1.Namespace, {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}}})
+        return self._namespace
+
+    def _probe(self, health: dict) -> dict:
+        if health["kind"] == "tcp":  # the kubelet checks the pod's own IP: no shell needed
+            check = {"tcpSocket": {"port": int(health["port"])}}
+        else:
+            check = {"exec": {"command": probe_command(health, self.in_cluster)}}
+        return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
+
+    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
+                       health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
+                       opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+        """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args` and
+        `prepare` is the folder the ConfigMap with `files` is mounted at."""
+        namespace, svc, folder = self._ns(), self._label(service), self.service_dir(service)
+        fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
+        files = {"log4j2.properties": log4j2_properties(), **files}
+        labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
+                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
+        selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
+        meta = lambda name: {"name": name, "namespace": self.namespace, "labels": labels}  # noqa: E731
+        ports = self._ports.get(svc, {})
+        child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
+
+        config_map = self._create(k8s.core.v1.ConfigMap, {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"), "data": files}, child)
+        service_obj = self._create(k8s.core.v1.Service, {
+            "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
+            # Headless, and published before ready: Kafka resolves its own name to bind,
+            # and brokers must reach the controller before anything is ready.
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": selector,
+                     "ports": [{"name": dns_label(n, 15), "port": p, "targetPort": p} for n, p in ports.items()]}},
+            child)
+
+        memory = f"{2 * mebibytes(heap) + 256}Mi"  # heap + metaspace, buffers and a probe JVM
+        mounts = [{"name": "files", "mountPath": folder, "readOnly": True}]
+        claims = []
+        if svc in self._with_data:
+            mounts.append({"name": "data", "mountPath": DATA_MOUNT})
+            claims.append({"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.storage_size}},
+                **({"storageClassName": self.storage_class} if self.storage_class else {})}})
+        # The pods restart when a file changes: a ConfigMap update alone would not.
+        checksum = pulumi.Output.all(**files).apply(
+            lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
+        container = {
+            "name": "kafka", "image": self.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", container_script(main, fill(args), [(m, fill(a)) for m, a in prepare])],
+            "env": [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{heap}"},
+                    {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}],
+            "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
+            "readinessProbe": self._probe(health),
+            # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
+            "resources": {"requests": {"cpu": "250m", "memory": memory}, "limits": {"memory": memory}},
+            "volumeMounts": mounts,
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }
+        statefulset = self._create(k8s.apps.v1.StatefulSet, {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(svc),
+            "spec": {
+                "serviceName": svc, "replicas": 1, "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": labels, "annotations": {"mirrorstack.io/files-sha256": checksum}},
+                    "spec": {
+                        "securityContext": {"runAsUser": APPUSER, "runAsGroup": APPUSER, "runAsNonRoot": True,
+                                            "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "terminationGracePeriodSeconds": 60,  # a broker's controlled shutdown
+                        "containers": [container],
+                        "volumes": [{"name": "files", "configMap": {"name": f"{svc}-files"}}]}},
+                **({"volumeClaimTemplates": claims} if claims else {})}},
+            # pulumi-kubernetes waits for the StatefulSet's pods to be ready, so
+            # `depends_on` on it means "the service answers", as on the other platforms.
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace, config_map, service_obj])))
+        return statefulset

@@ -1,0 +1,371 @@
+"""The docker and kubernetes platforms under Pulumi mocks: the aggregation
+stack's resource graph and the inputs each resource gets (no engine, no
+provider plugins; Kubernetes manifests checked against the schema)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import kubernetes_validate
+import pulumi
+import pytest
+import yaml
+
+from components.model import load_topology
+from components.platforms.docker import DockerPlatform, dns_label, probe_command
+from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.topology import ReplicationTopology
+from components.versions import kafka_version
+
+STACK = "aggregation"
+NAMESPACE = "mirrorstack-aggregation"
+ROOT = Path(__file__).resolve().parents[2]
+CONTROLLERS = {"us-controller", "uk-controller", "central-controller"}
+BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
+WORKERS = {"connect-central-0"}
+SERVICES = CONTROLLERS | BROKERS | WORKERS
+DYNAMIC = "pulumi-python:dynamic:Resource"
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every registration; outputs are the inputs."""
+
+    def __init__(self):
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args):
+        self.resources.append(args)
+        return [args.name + "_id", args.inputs]
+
+    def call(self, args):
+        return {}, None
+
+    def of_type(self, typ: str) -> dict[str, dict]:
+        found = {r.name: r.inputs for r in self.resources if r.typ == typ}
+        assert len(found) == sum(r.typ == typ for r in self.resources), f"duplicate names among {typ}"
+        return found
+
+
+def aggregation_topology():
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.aggregation.yaml").read_text())
+    return load_topology(document["config"]["mirrorstack:topology"])
+
+
+def deploy(make_platform):
+    """Build the aggregation topology on a fresh mock engine; wait until every
+    registration is done and every output (and manifest) is resolved."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
+    built = {}
+
+    @pulumi.runtime.test
+    def program():
+        platform = make_platform()
+        topology = ReplicationTopology(STACK, aggregation_topology(), platform, stack=STACK)
+        built["platform"] = platform
+        manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))
+        return pulumi.Output.all(topology.cluster_outputs, topology.connect_outputs, manifests).apply(
+            lambda out: built.update(clusters=out[0], connect=out[1], manifests=out[2]))
+
+    program()
+    return mocks, built
+
+
+def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
+    return mocks.of_type(DYNAMIC)
+
+
+# ---------------------------------------------------------------- docker
+
+@pytest.fixture(scope="module")
+def docker_run():
+    return deploy(lambda: DockerPlatform(STACK))
+
+
+def containers(mocks):
+    return mocks.of_type("docker:index/container:Container")
+
+
+def uploaded(container: dict, name: str) -> str:
+    (content,) = [u["content"] for u in container["uploads"] if u["file"].endswith(f"/{name}")]
+    return content
+
+
+def test_docker_one_network_and_one_image_for_the_stack(docker_run):
+    mocks, _ = docker_run
+    assert list(mocks.of_type("docker:index/network:Network").values()) == [{"name": "mirrorstack-aggregation"}]
+    (image,) = mocks.of_type("docker:index/remoteImage:RemoteImage").values()
+    assert image["name"] == f"apache/kafka:{kafka_version()}"
+    assert image["keepLocally"] is True
+
+
+def test_docker_one_container_and_one_volume_per_service(docker_run):
+    mocks, _ = docker_run
+    by_name = containers(mocks)
+    assert set(by_name) == SERVICES
+    volumes = mocks.of_type("docker:index/volume:Volume")
+    assert set(volumes) == {f"{s}-data" for s in SERVICES}
+    for service, container in by_name.items():
+        assert container["volumes"] == [{"volumeName": volumes[f"{service}-data"]["name"],
+                                         "containerPath": "/var/lib/kafka/data"}]
+
+
+def test_docker_containers_run_the_pinned_image_on_the_stack_network(docker_run):
+    mocks, _ = docker_run
+    for service, container in containers(mocks).items():
+        assert container["image"] == f"apache/kafka:{kafka_version()}"
+        assert container["name"] == f"mirrorstack-aggregation-{service}"
+        assert container["hostname"] == service
+        assert container["networksAdvanced"] == [{"name": "mirrorstack-aggregation", "aliases": [service]}]
+
+
+def test_docker_broker_files_use_in_network_addresses(docker_run):
+    mocks, _ = docker_run
+    props = uploaded(containers(mocks)["us-broker-0"], "server.properties").splitlines()
+    assert "advertised.listeners=PLAINTEXT://us-broker-0:9092" in props
+    assert "controller.quorum.voters=1@us-controller:9093" in props
+    assert "log.dirs=/var/lib/kafka/data" in props
+    worker = uploaded(containers(mocks)["connect-central-0"], "worker.properties").splitlines()
+    assert "bootstrap.servers=central-broker-0:9092" in worker
+    assert "rest.advertised.host.name=connect-central-0" in worker
+
+
+def test_docker_command_formats_storage_once_then_execs_the_service(docker_run):
+    mocks, _ = docker_run
+    broker = containers(mocks)["us-broker-0"]
+    assert broker["entrypoints"] == ["/bin/sh", "-c"]
+    (script,) = broker["command"]
+    prepare, run = script.split(" && exec ")
+    assert "kafka.tools.StorageTool format --ignore-formatted" in prepare
+    assert "-c /opt/mirrorstack/us-broker-0/server.properties" in prepare
+    assert run == "/opt/kafka/bin/kafka-run-class.sh kafka.Kafka /opt/mirrorstack/us-broker-0/server.properties"
+    assert {u["file"] for u in broker["uploads"]} == {
+        "/opt/mirrorstack/us-broker-0/server.properties", "/opt/mirrorstack/us-broker-0/log4j2.properties"}
+    assert "KAFKA_HEAP_OPTS=-Xmx512m" in broker["envs"]
+    assert "KAFKA_HEAP_OPTS=-Xmx256m" in containers(mocks)["us-controller"]["envs"]
+    assert containers(mocks)["connect-central-0"]["command"][0].startswith("exec ")  # nothing to prepare
+
+
+def test_docker_only_connect_rest_is_published_and_only_on_loopback(docker_run):
+    mocks, built = docker_run
+    _, host_port = built["platform"].host_address("connect-central-0", "rest")
+    for service, container in containers(mocks).items():
+        if service in WORKERS:
+            assert container["ports"] == [{"internal": 8083, "external": host_port, "ip": "127.0.0.1"}]
+        else:
+            assert not container.get("ports")
+
+
+def test_docker_every_container_has_a_healthcheck_and_a_restart_policy(docker_run):
+    mocks, _ = docker_run
+    for container in containers(mocks).values():
+        check = container["healthcheck"]
+        assert check["tests"][0] == "CMD" and len(check["tests"]) > 1
+        assert {"interval", "timeout", "startPeriod", "retries"} <= check.keys()
+        assert container["restart"] == "unless-stopped"
+        assert container["wait"] is True  # `depends_on` a container means it is healthy
+    by_name = containers(mocks)
+    controller_check = by_name["us-controller"]["healthcheck"]["tests"]
+    assert controller_check == ["CMD", "bash", "-c", "exec 3<>/dev/tcp/us-controller/9093"]
+    broker_check = by_name["us-broker-0"]["healthcheck"]["tests"]
+    assert "/opt/kafka/bin/kafka-broker-api-versions.sh" in broker_check
+    assert broker_check[-2:] == ["--bootstrap-server", "us-broker-0:9092"]
+    # Connect's check runs inside the container: the in-network port, not the published one.
+    connect_check = by_name["connect-central-0"]["healthcheck"]["tests"][-1]
+    assert "/dev/tcp/connect-central-0/8083" in connect_check and "/connector-plugins" in connect_check
+
+
+def test_docker_mm2_gets_the_published_url_and_in_network_bootstrap(docker_run):
+    mocks, built = docker_run
+    host, port = built["platform"].host_address("connect-central-0", "rest")
+    assert host == "127.0.0.1"
+    flows = connectors_of(mocks)
+    assert set(flows) == {"us->central-connectors", "uk->central-connectors"}
+    us = flows["us->central-connectors"]
+    assert us["flow"] == "us->central"
+    assert us["connect_url"] == f"http://127.0.0.1:{port}"
+    assert set(us["connectors"]) == {f"us->central.Mirror{k}Connector" for k in ("Source", "Checkpoint", "Heartbeat")}
+    for config in us["connectors"].values():
+        assert config["source.cluster.bootstrap.servers"] == "us-broker-0:9092"
+        assert config["target.cluster.bootstrap.servers"] == "central-broker-0:9092"
+    assert built["clusters"] == {"us": "us-broker-0:9092", "uk": "uk-broker-0:9092", "central": "central-broker-0:9092"}
+    assert built["connect"] == {"central": f"http://127.0.0.1:{port}"}
+
+
+def test_docker_host_ports_are_deterministic_per_stack():
+    first, again = DockerPlatform(STACK), DockerPlatform(STACK)
+    host, port = first.host_address("connect-central-0", "rest")
+    assert (host, port) == again.host_address("connect-central-0", "rest")
+    assert 10000 <= port < 30000
+    assert first.host_address("connect-central-1", "rest") != (host, port)
+
+
+# ---------------------------------------------------------------- shared helpers
+
+@pytest.mark.parametrize("name, ok", [("us-broker-0", True), ("connect-central-0", True),
+                                       ("US_east-broker-0", False), ("0day", False), ("a" * 80, False)])
+def test_service_names_become_dns_1035_labels(name, ok):
+    label = dns_label(name)
+    assert len(label) <= 63 and label[0].isalpha() and set(label) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
+    assert (label == name) is ok
+    assert dns_label("us_east") != dns_label("us-east")  # sanitised names cannot collide
+
+
+def test_http_probe_checks_the_status_line():
+    command = probe_command({"kind": "http", "url": "http://127.0.0.1:9999/-/ready"}, lambda h, p: ("prom", 9090))
+    assert command[:2] == ["bash", "-c"]
+    assert "/dev/tcp/prom/9090" in command[2] and "/-/ready" in command[2] and "' 200 '" in command[2]
+    with pytest.raises(ValueError, match="unknown health check kind"):
+        probe_command({"kind": "smoke"}, lambda h, p: (h, p))
+
+
+# ---------------------------------------------------------------- kubernetes
+
+FQDN = "{}.mirrorstack-aggregation.svc.cluster.local"
+
+
+@pytest.fixture(scope="module")
+def k8s_run():
+    return deploy(lambda: KubernetesPlatform(STACK))
+
+
+@pytest.fixture(scope="module")
+def k8s_in_cluster_run():
+    return deploy(lambda: KubernetesPlatform(STACK, rest_access="in-cluster"))
+
+
+def _ints(value):
+    """Mocks hand numbers back as floats; the manifests hold ints."""
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def manifests_of(built, kind: str) -> dict[str, dict]:
+    return {m["metadata"]["name"]: m for m in built["manifests"] if m["kind"] == kind}
+
+
+def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run):
+    mocks, built = k8s_run
+    assert set(mocks.of_type("kubernetes:core/v1:Namespace")) == {NAMESPACE}
+    assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == {f"{s}-files" for s in SERVICES}
+    assert set(mocks.of_type("kubernetes:core/v1:Service")) == SERVICES
+    assert set(mocks.of_type("kubernetes:apps/v1:StatefulSet")) == SERVICES
+    assert not mocks.of_type("kubernetes:apps/v1:Deployment")
+    assert len(built["manifests"]) == 1 + 3 * len(SERVICES)
+    for manifest in built["manifests"][1:]:
+        assert manifest["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])
+def test_k8s_every_manifest_validates_strictly(k8s_run, version):
+    _, built = k8s_run
+    for manifest in built["manifests"]:
+        kubernetes_validate.validate(manifest, desired_version=version, strict=True)
+
+
+def test_k8s_resources_get_exactly_the_validated_manifests(k8s_run):
+    mocks, built = k8s_run
+    registered = {(r.inputs["kind"], r.inputs["metadata"]["name"]): _ints(r.inputs)
+                  for r in mocks.resources if r.typ.startswith("kubernetes:") and "metadata" in r.inputs}
+    assert {(m["kind"], m["metadata"]["name"]): m for m in built["manifests"]} == registered
+
+
+def test_k8s_invalid_manifest_is_rejected_by_the_check(k8s_run):
+    _, built = k8s_run
+    bad = json.loads(json.dumps(manifests_of(built, "StatefulSet")["us-broker-0"]))
+    bad["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}  # a typo strict mode catches
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, desired_version=KUBERNETES_VERSION, strict=True)
+
+
+def test_k8s_broker_configmap_holds_server_properties(k8s_run):
+    _, built = k8s_run
+    data = manifests_of(built, "ConfigMap")["us-broker-0-files"]["data"]
+    assert set(data) == {"server.properties", "log4j2.properties"}
+    props = data["server.properties"].splitlines()
+    assert f"advertised.listeners=PLAINTEXT://{FQDN.format('us-broker-0')}:9092" in props
+    assert f"controller.quorum.voters=1@{FQDN.format('us-controller')}:9093" in props
+    assert "log.dirs=/var/lib/kafka/data/kafka" in props
+
+
+def test_k8s_services_are_headless_and_resolve_before_ready(k8s_run):
+    _, built = k8s_run
+    services = manifests_of(built, "Service")
+    for name, service in services.items():
+        assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+        assert service["spec"]["selector"]["app.kubernetes.io/instance"] == name
+    assert services["us-broker-0"]["spec"]["ports"] == [{"name": "kafka", "port": 9092, "targetPort": 9092}]
+    assert services["us-controller"]["spec"]["ports"][0]["port"] == 9093
+    assert services["connect-central-0"]["spec"]["ports"][0]["port"] == 8083
+
+
+def test_k8s_statefulsets_probe_mount_and_size_from_heap(k8s_run):
+    _, built = k8s_run
+    sets = manifests_of(built, "StatefulSet")
+    for name, sts in sets.items():
+        assert sts["spec"]["replicas"] == 1 and sts["spec"]["serviceName"] == name
+        pod = sts["spec"]["template"]
+        (container,) = pod["spec"]["containers"]
+        assert container["image"] == f"apache/kafka:{kafka_version()}"
+        assert container["readinessProbe"]
+        assert container["resources"]["limits"]["memory"] == container["resources"]["requests"]["memory"]
+        assert len(pod["metadata"]["annotations"]["mirrorstack.io/files-sha256"]) == 64
+        assert pod["spec"]["volumes"] == [{"name": "files", "configMap": {"name": f"{name}-files"}}]
+        has_claim = bool(sts["spec"].get("volumeClaimTemplates"))
+        assert has_claim == (name not in WORKERS)  # Connect keeps its state in Kafka topics
+    controller = sets["us-controller"]["spec"]["template"]["spec"]["containers"][0]
+    assert controller["readinessProbe"]["tcpSocket"] == {"port": 9093}
+    assert controller["resources"]["limits"]["memory"] == "768Mi"  # 2 x 256m heap + 256Mi
+    broker = sets["us-broker-0"]["spec"]["template"]["spec"]["containers"][0]
+    broker_probe = broker["readinessProbe"]["exec"]["command"]
+    assert broker_probe[-2:] == ["--bootstrap-server", f"{FQDN.format('us-broker-0')}:9092"]
+    assert broker["resources"]["limits"]["memory"] == "1280Mi"
+    assert {"name": "data", "mountPath": "/var/lib/kafka/data"} in broker["volumeMounts"]
+    assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec " in broker["command"][2]
+    # The probe runs in the pod: it targets the in-cluster name even with port-forward access.
+    worker = sets["connect-central-0"]["spec"]["template"]["spec"]["containers"][0]
+    assert f"/dev/tcp/{FQDN.format('connect-central-0')}/8083" in worker["readinessProbe"]["exec"]["command"][-1]
+
+
+def test_k8s_port_forward_access(k8s_run):
+    mocks, built = k8s_run
+    platform = built["platform"]
+    host, port = platform.host_address("connect-central-0", "rest")
+    assert host == "127.0.0.1" and 10000 <= port < 30000
+    assert KubernetesPlatform(STACK).host_address("connect-central-0", "rest") == (host, port)
+    assert platform.port_forward_command("connect-central-0", "rest") == (
+        f"kubectl port-forward --namespace {NAMESPACE} --address 127.0.0.1 service/connect-central-0 {port}:8083")
+    assert connectors_of(mocks)["us->central-connectors"]["connect_url"] == f"http://127.0.0.1:{port}"
+
+
+def test_k8s_in_cluster_access(k8s_in_cluster_run):
+    mocks, built = k8s_in_cluster_run
+    platform = built["platform"]
+    rest = (FQDN.format("connect-central-0"), 8083)
+    assert platform.host_address("connect-central-0", "rest") == platform.address("connect-central-0", "rest") == rest
+    us = connectors_of(mocks)["us->central-connectors"]
+    assert us["connect_url"] == f"http://{rest[0]}:8083"
+    for config in us["connectors"].values():
+        assert config["source.cluster.bootstrap.servers"] == f"{FQDN.format('us-broker-0')}:9092"
+
+
+def test_k8s_rejects_unknown_rest_access():
+    with pytest.raises(ValueError, match="rest_access"):
+        KubernetesPlatform(STACK, rest_access="ingress")
+
+
+def test_make_platform_picks_the_topology_platform(tmp_path):
+    from components.platforms import make_platform
+    from components.platforms.docker import DockerPlatform
+    from components.platforms.kubernetes import KubernetesPlatform
+    from components.platforms.local.platform import LocalPlatform
+
+    assert isinstance(make_platform("local", "s", local_dir=str(tmp_path)), LocalPlatform)
+    assert isinstance(make_platform("docker", "s", local_dir=str(tmp_path)), DockerPlatform)
+    k8s = make_platform("kubernetes", "s", local_dir=str(tmp_path), namespace="mm2", rest_access="in-cluster")
+    assert isinstance(k8s, KubernetesPlatform) and k8s.listen_host == "0.0.0.0"
+    with pytest.raises(ValueError, match="unknown platform 'nomad'"):
+        make_platform("nomad", "s", local_dir=str(tmp_path))
