@@ -166,6 +166,14 @@ class Topology(_Model):
     def flows_by_connect(self) -> dict[str, list[Flow]]:
         return {name: [f for f in self.flows if f.connect == name] for name in self.connect}
 
+    def identity_merges(self) -> dict[str, list[str]]:
+        """Targets fed by several identity flows: same-named topics merge there."""
+        by_target: dict[str, list[str]] = {}
+        for flow in self.flows:
+            if flow.replication_policy == "identity":
+                by_target.setdefault(flow.target, []).append(flow.name)
+        return {target: names for target, names in by_target.items() if len(names) > 1}
+
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"
 

@@ -21,6 +21,10 @@ class ReplicationTopology(pulumi.ComponentResource):
                          for alias, spec in topology.clusters.items()}
         self.connect = {name: ConnectCluster(name, spec, self.clusters[spec.kafka], platform, opts=child)
                         for name, spec in topology.connect.items()}
+        for target, merged in topology.identity_merges().items():
+            # Allowed (the classic aggregation), but say it where a reviewer looks.
+            pulumi.log.info(f"identity policy: {', '.join(merged)} merge same-named topics into {target}",
+                            resource=self)
         self.flows = {}
         for flow in topology.flows:
             source, target = self.clusters[flow.source], self.clusters[flow.target]

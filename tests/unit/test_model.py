@@ -277,3 +277,12 @@ def test_model_does_not_import_pulumi():
     # The schema, the tests and tooling must work without the Pulumi engine.
     code = "import sys, components.model; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True, timeout=60)
+
+
+def test_identity_merges_name_the_flows_merging_into_a_target():
+    topology = load_topology({
+        "clusters": {"us": {}, "uk": {}, "central": {}, "dr": {}},
+        "flows": [{"source": "us", "target": "central", "replication_policy": "identity"},
+                  {"source": "uk", "target": "central", "replication_policy": "identity"},
+                  {"source": "central", "target": "dr"}]})
+    assert topology.identity_merges() == {"central": ["us->central", "uk->central"]}
