@@ -1,9 +1,7 @@
 """`pulumi up --stack aggregation` on the local platform, through the real engine:
 us and uk mirrored into central with the identity policy."""
 import json
-import random
 import re
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -11,28 +9,18 @@ import requests
 
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.leftovers import leftover_processes
-from tests.support.pulumi_cli import PulumiProject, engine_env
+from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 RECORDS = 10_000
 WRITES = re.compile(r'"(PUT|POST|DELETE) /connectors')
 
 
 @pytest.fixture
 def aggregation(tmp_path):
-    project = PulumiProject.of_repo(REPO, "aggregation", tmp_path, engine_env(tmp_path / "pulumi"))
-    local_dir = tmp_path / "local"
-    project.run("stack", "init", "aggregation")
-    project.run("config", "set", "mirrorstack:localDir", str(local_dir))
-    project.run("config", "set", "mirrorstack:portBase", str(random.randrange(10000, 25000, 1000)))
-    project.local_dir = local_dir
-    try:
+    with stack_project("aggregation", tmp_path) as project:
         yield project
-    finally:
-        if leftover_processes(str(local_dir)):
-            project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
 
 
 def _connect_writes(project) -> int:

@@ -86,3 +86,44 @@ def by_partition(records: list[Record]) -> dict[int, list[tuple]]:
     for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
         out.setdefault(rec.partition, []).append((rec.key, rec.value))
     return out
+
+
+def topic_names(bootstrap: str) -> set[str]:
+    return set(admin(bootstrap).list_topics(timeout=10).topics)
+
+
+def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 180.0) -> list[Record]:
+    """Consume `topic` until `expected` records arrived; then keep reading a
+    little longer, so a surplus (duplicates, loops) would be seen too."""
+    records = consume(bootstrap, topic, expected=expected, timeout=timeout)
+    if len(records) >= expected:
+        records = consume(bootstrap, topic, expected=expected + 1, timeout=5)
+    return records
+
+
+def consume_group(bootstrap: str, topic: str, group: str, max_records: int, timeout: float = 60.0,
+                  reset: str = "earliest") -> list[Record]:
+    """Read up to `max_records` as consumer group `group`, committing what was read."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": reset,
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < max_records and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=min(100, max_records - len(records)), timeout=1.0):
+                if not msg.error():
+                    records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        if records:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return records
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    client = admin(bootstrap)
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    result = client.list_consumer_group_offsets([request])[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}

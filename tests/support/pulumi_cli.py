@@ -51,7 +51,12 @@ class PulumiProject:
         (project.dir / "Pulumi.yaml").write_text((repo / "Pulumi.yaml").read_text().replace(
             "virtualenv: .venv", f"virtualenv: {Path(sys.executable).parent.parent}"))
         (project.dir / "components").symlink_to(repo / "components")
-        shutil.copy(repo / "stacks" / f"Pulumi.{stack}.yaml", project.dir / "stacks")
+        # The copy is a new stack with its own passphrase: drop the salt a local
+        # `make demo` may have written into the repo's stack file.
+        stack_file = (repo / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+        kept = [line for line in stack_file.splitlines(keepends=True)
+                if not line.startswith(("encryptionsalt:", "secretsprovider:", "encryptedkey:"))]
+        (project.dir / "stacks" / f"Pulumi.{stack}.yaml").write_text("".join(kept))
         project.env = env
         return project
 

@@ -1,0 +1,38 @@
+"""Deploy one of the repo's stacks through the real engine on the local platform."""
+from __future__ import annotations
+
+import random
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support.leftovers import leftover_processes
+from tests.support.pulumi_cli import PulumiProject, engine_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def stack_project(stack: str, tmp_path: Path):
+    """An initialised stack of the repo's program, with its own state, service
+    folder and port range; destroyed afterwards if anything still runs."""
+    project = PulumiProject.of_repo(REPO, stack, tmp_path, engine_env(tmp_path / "pulumi"))
+    project.local_dir = tmp_path / "local"
+    project.run("stack", "init", stack)
+    project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))
+    project.run("config", "set", "mirrorstack:portBase", str(random.randrange(10000, 25000, 1000)))
+    try:
+        yield project
+    finally:
+        if leftover_processes(str(project.local_dir)):
+            project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+
+
+@contextmanager
+def deployed_stack(stack: str, tmp_path: Path):
+    """`pulumi up`, yield (project, outputs), then `pulumi destroy` and check
+    that no service process is left."""
+    with stack_project(stack, tmp_path) as project:
+        project.up_output = project.run("up", "--yes", "--skip-preview", timeout=900).stdout
+        yield project, project.outputs()
+        project.run("destroy", "--yes", "--skip-preview", timeout=600)
+        assert leftover_processes(str(project.local_dir)) == []
