@@ -29,6 +29,7 @@ help:
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
+	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
 
 setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine
 
@@ -88,6 +89,11 @@ unit: setup
 .PHONY: schema
 schema: venv
 	$(VENV)/bin/python -m components.model
+
+# README.md's Mermaid diagrams, from the stack files; a unit test fails when one is stale.
+.PHONY: diagrams
+diagrams: venv
+	$(VENV)/bin/python -m components.diagram README.md
 
 clean:
 	rm -rf $(TOOLS) $(VENV) tools/target

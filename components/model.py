@@ -6,12 +6,15 @@ pydantic, no pulumi import: tests and the JSON Schema need no engine.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,8 +24,7 @@ from pydantic_core import PydanticCustomError
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
 # Aliases prefix remote topics (`us.orders`) and MM2 splits those on the separator.
 ALIAS = re.compile(r"[A-Za-z0-9_-]+")
-MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
-MAX_CYCLES = 10  # reported per topology; a dense identity mesh has thousands
+SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
 
 
 class TopologyError(ValueError):
@@ -92,6 +94,9 @@ class ConnectCluster(_Model):
     kafka: str = Field(description="Alias of the cluster holding its config, offset and status topics.")
     workers: int = Field(1, ge=1, le=9, description="Connect workers in the group.")
     settings: Properties = Field({}, description="Raw Connect worker properties; values are strings.")
+    remote_target: bool = Field(False, description=(
+        "Run flows whose target is not this Connect cluster's Kafka cluster: records are produced across "
+        "the network, and MM2 recommends running next to the target."))
 
 
 class ConnectorOverrides(_Model):
@@ -100,7 +105,22 @@ class ConnectorOverrides(_Model):
     heartbeat: Properties = Field({}, description="Raw MirrorHeartbeatConnector config keys.")
 
 
+def _flow_schema(schema: dict) -> None:
+    # The stack file may list several sources or targets in one entry; Topology
+    # expands them before validation, so the model itself only has source/target.
+    for many, one in SHORTHAND.items():
+        schema["properties"][many] = {
+            "type": "array", "items": {"type": "string"}, "minItems": 1, "title": many.title(),
+            "description": (f"Instead of {one}: several aliases, one flow each with the other fields shared; "
+                            "not together with the other list.")}
+    schema.pop("required", None)
+    schema["allOf"] = [{"oneOf": [{"required": [one]}, {"required": [many]}]} for many, one in SHORTHAND.items()]
+    schema["not"] = {"required": list(SHORTHAND)}
+
+
 class Flow(_Model):
+    model_config = ConfigDict(json_schema_extra=_flow_schema)
+
     source: str = Field(description="Alias of the cluster replicated from.")
     target: str = Field(description="Alias of the cluster replicated to.")
     connect: str | None = Field(
@@ -139,14 +159,33 @@ class Topology(_Model):
     clusters: dict[str, Cluster] = Field(min_length=1, description="Kafka clusters by alias.")
     connect: dict[str, ConnectCluster] = Field({}, description=(
         "Connect clusters by name; default: one per flow target, named after it, topics on the target."))
-    flows: list[Flow] = Field(min_length=1, description="Replication flows, one per source -> target pair.")
+    flows: list[Flow] = Field(min_length=1, description=(
+        "Replication flows, one per source -> target pair; an entry with `sources` or `targets` is one per alias."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_shorthand(cls, data: Any) -> Any:
+        _ORIGINS.set(None)
+        if not isinstance(data, Mapping) or not isinstance(data.get("flows"), list):
+            return data  # pydantic names what is wrong
+        flows, origins, problems = _expand_flows(data["flows"])
+        if problems:  # the flows cannot be counted until these are fixed
+            raise TopologyError(problems)
+        _ORIGINS.set(origins)
+        return {**data, "flows": flows}
 
     @model_validator(mode="after")
     def _check_and_resolve(self) -> Topology:
         # Flows without `connect` run on a Connect cluster named after their target.
         defaults = {f.target for f in self.flows if f.connect in (None, f.target) and f.target in self.clusters}
         defaults -= self.connect.keys()
-        problems = list(_rule_problems(self, known_connect=self.connect.keys() | defaults))
+        origins = _ORIGINS.get()
+        if origins is None or len(origins) != len(self.flows):  # validated without the expansion step
+            origins = tuple(FlowOrigin(i) for i in range(len(self.flows)))
+        from components.model_rules import rule_problems  # the rules read these models
+
+        problems = rule_problems(self, known_connect=self.connect.keys() | defaults, origins=origins)
+        problems = list(dict.fromkeys(problems))  # a shared field of an expanded entry fails once
         if problems:
             raise TopologyError(problems)
         for name in sorted(defaults):
@@ -178,6 +217,63 @@ class Topology(_Model):
         return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"
 
 
+@dataclass(frozen=True)
+class FlowOrigin:
+    """Where a flow sits in the stack file: `flows[index]`, or item `item` of
+    that entry's `key` list (`sources`/`targets`) when it was expanded from one."""
+
+    index: int
+    key: str | None = None
+    item: int = 0
+
+    def loc(self, rest: tuple = ()) -> tuple:
+        """The stack-file location of the model location ('flows', k, *rest)."""
+        if self.key and rest[:1] == (SHORTHAND[self.key],):
+            return ("flows", self.index, self.key, self.item, *rest[1:])
+        return ("flows", self.index, *rest)
+
+    def path(self, field: str | None = None) -> str:
+        """`flows[1].target`; the whole flow is `flows[0].targets[2]` when expanded."""
+        if field is None:
+            return _path(("flows", self.index, self.key, self.item) if self.key else ("flows", self.index))
+        return _path(self.loc((field,)))
+
+
+# The origins of the flows being validated: set by Topology._expand_shorthand,
+# read by the rule checks and load_topology of the same validation, so that
+# messages point into the stack file (`flows[0].sources[1]`), not the expansion.
+_ORIGINS: ContextVar[tuple[FlowOrigin, ...] | None] = ContextVar("mirrorstack_flow_origins", default=None)
+
+
+def _expand_flows(entries: list) -> tuple[list, tuple[FlowOrigin, ...], list[str]]:
+    """`sources: [a, b]` / `targets: [a, b]` → one flow per alias, other fields shared."""
+    flows, origins, problems = [], [], []
+    for i, entry in enumerate(entries):
+        known = len(problems)
+        lists = [many for many in SHORTHAND if isinstance(entry, Mapping) and many in entry]
+        for many in lists:
+            one, value = SHORTHAND[many], entry[many]
+            if one in entry:
+                problems.append(f"flows[{i}].{many}: give either {one} or {many}, not both; "
+                                f"fix: remove {one}, or add it to {many}")
+            if not isinstance(value, list) or not value:
+                problems.append(f"flows[{i}].{many}: must be a non-empty list of cluster aliases (got {value!r}); "
+                                f"fix: write e.g. `{many}: [a, b]`, or `{one}: a` for one cluster")
+        if len(lists) == 2:
+            problems.append(f"flows[{i}].targets: sources and targets are both lists; fix: keep one list and "
+                            "write a flow entry per alias of the other (pairs are rarely all meant)")
+        if len(lists) != 1 or len(problems) > known:
+            flows.append(entry)
+            origins.append(FlowOrigin(i))
+            continue
+        (many,) = lists
+        shared = {k: v for k, v in entry.items() if k != many}
+        for j, alias in enumerate(entry[many]):
+            flows.append({**copy.deepcopy(shared), SHORTHAND[many]: alias})
+            origins.append(FlowOrigin(i, many, j))
+    return flows, tuple(origins), problems
+
+
 def _path(loc: tuple) -> str:
     """('flows', 1, 'target') -> flows[1].target; keys with dots are quoted."""
     out = ""
@@ -189,111 +285,6 @@ def _path(loc: tuple) -> str:
         else:
             out += f"[{json.dumps(str(part))}]"
     return out or "mirrorstack:topology"
-
-
-def _rule_problems(t: Topology, known_connect: set[str]) -> Iterator[str]:
-    clusters = ", ".join(sorted(t.clusters))
-    for alias, cluster in t.clusters.items():
-        if not ALIAS.fullmatch(alias) or len(alias) > MAX_ALIAS:
-            yield (f"{_path(('clusters', alias))}: alias {alias!r} cannot appear in a topic name; fix: use at most "
-                   "100 letters, digits, '_' or '-' (no dots: MM2 splits remote topic names on them)")
-        if cluster.is_external and cluster.settings:
-            where = _path(("clusters", alias, "settings"))
-            yield f"{where}: broker settings only apply to deployed clusters; fix: remove them"
-    for name, cc in t.connect.items():
-        if cc.kafka not in t.clusters:
-            yield f"{_path(('connect', name, 'kafka'))}: unknown cluster {cc.kafka!r}; fix: use one of {clusters}"
-        if not any((f.connect or f.target) == name for f in t.flows):
-            yield (f"{_path(('connect', name))}: no flow uses this Connect cluster; "
-                   f"fix: remove it or set `connect: {name}` on a flow")
-    seen: dict[tuple[str, str], int] = {}
-    for i, f in enumerate(t.flows):
-        yield from _flow_problems(t, i, f, clusters, known_connect)
-        if (f.source, f.target) in seen:
-            yield (f"flows[{i}]: duplicate of flows[{seen[f.source, f.target]}] (both {f.name}); "
-                   "fix: merge them into one flow (list all topics there) or remove one")
-        seen.setdefault((f.source, f.target), i)
-    for cycle, indexes in _identity_cycles(t.flows):
-        identity = [i for i in indexes if t.flows[i].replication_policy == "identity"]
-        paths = ", ".join(f"flows[{i}].replication_policy" for i in identity)
-        names = ", ".join(f"flows[{i}] ({t.flows[i].name}, {t.flows[i].replication_policy})" for i in indexes)
-        yield (f"{paths}: identity policy on the cycle {cycle} via {names}; identity keeps topic names, so "
-               "records would loop forever; fix: use `replication_policy: default` on every flow of this cycle, "
-               "or break the cycle")
-
-
-def _flow_problems(t: Topology, i: int, f: Flow, clusters: str, known_connect: set[str]) -> Iterator[str]:
-    for side in ("source", "target"):
-        alias = getattr(f, side)
-        if alias not in t.clusters:
-            yield (f"flows[{i}].{side}: unknown cluster {alias!r}; "
-                   f"fix: use one of {clusters} or add it under clusters")
-        elif f.separator in alias and ALIAS.fullmatch(alias):  # else reported under clusters already
-            yield (f"flows[{i}].{side}: alias {alias!r} contains this flow's separator {f.separator!r}; fix: choose "
-                   "another separator or rename the cluster")
-    if f.source == f.target:
-        yield f"flows[{i}].target: same as the source {f.source!r}; fix: replicate to a different cluster"
-    if f.connect is not None and f.connect not in known_connect:
-        yield (f"flows[{i}].connect: unknown Connect cluster {f.connect!r}; fix: use one of "
-               f"{', '.join(sorted(known_connect))}, define it under connect, or drop it to use the target's")
-    for field in ("topics", "topics_exclude", "groups", "groups_exclude"):
-        for j, regex in enumerate(getattr(f, field)):
-            try:
-                re.compile(regex)
-            except re.error as e:
-                yield f"flows[{i}].{field}[{j}]: regex {regex!r} does not compile ({e}); fix: correct the regex"
-            if "," in regex:  # MM2 takes these as one comma-separated list
-                yield f"flows[{i}].{field}[{j}]: regex {regex!r} contains ','; fix: split it into separate entries"
-    if f.checkpoints is False and f.sync_group_offsets:
-        yield (f"flows[{i}].sync_group_offsets: offset sync is done by the checkpoint connector; "
-               "fix: set checkpoints: true, or sync_group_offsets: false")
-    if f.target not in t.clusters:
-        return
-    brokers = t.target_brokers(f)
-    if f.replication_factor is not None and f.replication_factor > brokers:
-        yield (f"flows[{i}].replication_factor: {f.replication_factor} is more than the {brokers} broker(s) of "
-               f"{f.target!r}; fix: set it to at most {brokers}, or raise clusters.{f.target}.brokers")
-    for connector in ("source", "checkpoint", "heartbeat"):
-        for key, value in getattr(f.overrides, connector).items():
-            if key.endswith("replication.factor"):
-                where = _path(("flows", i, "overrides", connector, key))
-                if not value.lstrip("-").isdigit():
-                    yield f"{where}: {value!r} is not an integer; fix: write e.g. \"{min(3, brokers)}\""
-                elif int(value) > brokers:
-                    yield (f"{where}: {value} is more than the {brokers} broker(s) of {f.target!r}; fix: set it "
-                           f"to at most {brokers}, or raise clusters.{f.target}.brokers")
-
-
-def _identity_cycles(flows: list[Flow]) -> list[tuple[str, list[int]]]:
-    """Every simple cycle through an identity flow, as ('a -> b -> a', flow indexes)."""
-    edges: dict[tuple[str, str], list[int]] = {}
-    for i, f in enumerate(flows):
-        if f.source != f.target:
-            edges.setdefault((f.source, f.target), []).append(i)
-    succ: dict[str, list[str]] = {}
-    for s, t in sorted(edges):
-        succ.setdefault(s, []).append(t)
-
-    def closing_paths(path: list[str]) -> Iterator[list[str]]:
-        for nxt in succ.get(path[-1], []):
-            if nxt == path[0]:
-                yield path
-            elif nxt not in path:
-                yield from closing_paths([*path, nxt])
-
-    cycles: set[tuple[str, ...]] = set()
-    starts = [pair for pair, ix in sorted(edges.items())
-              if any(flows[i].replication_policy == "identity" for i in ix)]
-    for path in (p for pair in starts for p in closing_paths(list(pair))):
-        k = path.index(min(path))  # one rotation per cycle: smallest alias first
-        cycles.add(tuple(path[k:] + path[:k]))
-        if len(cycles) >= MAX_CYCLES:
-            break
-    out = []
-    for c in sorted(cycles):
-        ring = [*c, c[0]]
-        out.append((" -> ".join(ring), [i for pair in zip(ring, ring[1:]) for i in edges[pair]]))
-    return out
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -317,6 +308,9 @@ def _pydantic_problem(err: dict) -> str:
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"{where}: unknown key; fix: {hint}allowed keys here are {', '.join(allowed) or 'none'}"
     if kind == "missing":
+        many = {one: many for many, one in SHORTHAND.items()}.get(err["loc"][-1])
+        if many and len(err["loc"]) == 3 and err["loc"][0] == "flows":
+            return f"{where}: required; fix: add it, or `{many}: [...]` for several clusters"
         return f"{where}: required; fix: add it"
     if kind not in ("quote_value", "value_error") and not isinstance(err.get("input"), (dict, list)):
         msg += f" (got {err.get('input')!r})"
@@ -328,11 +322,18 @@ def load_topology(data: Mapping) -> Topology:
     try:
         return Topology.model_validate(data)
     except ValidationError as e:
+        origins = _ORIGINS.get() or ()  # of this validation: point into the stack file, not the expansion
         problems = []
         for err in e.errors():
             rules = err.get("ctx", {}).get("error")
-            problems += rules.problems if isinstance(rules, TopologyError) else [_pydantic_problem(err)]
-        raise TopologyError(problems) from None
+            if isinstance(rules, TopologyError):
+                problems += rules.problems
+                continue
+            loc = err["loc"]
+            if loc[:1] == ("flows",) and len(loc) > 1 and isinstance(loc[1], int) and loc[1] < len(origins):
+                err = {**err, "loc": origins[loc[1]].loc(loc[2:])}
+            problems.append(_pydantic_problem(err))
+        raise TopologyError(list(dict.fromkeys(problems))) from None
 
 
 def topology_json_schema() -> dict:

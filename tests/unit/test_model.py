@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import model
+from components import model, model_rules
 from components.model import TopologyError, load_topology, topology_json_schema
 
 AGGREGATION = yaml.safe_load("""
@@ -245,7 +245,7 @@ def test_identity_cycle_report_is_capped_on_a_dense_mesh():
     names = [f"c{i}" for i in range(9)]
     flows = [{"source": s, "target": t, "replication_policy": "identity"} for s in names for t in names if s != t]
     found = problems({"clusters": {n: {} for n in names}, "flows": flows})
-    assert len(found) == model.MAX_CYCLES
+    assert len(found) == model_rules.MAX_CYCLES
 
 
 def test_identity_aggregation_and_default_active_active_are_accepted():
@@ -286,3 +286,213 @@ def test_identity_merges_name_the_flows_merging_into_a_target():
                   {"source": "uk", "target": "central", "replication_policy": "identity"},
                   {"source": "central", "target": "dr"}]})
     assert topology.identity_merges() == {"central": ["us->central", "uk->central"]}
+
+
+# ---------------------------------------------------------------- sources/targets shorthand
+
+REGIONS = {"clusters": {"us": {}, "uk": {}, "central": {"brokers": 2}}}
+SHARED = {"topics": ["orders"], "replication_policy": "identity", "tasks_max": 4}
+
+
+def test_sources_shorthand_equals_the_explicit_flows():
+    short = load_topology({**REGIONS, "flows": [{"sources": ["us", "uk"], "target": "central", **SHARED}]})
+    explicit = load_topology({**REGIONS, "flows": [{"source": "us", "target": "central", **SHARED},
+                                                   {"source": "uk", "target": "central", **SHARED}]})
+    assert short.model_dump() == explicit.model_dump()
+    assert [f.name for f in short.flows] == ["us->central", "uk->central"]
+    short.flows[0].topics.append("x")  # expanded flows share values, not objects
+    assert short.flows[1].topics == ["orders"]
+
+
+def test_targets_shorthand_fans_out():
+    t = load_topology({"clusters": {"hq": {}, "eu": {}, "us": {}, "apac": {}},
+                       "flows": [{"source": "hq", "targets": ["eu", "us", "apac"], "topics": ["orders"]},
+                                 {"source": "eu", "target": "hq"}]})
+    assert [f.name for f in t.flows] == ["hq->eu", "hq->us", "hq->apac", "eu->hq"]
+    assert [f.connect for f in t.flows] == ["eu", "us", "apac", "hq"]
+    assert all(f.topics == ["orders"] for f in t.flows[:3])
+    assert load_topology(t.model_dump()) == t  # the dump is the explicit form
+
+
+SHORTHAND_RULES = {
+    "unknown alias inside sources": (
+        {**REGIONS, "flows": [{"sources": ["us", "ukk"], "target": "central"}]},
+        ["flows[0].sources[1]: unknown cluster 'ukk'", "fix: use one of central, uk, us"]),
+    "source and sources": (
+        {**REGIONS, "flows": [{"source": "us", "sources": ["uk"], "target": "central"}]},
+        ["flows[0].sources: give either source or sources, not both", "fix: remove source, or add it to sources"]),
+    "target and targets": (
+        {**REGIONS, "flows": [{"source": "us", "target": "central", "targets": ["uk"]}]},
+        ["flows[0].targets: give either target or targets, not both", "fix: remove target"]),
+    "both lists": (
+        {**REGIONS, "flows": [{"sources": ["us"], "targets": ["central"]}]},
+        ["flows[0].targets: sources and targets are both lists", "fix: keep one list"]),
+    "sources not a list": (
+        {**REGIONS, "flows": [{"sources": "us", "target": "central"}]},
+        ["flows[0].sources: must be a non-empty list of cluster aliases (got 'us')",
+         "fix: write e.g. `sources: [a, b]`", "or `source: a`"]),
+    "empty targets": (
+        {**REGIONS, "flows": [{"source": "us", "targets": []}]},
+        ["flows[0].targets: must be a non-empty list", "fix:"]),
+    "neither source nor sources": (
+        {**REGIONS, "flows": [{"target": "central"}]},
+        ["flows[0].source: required", "fix: add it, or `sources: [...]` for several clusters"]),
+    "alias in sources of the wrong type": (
+        {**REGIONS, "flows": [{"sources": ["us", 7], "target": "central"}]},
+        ["flows[0].sources[1]: Input should be a valid string (got 7)"]),
+    "target repeated in targets": (
+        {**REGIONS, "flows": [{"source": "us", "targets": ["central", "us"]}]},
+        ["flows[0].targets[1]: same as the source 'us'", "fix: replicate to a different cluster"]),
+    "source repeated in sources": (
+        {**REGIONS, "flows": [{"sources": ["central", "us"], "target": "central"}]},
+        ["flows[0].sources[0]: same as the target 'central'"]),
+    "duplicate inside sources": (
+        {**REGIONS, "flows": [{"sources": ["us", "uk", "us"], "target": "central"}]},
+        ["flows[0].sources[2]: duplicate of flows[0].sources[0] (both us->central)", "fix: merge them"]),
+    "duplicate of an explicit flow": (
+        {**REGIONS, "flows": [{"source": "uk", "target": "central"}, {"sources": ["us", "uk"], "target": "central"}]},
+        ["flows[1].sources[1]: duplicate of flows[0] (both uk->central)"]),
+    "shared field fails once": (
+        {**REGIONS, "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["("]}]},
+        ["flows[0].topics[0]: regex '(' does not compile"]),
+    "shared type error fails once": (
+        {**REGIONS, "flows": [{"sources": ["us", "uk"], "target": "central", "tasks_max": "many"}]},
+        ["flows[0].tasks_max", "valid integer", "'many'"]),
+    "unknown key in an expanded entry": (
+        {**REGIONS, "flows": [{"sources": ["us", "uk"], "target": "central", "topic": ["x"]}]},
+        ["flows[0].topic: unknown key", "fix: did you mean 'topics'?"]),
+    "pair-specific rule names the alias": (
+        {"clusters": {"hq": {"brokers": 3}, "eu": {"brokers": 3}, "us": {"brokers": 1}},
+         "flows": [{"source": "hq", "targets": ["eu", "us"], "replication_factor": 3}]},
+        ["flows[0].replication_factor: 3 is more than the 1 broker(s) of 'us'", "fix: set it to at most 1"]),
+}
+
+
+@pytest.mark.parametrize("data, expected", SHORTHAND_RULES.values(), ids=SHORTHAND_RULES.keys())
+def test_each_shorthand_rule_names_the_stack_file_path_and_the_fix(data, expected):
+    found = problems(data)
+    assert len(found) == 1, found
+    for text in expected:
+        assert text in found[0]
+
+
+def test_entries_after_an_expanded_one_keep_their_stack_file_index():
+    data = {**REGIONS, "flows": [{"sources": ["us", "uk"], "target": "central"},
+                                 {"source": "central", "target": "nowhere"},
+                                 {"source": "central", "target": "us", "tasks_max": 0}]}
+    assert [p.split(":")[0] for p in problems(data)] == ["flows[2].tasks_max"]  # type errors come first
+    data["flows"][2]["tasks_max"] = 1
+    assert [p.split(":")[0] for p in problems(data)] == ["flows[1].target"]
+
+
+def test_identity_cycle_through_an_expanded_flow_names_its_list_item():
+    data = {**CYCLE, "flows": [{"source": "a", "targets": ["c", "b"], "replication_policy": "identity"},
+                               {"source": "b", "target": "a"}]}
+    [found] = problems(data)
+    assert found.startswith("flows[0].replication_policy: identity policy on the cycle a -> b -> a")
+    assert "via flows[0].targets[1] (a->b, identity), flows[1] (b->a, default)" in found
+
+
+def test_schema_describes_the_shorthand_and_remote_connect():
+    schema = topology_json_schema()["$defs"]
+    flow = schema["Flow"]
+    assert {"sources", "targets"} <= flow["properties"].keys() and "required" not in flow
+    assert flow["allOf"] == [{"oneOf": [{"required": ["source"]}, {"required": ["sources"]}]},
+                             {"oneOf": [{"required": ["target"]}, {"required": ["targets"]}]}]
+    assert flow["not"] == {"required": ["sources", "targets"]}
+    assert schema["ConnectCluster"]["properties"]["remote_target"]["default"] is False
+
+
+# ---------------------------------------------------------------- forwarding chains
+
+CHAIN = {"clusters": {"edge": {}, "region": {}, "core": {}}}
+
+
+def chain(first: dict, second: dict) -> dict:
+    return {**CHAIN, "flows": [{"source": "edge", "target": "region", **first},
+                               {"source": "region", "target": "core", **second}]}
+
+
+def test_a_chain_that_drops_the_renamed_topic_is_named_with_the_fix():
+    assert problems(chain({"topics": ["orders"]}, {"topics": ["orders"]})) == [
+        "flows[1].topics: 'orders' arrives on region as 'edge.orders' (flows[0], default policy), which flows[1] "
+        "does not replicate; fix: add \"edge\\\\.orders\" to flows[1].topics or use replication_policy: identity "
+        "on flows[0] (or exclude it in flows[1].topics_exclude to stop it at region)"]
+
+
+FORWARDING_RULES = {
+    "escaped dot is a literal": (
+        chain({"topics": ["app\\.orders"]}, {"topics": ["app\\..*"]}),
+        ["flows[1].topics: 'app.orders' arrives on region as 'edge.app.orders'", '"edge\\\\.app\\\\.orders"']),
+    "hyphenated literal": (
+        chain({"topics": ["web-clicks"]}, {"topics": ["web-.*"]}),
+        ["'web-clicks' arrives on region as 'edge.web-clicks'", 'fix: add "edge\\\\.web-clicks"']),
+    "separator of the upstream flow": (
+        chain({"topics": ["orders"], "separator": "_"}, {"topics": ["orders", "edge\\.orders"]}),
+        ["as 'edge_orders'", 'add "edge_orders"']),
+    "expanded upstream flow": (
+        {**CHAIN, "flows": [{"source": "edge", "targets": ["core", "region"], "topics": ["orders"]},
+                            {"source": "region", "target": "core", "topics": ["orders"]}]},
+        ["flows[1].topics: 'orders' arrives on region as 'edge.orders' (flows[0].targets[1], default policy)"]),
+}
+
+
+@pytest.mark.parametrize("data, expected", FORWARDING_RULES.values(), ids=FORWARDING_RULES.keys())
+def test_each_forwarding_rule_names_the_flow_and_the_fix(data, expected):
+    found = problems(data)
+    assert len(found) == 1, found
+    for text in expected:
+        assert text in found[0]
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"topics": ["orders"]}, {"topics": ["edge\\.orders"]}),  # the forwarding stack: names the renamed topic
+    ({"topics": ["orders"]}, {"topics": [".*"]}),  # forwards everything
+    ({"topics": ["orders"], "replication_policy": "identity"}, {"topics": ["orders"]}),  # name kept
+    ({"topics": ["orders.*"]}, {"topics": ["orders"]}),  # regex upstream: not checked
+    ({"topics": ["orders"]}, {"topics": ["payments"]}),  # never meant to forward orders
+    # an exclusion matching the renamed topic stops it at region on purpose
+    ({"topics": ["orders"]}, {"topics": ["orders"], "topics_exclude": ["edge\\..*"]}),
+    ({"topics": ["orders"]}, {"topics": [".*"], "topics_exclude": ["edge\\.orders.*", "x"]}),
+    ({"topics": ["orders"], "topics_exclude": ["orders"]}, {"topics": ["orders"]}),  # not replicated upstream
+], ids=["renamed", "everything", "identity", "regex-upstream", "unrelated", "excluded-downstream",
+        "excluded-by-pattern", "excluded-upstream"])
+def test_chains_that_forward_or_clearly_stop_are_accepted(first, second):
+    load_topology(chain(first, second))
+
+
+def test_active_active_is_not_a_chain():
+    load_topology({"clusters": {"east": {}, "west": {}},
+                   "flows": [{"source": "east", "target": "west", "topics": ["orders"]},
+                             {"source": "west", "target": "east", "topics": ["orders"]}]})
+
+
+def test_each_dropped_literal_is_reported():
+    found = problems(chain({"topics": ["orders", "payments", "clicks.*"]}, {"topics": ["orders", "payments"]}))
+    assert [p.split(" arrives")[0] for p in found] == ["flows[1].topics: 'orders'", "flows[1].topics: 'payments'"]
+
+
+# ---------------------------------------------------------------- Connect placement
+
+PLACED = {"clusters": {"legacy": {}, "new": {}}, "flows": [{"source": "legacy", "target": "new", "connect": "mm2"}]}
+
+
+def test_connect_away_from_the_target_needs_opt_in():
+    [found] = problems({**PLACED, "connect": {"mm2": {"kafka": "legacy"}}})
+    assert found == (
+        "flows[0].connect: Connect cluster 'mm2' runs on 'legacy' (connect.mm2.kafka), not on this flow's target "
+        "'new', so it would produce every record across the network; fix: run the flow on a Connect cluster whose "
+        "kafka is 'new', or set connect.mm2.remote_target: true")
+
+
+def test_connect_named_after_the_target_but_elsewhere_needs_opt_in_too():
+    data = {"clusters": {"legacy": {}, "new": {}}, "connect": {"new": {"kafka": "legacy"}},
+            "flows": [{"source": "legacy", "target": "new"}]}
+    [found] = problems(data)
+    assert found.startswith("flows[0].connect: Connect cluster 'new' runs on 'legacy' (connect.new.kafka)")
+
+
+def test_remote_target_opts_in():
+    t = load_topology({**PLACED, "connect": {"mm2": {"kafka": "legacy", "remote_target": True}}})
+    assert t.flows[0].connect == "mm2" and t.connect["mm2"].remote_target
+    assert load_topology({**PLACED, "connect": {"mm2": {"kafka": "new"}}}).connect["mm2"].remote_target is False

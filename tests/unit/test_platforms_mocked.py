@@ -51,20 +51,22 @@ def aggregation_topology():
     return load_topology(document["config"]["mirrorstack:topology"])
 
 
-def deploy(make_platform):
-    """Build the aggregation topology on a fresh mock engine; wait until every
-    registration is done and every output (and manifest) is resolved."""
+def deploy(make_platform, topology=None, stack: str = STACK):
+    """Build a topology (default: the aggregation stack's) on a fresh mock engine;
+    wait until every registration is done and every output (and manifest) is resolved."""
     mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False)
     built = {}
+    topology = topology or aggregation_topology()
 
     @pulumi.runtime.test
     def program():
         platform = make_platform()
-        topology = ReplicationTopology(STACK, aggregation_topology(), platform, stack=STACK)
+        topology_resource = ReplicationTopology(stack, topology, platform, stack=stack)
         built["platform"] = platform
         manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))
-        return pulumi.Output.all(topology.cluster_outputs, topology.connect_outputs, manifests).apply(
+        return pulumi.Output.all(topology_resource.cluster_outputs, topology_resource.connect_outputs,
+                                 manifests).apply(
             lambda out: built.update(clusters=out[0], connect=out[1], manifests=out[2]))
 
     program()

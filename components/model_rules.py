@@ -1,0 +1,180 @@
+"""The topology rules beyond types: aliases, duplicates, replication factors,
+regexes, identity-policy cycles, forwarding chains, Connect placement.
+
+Called by Topology's validator; each problem names its field path and the fix.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from components.model import ALIAS, Flow, FlowOrigin, Topology, _path
+
+MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
+MAX_CYCLES = 10  # reported per topology; a dense identity mesh has thousands
+# A topic pattern that names one topic: letters, digits, '_', '-' and escaped dots.
+# (Not `re.escape(p) == p`: re.escape escapes '-', common in topic names.)
+LITERAL_TOPIC = re.compile(r"(?:[A-Za-z0-9_-]|\\\.)+")
+
+
+def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    clusters = ", ".join(sorted(t.clusters))
+    for alias, cluster in t.clusters.items():
+        if not ALIAS.fullmatch(alias) or len(alias) > MAX_ALIAS:
+            yield (f"{_path(('clusters', alias))}: alias {alias!r} cannot appear in a topic name; fix: use at most "
+                   "100 letters, digits, '_' or '-' (no dots: MM2 splits remote topic names on them)")
+        if cluster.is_external and cluster.settings:
+            where = _path(("clusters", alias, "settings"))
+            yield f"{where}: broker settings only apply to deployed clusters; fix: remove them"
+    for name, cc in t.connect.items():
+        if cc.kafka not in t.clusters:
+            yield f"{_path(('connect', name, 'kafka'))}: unknown cluster {cc.kafka!r}; fix: use one of {clusters}"
+        if not any((f.connect or f.target) == name for f in t.flows):
+            yield (f"{_path(('connect', name))}: no flow uses this Connect cluster; "
+                   f"fix: remove it or set `connect: {name}` on a flow")
+    seen: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(t.flows):
+        yield from _flow_problems(t, origins[i], f, clusters, known_connect)
+        if (f.source, f.target) in seen:
+            yield (f"{origins[i].path()}: duplicate of {origins[seen[f.source, f.target]].path()} (both {f.name}); "
+                   "fix: merge them into one flow (list all topics there) or remove one")
+        seen.setdefault((f.source, f.target), i)
+    yield from _forwarding_problems(t, origins)
+    for cycle, indexes in _identity_cycles(t.flows):
+        identity = [i for i in indexes if t.flows[i].replication_policy == "identity"]
+        paths = ", ".join(dict.fromkeys(origins[i].path("replication_policy") for i in identity))
+        names = ", ".join(f"{origins[i].path()} ({t.flows[i].name}, {t.flows[i].replication_policy})"
+                          for i in indexes)
+        yield (f"{paths}: identity policy on the cycle {cycle} via {names}; identity keeps topic names, so "
+               "records would loop forever; fix: use `replication_policy: default` on every flow of this cycle, "
+               "or break the cycle")
+
+
+def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_connect: set[str]) -> Iterator[str]:
+    for side in ("source", "target"):
+        alias = getattr(f, side)
+        if alias not in t.clusters:
+            yield (f"{o.path(side)}: unknown cluster {alias!r}; "
+                   f"fix: use one of {clusters} or add it under clusters")
+        elif f.separator in alias and ALIAS.fullmatch(alias):  # else reported under clusters already
+            yield (f"{o.path(side)}: alias {alias!r} contains this flow's separator {f.separator!r}; fix: choose "
+                   "another separator or rename the cluster")
+    if f.source == f.target:
+        side, other = ("source", "target") if o.key == "sources" else ("target", "source")
+        yield f"{o.path(side)}: same as the {other} {f.source!r}; fix: replicate to a different cluster"
+    if f.connect is not None and f.connect not in known_connect:
+        yield (f"{o.path('connect')}: unknown Connect cluster {f.connect!r}; fix: use one of "
+               f"{', '.join(sorted(known_connect))}, define it under connect, or drop it to use the target's")
+    yield from _placement_problems(t, o, f)
+    for field in ("topics", "topics_exclude", "groups", "groups_exclude"):
+        for j, regex in enumerate(getattr(f, field)):
+            where = _path(o.loc((field, j)))
+            try:
+                re.compile(regex)
+            except re.error as e:
+                yield f"{where}: regex {regex!r} does not compile ({e}); fix: correct the regex"
+            if "," in regex:  # MM2 takes these as one comma-separated list
+                yield f"{where}: regex {regex!r} contains ','; fix: split it into separate entries"
+    if f.checkpoints is False and f.sync_group_offsets:
+        yield (f"{o.path('sync_group_offsets')}: offset sync is done by the checkpoint connector; "
+               "fix: set checkpoints: true, or sync_group_offsets: false")
+    if f.target not in t.clusters:
+        return
+    brokers = t.target_brokers(f)
+    if f.replication_factor is not None and f.replication_factor > brokers:
+        yield (f"{o.path('replication_factor')}: {f.replication_factor} is more than the {brokers} broker(s) of "
+               f"{f.target!r}; fix: set it to at most {brokers}, or raise clusters.{f.target}.brokers")
+    for connector in ("source", "checkpoint", "heartbeat"):
+        for key, value in getattr(f.overrides, connector).items():
+            if key.endswith("replication.factor"):
+                where = _path(o.loc(("overrides", connector, key)))
+                if not value.lstrip("-").isdigit():
+                    yield f"{where}: {value!r} is not an integer; fix: write e.g. \"{min(3, brokers)}\""
+                elif int(value) > brokers:
+                    yield (f"{where}: {value} is more than the {brokers} broker(s) of {f.target!r}; fix: set it "
+                           f"to at most {brokers}, or raise clusters.{f.target}.brokers")
+
+
+def _placement_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
+    # MM2 consumes remotely and produces locally: a Connect cluster on another
+    # Kafka cluster produces every record across the network, so it is opt-in.
+    name = f.connect or f.target
+    cc = t.connect.get(name)
+    if cc is None or cc.remote_target or cc.kafka == f.target or not {cc.kafka, f.target} <= t.clusters.keys():
+        return
+    yield (f"{o.path('connect')}: Connect cluster {name!r} runs on {cc.kafka!r} ({_path(('connect', name, 'kafka'))}), "
+           f"not on this flow's target {f.target!r}, so it would produce every record across the network; fix: run "
+           f"the flow on a Connect cluster whose kafka is {f.target!r}, or set "
+           f"{_path(('connect', name, 'remote_target'))}: true")
+
+
+def _fullmatch_any(patterns: list[str], name: str) -> bool:
+    for pattern in patterns:
+        try:
+            if re.fullmatch(pattern, name):
+                return True
+        except re.error:  # reported by the regex rule
+            continue
+    return False
+
+
+def _replicates(f: Flow, topic: str) -> bool:
+    # MM2's topic filter: full match of any `topics` regex, none of `topics.exclude`.
+    return _fullmatch_any(f.topics, topic) and not _fullmatch_any(f.topics_exclude, topic)
+
+
+def _forwarding_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """A chain X -> Y -> Z where the default policy renamed a topic on Y (`orders`
+    -> `X.orders`) and Y -> Z still names only the original: it would not
+    forward X's records. Only literal upstream topics are checked: what a regex
+    matches on X is known at run time only."""
+    for u, up in enumerate(t.flows):
+        literals = [p.replace("\\.", ".") for p in up.topics if LITERAL_TOPIC.fullmatch(p)]
+        for d, down in enumerate(t.flows):
+            if down.source != up.target or down.target == up.source:
+                continue  # not a chain; Z == X is active/active, which MM2 does not loop back
+            for topic in (x for x in literals if _replicates(up, x)):
+                remote = t.remote_topic(up, topic)
+                if _replicates(down, remote) or not _replicates(down, topic):
+                    continue
+                if _fullmatch_any(down.topics_exclude, remote):
+                    continue  # stopped on Y on purpose
+                regex = json.dumps(re.escape(remote).replace("\\-", "-"))
+                yield (f"{origins[d].path('topics')}: {topic!r} arrives on {up.target} as {remote!r} "
+                       f"({origins[u].path()}, {up.replication_policy} policy), which {origins[d].path()} does not "
+                       f"replicate; fix: add {regex} to {origins[d].path('topics')} or use replication_policy: "
+                       f"identity on {origins[u].path()} (or exclude it in {origins[d].path('topics_exclude')} "
+                       f"to stop it at {up.target})")
+
+
+def _identity_cycles(flows: list[Flow]) -> list[tuple[str, list[int]]]:
+    """Every simple cycle through an identity flow, as ('a -> b -> a', flow indexes)."""
+    edges: dict[tuple[str, str], list[int]] = {}
+    for i, f in enumerate(flows):
+        if f.source != f.target:
+            edges.setdefault((f.source, f.target), []).append(i)
+    succ: dict[str, list[str]] = {}
+    for s, t in sorted(edges):
+        succ.setdefault(s, []).append(t)
+
+    def closing_paths(path: list[str]) -> Iterator[list[str]]:
+        for nxt in succ.get(path[-1], []):
+            if nxt == path[0]:
+                yield path
+            elif nxt not in path:
+                yield from closing_paths([*path, nxt])
+
+    cycles: set[tuple[str, ...]] = set()
+    starts = [pair for pair, ix in sorted(edges.items())
+              if any(flows[i].replication_policy == "identity" for i in ix)]
+    for path in (p for pair in starts for p in closing_paths(list(pair))):
+        k = path.index(min(path))  # one rotation per cycle: smallest alias first
+        cycles.add(tuple(path[k:] + path[:k]))
+        if len(cycles) >= MAX_CYCLES:
+            break
+    out = []
+    for c in sorted(cycles):
+        ring = [*c, c[0]]
+        out.append((" -> ".join(ring), [i for pair in zip(ring, ring[1:]) for i in edges[pair]]))
+    return out

@@ -1,0 +1,138 @@
+"""Every stacks/Pulumi.*.yaml: loads, passes the JSON Schema an editor would
+check it with, and builds on the docker and kubernetes platforms under Pulumi
+mocks (the same topology with `platform` switched)."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.config.mirror import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
+from components.model import SCHEMA_FILE, TopologyError, load_topology
+from components.platforms import make_platform
+from components.platforms.kubernetes import KUBERNETES_VERSION
+from tests.unit import test_platforms_mocked as mocked
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
+
+
+def config(stack: str) -> dict:
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return document["config"]["mirrorstack:topology"]
+
+
+def schema_errors(value) -> list[tuple[str, str]]:
+    """(JSON path, message) of every violation, with the draft the schema's $schema names."""
+    validator = jsonschema.validators.validator_for(SCHEMA)(SCHEMA)
+    return sorted((e.json_path, e.message) for e in validator.iter_errors(value))
+
+
+def test_the_seven_stacks_are_there():
+    assert STACKS == ["active-active", "active-passive", "aggregation", "dev-copy", "fan-out", "forwarding",
+                      "migration"]
+
+
+def test_schema_is_a_valid_2020_12_schema():
+    assert jsonschema.validators.validator_for(SCHEMA) is jsonschema.Draft202012Validator
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_loads(stack):
+    topology = load_topology(config(stack))
+    assert topology.platform == "local"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_passes_the_editor_schema_check(stack):
+    assert schema_errors(config(stack)) == []
+
+
+def _first_alias(c: dict) -> str:
+    return next(iter(c["clusters"]))
+
+
+BREAKAGES = {
+    "unknown key": (lambda c: c["flows"][0].update(topic=["x"]), "$.flows[0]", "'topic' was unexpected"),
+    "brokers as a string": (lambda c: c["clusters"][_first_alias(c)].update(brokers="two"),
+                            "$.clusters.{alias}.brokers", "'two' is not of type 'integer'"),
+    "sources beside source": (lambda c: c["flows"][0].update(sources=[_first_alias(c)]), "$.flows[0]", ""),
+    "unknown platform": (lambda c: c.update(platform="nomad"), "$.platform", "'nomad' is not one of"),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+@pytest.mark.parametrize("stack", STACKS)
+def test_broken_copy_fails_the_schema_check_and_the_model(stack, breakage):
+    broken, (change, path, message) = copy.deepcopy(config(stack)), BREAKAGES[breakage]
+    change(broken)
+    errors = schema_errors(broken)
+    path = path.format(alias=_first_alias(broken))
+    assert any(p == path and message in m for p, m in errors), errors
+    with pytest.raises(TopologyError):  # the schema and the model agree
+        load_topology(broken)
+
+
+# ---------------------------------------------------------------- docker and kubernetes under mocks
+
+@pytest.fixture(scope="module", params=[(s, p) for s in STACKS for p in ("docker", "kubernetes")],
+                ids=lambda sp: f"{sp[0]}-{sp[1]}")
+def built(request, tmp_path_factory):
+    stack, platform = request.param
+    topology = load_topology({**config(stack), "platform": platform})
+    mocks, out = mocked.deploy(lambda: make_platform(topology.platform, stack,
+                                                     local_dir=str(tmp_path_factory.mktemp(stack))),
+                               topology=topology, stack=stack)
+    return topology, mocks, out
+
+
+def test_one_mm2_resource_per_flow_with_its_connectors(built):
+    topology, mocks, out = built
+    resources = mocked.connectors_of(mocks)
+    assert set(resources) == {f"{flow.name}-connectors" for flow in topology.flows}
+    for flow in topology.flows:
+        mm2 = resources[f"{flow.name}-connectors"]
+        kinds = [SOURCE, *[CHECKPOINT] * flow.checkpoints, *[HEARTBEAT] * flow.heartbeats]
+        assert set(mm2["connectors"]) == {connector_name(flow.name, kind) for kind in kinds}
+        assert mm2["connect_url"] == out["connect"][flow.connect]
+        source = mm2["connectors"][connector_name(flow.name, SOURCE)]
+        assert source["topics"] == ",".join(flow.topics)
+        assert source["replication.policy.class"] == POLICY_CLASSES[flow.replication_policy]
+        assert (source["source.cluster.alias"], source["target.cluster.alias"]) == (flow.source, flow.target)
+
+
+def expected_services(topology) -> set[str]:
+    """clusters x (1 controller + brokers), plus every Connect worker."""
+    services = {f"connect-{name}-{i}" for name, cc in topology.connect.items() for i in range(cc.workers)}
+    for alias, cluster in topology.clusters.items():
+        if not cluster.is_external:
+            services |= {f"{alias}-controller", *(f"{alias}-broker-{i}" for i in range(cluster.brokers))}
+    return services
+
+
+def test_one_container_or_statefulset_per_service(built):
+    topology, mocks, _ = built
+    if topology.platform == "docker":
+        services = set(mocked.containers(mocks))
+    else:
+        services = set(mocks.of_type("kubernetes:apps/v1:StatefulSet"))
+    assert services == expected_services(topology)
+    assert len(services) == (sum(1 + c.brokers for c in topology.clusters.values())
+                             + sum(cc.workers for cc in topology.connect.values()))
+
+
+def test_kubernetes_manifests_validate_strictly(built):
+    topology, _, out = built
+    if topology.platform != "kubernetes":
+        assert not out["manifests"]
+        return
+    assert len(out["manifests"]) == 1 + 3 * len(expected_services(topology))  # namespace; configmap, service, sts
+    for manifest in out["manifests"]:
+        kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)
