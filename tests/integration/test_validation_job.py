@@ -1,0 +1,470 @@
+"""spark/validate_replication.py against real Kafka.
+
+Faults are injected without MM2: a "source" topic on kafka_a and its remote
+topic on kafka_b are written here with confluent-kafka (same partitions,
+timestamps, keys, values and headers), then the copy is altered. One test runs
+a real MM2 flow (source + checkpoint connectors on connect_b) and checks the
+offset-translation failover from MM2's own checkpoint records.
+
+The job runs in-process on one module-wide local[2] session (stopped with its
+JVM at the end by tests.support.spark), except the CLI test, which runs it as
+`python spark/validate_replication.py` and checks its JVM is gone afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from components import toolchain
+from components.config.mirror import mirror_connector_configs
+from components.mirror import MirrorMaker2Provider
+from components.model import load_topology
+from spark import validate_replication as job
+from tests.support.kafka_clients import committed_offsets, create_topic
+from tests.support.services import KafkaCluster
+from tests.support.spark import local_spark
+
+pytestmark = pytest.mark.integration
+
+PROJECT = Path(__file__).resolve().parents[2]
+PARTITIONS = 2
+ALIAS = "vja"  # the source alias of the hand-made default-policy flows
+
+
+@dataclass(frozen=True)
+class Msg:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+    timestamp: int
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def spark():
+    with local_spark("test-validation-job") as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def kafka_c(tmp_path_factory):
+    """A third cluster, so two same-named source topics can merge into kafka_b."""
+    cluster = KafkaCluster("c", tmp_path_factory.mktemp("kafka-c"), brokers=1)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+# ------------------------------------------------------------------- helpers
+
+def source_records(prefix: str, count: int, partitions: int = PARTITIONS) -> list[tuple]:
+    """(partition, key, value, headers, timestamp) with null keys, tombstones,
+    repeated keys, headers (one with a null value) and exact twins (every
+    100th record repeats the previous one, timestamp included)."""
+    base = int(time.time() * 1000) - 3_600_000
+    records: list[tuple] = []
+    for i in range(count):
+        if i % 100 == 99:
+            records.append(records[-1])
+            continue
+        key = None if i % 50 == 7 else f"{prefix}-key-{i % 97}".encode()
+        value = None if i % 125 == 3 else f"{prefix}-value-{i}".encode()
+        headers = (("trace", f"{prefix}-{i}".encode()), ("kind", None if i % 3 == 0 else b"order"))
+        records.append((i % partitions, key, value, headers, base + i))
+    return records
+
+
+def produce_records(bootstrap: str, topic: str, records) -> None:
+    errors = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5})
+    for partition, key, value, headers, timestamp in records:
+        producer.produce(topic, key=key, value=value, partition=partition, timestamp=timestamp,
+                         headers=list(headers), on_delivery=lambda err, _m: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def copy_records(bootstrap: str, topic: str, msgs) -> None:
+    """Write `msgs` to `topic`, each into its own partition with its own timestamp."""
+    produce_records(bootstrap, topic, [(m.partition, m.key, m.value, m.headers, m.timestamp) for m in msgs])
+
+
+def read_all(bootstrap: str, topic: str) -> list[Msg]:
+    """Everything in `topic`, in (partition, offset) order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"vj-read-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        msgs: list[Msg] = []
+        deadline = time.monotonic() + 60
+        while len(msgs) < sum(ends.values()) and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=1.0):
+                if not m.error():
+                    msgs.append(Msg(m.partition(), m.offset(), m.key(), m.value(),
+                                    tuple(m.headers() or ()), m.timestamp()[1]))
+    finally:
+        consumer.close()
+    assert len(msgs) == sum(ends.values())
+    return sorted(msgs, key=lambda m: (m.partition, m.offset))
+
+
+def setup_pair(kafka_a, kafka_b, name: str, count: int = 1000) -> tuple[str, str, list[Msg]]:
+    """A source topic with `count` records on kafka_a and its empty remote topic on kafka_b."""
+    topic = f"vj-{name}"
+    create_topic(kafka_a.bootstrap_servers, topic, partitions=PARTITIONS, replication_factor=2)
+    produce_records(kafka_a.bootstrap_servers, topic, source_records(name, count))
+    remote = f"{ALIAS}.{topic}"
+    create_topic(kafka_b.bootstrap_servers, remote, partitions=PARTITIONS, replication_factor=1)
+    return topic, remote, read_all(kafka_a.bootstrap_servers, topic)
+
+
+def config(kafka_a, kafka_b, topic: str, wait_seconds: float = 60, **extra) -> dict:
+    return {"flows": [{"name": "a->b", "source_bootstrap": kafka_a.bootstrap_servers,
+                       "target_bootstrap": kafka_b.bootstrap_servers, "source_alias": ALIAS,
+                       "policy": "default", "topics": [topic]}],
+            "wait_seconds": wait_seconds, **extra}
+
+
+def validate(spark, tmp_path, cfg: dict, *args: str) -> tuple[int, dict]:
+    out = tmp_path / f"report-{uuid.uuid4().hex[:8]}.json"
+    code = job.main(["--config-json", json.dumps(cfg), "--out", str(out), "--poll-seconds", "1", *args],
+                     spark=spark)
+    return code, json.loads(out.read_text())
+
+
+def counts(group: dict) -> dict:
+    keys = ("source_records", "target_records", "matched", "missing", "in_flight", "duplicates", "extras",
+            "out_of_order")
+    return {k: group[k] for k in keys}
+
+
+def exact(n: int, **changes) -> dict:
+    return {"source_records": n, "target_records": n, "matched": n, "missing": 0, "in_flight": 0,
+            "duplicates": 0, "extras": 0, "out_of_order": 0, **changes}
+
+
+def middle(src: list[Msg], how_many: int, step: int = 111) -> list[Msg]:
+    """Records well inside their partitions (never the tail), not twins."""
+    picked, i = [], 40
+    while len(picked) < how_many:
+        m = src[i]
+        twins = [o for o in src if (o.partition, o.key, o.value, o.headers, o.timestamp) ==
+                 (m.partition, m.key, m.value, m.headers, m.timestamp)]
+        if len(twins) == 1:
+            picked.append(m)
+        i += step
+    return picked
+
+
+# --------------------------------------------------------------------- tests
+
+def test_clean_copy_passes_with_exact_counts(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "clean")
+    copy_records(kafka_b.bootstrap_servers, remote, src)
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    assert code == 0 and report["passed"] and report["failures"] == []
+    assert report["offsets_via"] == "kafka-client"
+    [group] = report["groups"]
+    assert group["topic"] == remote and group["flows"] == ["a->b"]
+    assert counts(group) == exact(1000)
+    assert group["partitions_ok"] and group["target_partitions"] == PARTITIONS
+    assert not group["timed_out"] and group["samples"] == {} and group["failover"] == []
+    per_partition = [sum(m.partition == p for m in src) for p in range(PARTITIONS)]  # 510/490: twins
+    assert [(r["partition"], r["expected"], r["lag"]) for r in group["lag"]] == \
+        [(p, n, 0) for p, n in enumerate(per_partition)]
+    assert group["sources"][0]["window"] == {str(p): [0, n] for p, n in enumerate(per_partition)}
+    assert report["flows"] == [{"name": "a->b", "topics": [
+        {"topic": topic, "remote_topic": remote, "group": 0, "source_records": 1000, "matched": 1000,
+         "missing": 0, "in_flight": 0, "out_of_order": 0}]}]
+
+    # the same verdict with offsets and partition counts from Spark aggregates instead of confluent_kafka
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic), "--offsets-via", "spark")
+    assert code == 0 and report["offsets_via"] == "spark"
+    assert counts(report["groups"][0]) == exact(1000) and report["groups"][0]["partitions_ok"]
+
+
+def test_seven_deleted_records_are_missing(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "deleted")
+    gone = middle(src, 7)
+    copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if m not in gone])
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=3))
+    [group] = report["groups"]
+    assert code == 1 and not report["passed"]
+    assert group["timed_out"]  # 993 < 1000 arrived: the bound expired, but the gaps are not at the tail
+    assert counts(group) == exact(1000, target_records=993, matched=993, missing=7)
+    assert {(s["partition"], s["source_offset"]) for s in group["samples"]["missing"]} <= \
+        {(m.partition, m.offset) for m in gone}
+    assert len(group["samples"]["missing"]) == 5
+    assert any("missing 7 > tolerance 0" in f for f in report["failures"])
+
+
+def test_five_records_copied_twice_are_duplicates(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "dups")
+    twice = middle(src, 5)
+    copy_records(kafka_b.bootstrap_servers, remote, [c for m in src for c in ([m, m] if m in twice else [m])])
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    [group] = report["groups"]
+    assert code == 1
+    assert counts(group) == exact(1000, target_records=1005, duplicates=5)
+    assert {(s["partition"], s["source_offset"]) for s in group["samples"]["duplicates"]} == \
+        {(m.partition, m.offset) for m in twice}
+
+    # tolerated, the same copy passes
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, tolerance={"duplicates": 5}))
+    assert code == 0 and report["passed"]
+
+
+def test_two_swapped_records_are_out_of_order(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "swap")
+    [first] = middle(src, 1)
+    i = src.index(first)
+    assert src[i + 1].partition == first.partition and src[i + 1].value != first.value
+    swapped = src[:i] + [src[i + 1], src[i]] + src[i + 2:]
+    copy_records(kafka_b.bootstrap_servers, remote, swapped)
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    [group] = report["groups"]
+    assert code == 1
+    assert group["out_of_order"] >= 1
+    assert counts(group) == exact(1000, out_of_order=group["out_of_order"])
+    [sample] = group["samples"]["out_of_order"]
+    assert (sample["partition"], sample["source_offset"], sample["previous_source_offset"]) == \
+        (first.partition, first.offset, first.offset + 1)
+
+
+def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "extras")
+    copy_records(kafka_b.bootstrap_servers, remote, src)
+    now = int(time.time() * 1000)
+    produce_records(kafka_b.bootstrap_servers, remote,
+                    [(i % PARTITIONS, b"intruder", f"intruder-{i}".encode(), (), now + i) for i in range(3)])
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    [group] = report["groups"]
+    assert code == 1
+    assert counts(group) == exact(1000, target_records=1003, extras=3)
+    assert len(group["samples"]["extras"]) == 3
+    copies = {p: sum(m.partition == p for m in src) for p in range(PARTITIONS)}
+    assert all(s["source_offset"] is None and s["target_offset"] >= copies[s["partition"]]
+               for s in group["samples"]["extras"])
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, tolerance={"extras": 3}))
+    assert code == 0 and report["passed"]
+
+
+def test_tail_not_yet_copied_is_in_flight_not_missing(spark, tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "tail")
+    ends = {p: max(m.offset for m in src if m.partition == p) + 1 for p in range(PARTITIONS)}
+    tail = {(m.partition, m.offset) for m in src if m.offset >= ends[m.partition] - 10}  # last 10 per partition
+    copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if (m.partition, m.offset) not in tail])
+
+    started = time.monotonic()
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=3))
+    [group] = report["groups"]
+    assert group["timed_out"] and 3 <= group["waited_seconds"] < 30 and time.monotonic() - started < 120
+    assert counts(group) == exact(1000, target_records=980, matched=980, in_flight=20)
+    assert code == 0 and report["passed"]  # in_flight has no limit unless tolerance.in_flight sets one
+    assert [(r["partition"], r["lag"]) for r in group["lag"]] == [(0, 10), (1, 10)]
+    assert all((s["partition"], s["source_offset"]) in tail for s in group["samples"]["in_flight"])
+
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=0,
+                                                     tolerance={"in_flight": 0}))
+    assert code == 1 and any("in_flight 20 > tolerance 0" in f for f in report["failures"])
+
+
+def test_identity_aggregation_validates_two_sources_as_one_target_topic(spark, tmp_path, kafka_a, kafka_b, kafka_c):
+    topic = "vj-agg-orders"
+    sources = {}
+    for alias, cluster in (("us", kafka_a), ("uk", kafka_c)):
+        create_topic(cluster.bootstrap_servers, topic, partitions=PARTITIONS, replication_factor=1)
+        produce_records(cluster.bootstrap_servers, topic, source_records(alias, 500))
+        sources[alias] = read_all(cluster.bootstrap_servers, topic)
+    create_topic(kafka_b.bootstrap_servers, topic, partitions=PARTITIONS, replication_factor=1)
+    # both regions interleaved in each target partition, as MM2's two flows would write them
+    merged = [m for pair in zip(sources["us"], sources["uk"]) for m in pair]
+    copy_records(kafka_b.bootstrap_servers, topic, merged)
+
+    flows = [{"name": f"{alias}->central", "source_bootstrap": cluster.bootstrap_servers,
+              "target_bootstrap": kafka_b.bootstrap_servers, "source_alias": alias, "policy": "identity",
+              "topics": [topic]} for alias, cluster in (("us", kafka_a), ("uk", kafka_c))]
+    code, report = validate(spark, tmp_path, {"flows": flows, "wait_seconds": 60})
+    assert code == 0 and report["passed"]
+    [group] = report["groups"]  # one group: the same target topic
+    assert group["flows"] == ["us->central", "uk->central"] and group["topic"] == topic
+    assert counts(group) == exact(1000)
+    assert group["partitions_ok"] and [s["partitions"] for s in group["sources"]] == [PARTITIONS, PARTITIONS]
+    assert [(f["name"], f["topics"][0]["matched"]) for f in report["flows"]] == \
+        [("us->central", 500), ("uk->central", 500)]
+
+
+def _commit_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
+    """Join `group` as a subscribed consumer and commit exactly `offsets`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < len(offsets) and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _wait_for_checkpoints(bootstrap: str, topic: str, group: str, upstream: dict[int, int],
+                          timeout: float = 180) -> dict[int, tuple[bytes, bytes]]:
+    """Raw (key, value) of the first checkpoint of `group` per partition at the
+    expected upstream offsets, read with confluent-kafka."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"vj-cp-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe([topic])
+    found: dict[int, tuple[bytes, bytes]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(found) < len(upstream) and time.monotonic() < deadline:
+            for m in consumer.consume(100, timeout=1.0):
+                if m.error():
+                    continue
+                g, _t, p = job.decode_checkpoint_key(m.key())
+                if g == group and job.decode_checkpoint_value(m.value())[0] == upstream.get(p):
+                    found.setdefault(p, (m.key(), m.value()))
+    finally:
+        consumer.close()
+    assert len(found) == len(upstream), f"checkpoints of {group} after {timeout}s: {found}"
+    return found
+
+
+def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
+        spark, tmp_path, kafka_a, kafka_b, connect_b):
+    topic, group = "vj-mm2-orders", "vj-mm2-group"
+    a, b = kafka_a.bootstrap_servers, kafka_b.bootstrap_servers
+    create_topic(a, topic, partitions=PARTITIONS, replication_factor=2)
+    produce_records(a, topic, source_records("mm2", 600))
+    committed = {0: 120, 1: 170}
+    _commit_group(a, topic, group, committed)
+    assert committed_offsets(a, group, topic, PARTITIONS) == committed
+
+    topology = load_topology({"clusters": {"vjsrc": {"brokers": 2}, "vjdst": {"brokers": 1}}, "flows": [{
+        "source": "vjsrc", "target": "vjdst", "topics": [topic], "groups": [group], "heartbeats": False,
+        "overrides": {"checkpoint": {"emit.checkpoints.interval.seconds": "1",
+                                     "refresh.groups.interval.seconds": "2"}}}]})
+    flow = topology.flows[0]
+    connectors = mirror_connector_configs(flow, replication_factor=1, source_bootstrap=a, target_bootstrap=b)
+    props = {"flow": flow.name, "connect_url": connect_b.rest_url, "connectors": connectors,
+             "timeout_seconds": "120", "restart_trigger": ""}
+    provider = MirrorMaker2Provider()
+    created = provider.create(props)
+    try:
+        remote, checkpoints = f"vjsrc.{topic}", "vjsrc.checkpoints.internal"
+        raw = _wait_for_checkpoints(b, checkpoints, group, committed)
+        # the real bytes: key Struct{group, topic (the REMOTE name), partition}; value version 0 + offsets
+        for p, (key, value) in raw.items():
+            assert job.decode_checkpoint_key(key) == (group, remote, p)
+            assert value[:2] == b"\x00\x00"
+            upstream, downstream, metadata = job.decode_checkpoint_value(value)
+            assert upstream == committed[p] and 0 <= downstream <= upstream and metadata == ""
+            assert (key, value) == job.encode_checkpoint(group, remote, p, upstream, downstream, metadata)
+        # Spark's SQL decoding of the same records agrees with the byte-level decoder
+        decoded = {(r["group"], r["topic"], r["partition"], r["upstream_offset"], r["downstream_offset"])
+                   for r in job.checkpoints_frame(spark, b, {}, checkpoints).collect()}
+        assert {(group, remote, p, *job.decode_checkpoint_value(v)[:2]) for p, (_k, v) in raw.items()} <= decoded
+
+        cfg = {"flows": [{"name": flow.name, "source_bootstrap": a, "target_bootstrap": b,
+                          "source_alias": "vjsrc", "policy": "default", "topics": [topic],
+                          "checkpoints_topic": checkpoints, "groups": [group]}],
+               "wait_seconds": 120}
+        code, report = validate(spark, tmp_path, cfg)
+        assert code == 0 and report["passed"], report["failures"]
+        [result] = report["groups"]
+        assert result["topic"] == remote
+        assert counts(result) == exact(600)
+        [failover] = result["failover"]
+        assert failover["consumer_group"] == group and failover["partitions"] == PARTITIONS
+        assert failover["lost"] == 0 and failover["reread"] >= 0
+        assert {c["partition"]: c["upstream_offset"] for c in failover["checkpoints"]} == committed
+    finally:
+        provider.delete(created.id, created.outs)
+
+
+def _processes_with_env(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "cli", count=200)
+    copy_records(kafka_b.bootstrap_servers, remote, src)
+    cfg_file, out = tmp_path / "flows.json", tmp_path / "report.json"
+    cfg_file.write_text(json.dumps(config(kafka_a, kafka_b, topic)))
+    marker = f"vj-cli-{uuid.uuid4().hex}"
+    env = {**os.environ, "VALIDATION_TEST_MARKER": marker}
+    script = str(PROJECT / "spark" / "validate_replication.py")
+
+    run = subprocess.run([sys.executable, script, "--config", str(cfg_file), "--out", str(out)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "replication check PASSED" in run.stdout
+    report = json.loads(out.read_text())
+    assert counts(report["groups"][0]) == exact(200)
+    assert _processes_with_env(marker) == []  # Spark's JVM exited with the job
+
+    # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit;
+    # one record written straight into the target makes it fail: exit 1 through spark-submit
+    produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"intruder", (), int(time.time() * 1000))])
+    lone = tmp_path / "shipped" / "validate_replication.py"
+    lone.parent.mkdir()
+    shutil.copy(script, lone)
+    submit_out = tmp_path / "submit-report.json"
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()),
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+         "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
+         str(lone), "--config", str(cfg_file), "--out", str(submit_out)],
+        cwd=lone.parent, env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "replication check FAILED" in run.stdout
+    report = json.loads(submit_out.read_text())
+    assert counts(report["groups"][0]) == exact(200, target_records=201, extras=1)
+    assert report["failures"] == [f"{remote} on {kafka_b.bootstrap_servers}: extras 1 > tolerance 0"]
+    assert _processes_with_env(marker) == []
+
+    # bad input: exit 2, naming the field; a missing source topic is found before Spark starts
+    bad = dict(config(kafka_a, kafka_b, "vj-no-such-topic"))
+    run = subprocess.run([sys.executable, script, "--config-json", json.dumps(bad)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "flows[0].topics[0]: topic 'vj-no-such-topic' does not exist" in run.stderr
+    run = subprocess.run([sys.executable, script, "--config-json", '{"flows": [{"policy": "mirror"}]}'],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "flows[0].policy" in run.stderr and "flows[0].source_bootstrap" in run.stderr
+    assert _processes_with_env(marker) == []

@@ -1,0 +1,136 @@
+"""Pure logic of spark/validate_replication.py: input checks, remote-topic
+naming and grouping, the MM2 Checkpoint byte format, pass/fail. No Spark."""
+import json
+import struct
+
+import pytest
+
+from spark import validate_replication as job
+
+A, B, C = "127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"
+
+
+def flow(**changes):
+    return {"name": "us->central", "source_bootstrap": A, "target_bootstrap": C, "source_alias": "us",
+            "topics": ["orders"], **changes}
+
+
+def problems(data) -> list[str]:
+    with pytest.raises(job.BadInput) as info:
+        job.parse_config(data)
+    return info.value.problems
+
+
+def test_remote_topic_follows_the_policy():
+    assert job.remote_topic("default", "us", ".", "orders") == "us.orders"
+    assert job.remote_topic("default", "us", "_", "orders") == "us_orders"
+    assert job.remote_topic("identity", "us", ".", "orders") == "orders"
+
+
+def test_defaults_and_tolerance():
+    config = job.parse_config({"flows": [flow()]})
+    assert config.wait_seconds == 120
+    assert config.tolerance == {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
+                                "in_flight": None, "lost": 0}
+    [group] = config.groups
+    assert (group.topic, group.target_bootstrap) == ("us.orders", C)
+    assert job.parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
+                            wait_override=5).tolerance["extras"] == 3
+
+
+def test_identity_flows_into_one_target_topic_form_one_group():
+    config = job.parse_config({"flows": [
+        flow(name="us->central", policy="identity", topics=["orders", "clicks"]),
+        flow(name="uk->central", source_bootstrap=B, source_alias="uk", policy="identity", topics=["orders"]),
+        flow(name="uk->central-2", source_bootstrap=B, source_alias="uk", topics=["orders"])]})
+    by_topic = {g.topic: [m.label for m in g.members] for g in config.groups}
+    assert by_topic == {"orders": ["us->central:orders", "uk->central:orders"], "clicks": ["us->central:clicks"],
+                        "uk.orders": ["uk->central-2:orders"]}
+    assert [m.src for m in config.groups[0].members] == [0, 1]
+
+
+def test_the_same_target_written_in_a_different_broker_order_is_one_group():
+    config = job.parse_config({"flows": [
+        flow(name="x", target_bootstrap=f"{B},{C}", policy="identity"),
+        flow(name="y", source_bootstrap=B, target_bootstrap=f"{C}, {B}", source_alias="uk", policy="identity")]})
+    assert len(config.groups) == 1
+
+
+@pytest.mark.parametrize("data, expected", [
+    ([], "config: must be a JSON object"),
+    ({}, "flows: required"),
+    ({"flows": [flow()], "wait": 3}, "wait: unknown field"),
+    ({"flows": [flow(source_bootstrap=None)]}, "flows[0].source_bootstrap: required"),
+    ({"flows": [flow(target_bootstrap="nohost")]}, "flows[0].target_bootstrap: 'nohost' is not host:port"),
+    ({"flows": [flow(policy="mirror")]}, "flows[0].policy: 'mirror' is not one of default, identity"),
+    ({"flows": [flow(source_alias=None)]}, "flows[0].source_alias: required with policy default"),
+    ({"flows": [flow(topics=[])]}, "flows[0].topics: required"),
+    ({"flows": [flow(topics=["ok", "bad topic"])]}, "flows[0].topics[1]: 'bad topic' is not a Kafka topic name"),
+    ({"flows": [flow(source_client={"auto.offset.reset": "latest"})]},
+     "flows[0].source_client.auto.offset.reset: not allowed"),
+    ({"flows": [flow(source_client={"a": ["x"]})]}, "flows[0].source_client.a: must be a string"),
+    ({"flows": [flow(groups=["app-.*"])]}, "flows[0].groups: needs checkpoints_topic"),
+    ({"flows": [flow(groups=["(unclosed"], checkpoints_topic="us.checkpoints.internal")]},
+     "flows[0].groups[0]: '(unclosed' is not a regex"),
+    ({"flows": [flow(), flow()]}, "flows[*].name: 'us->central' is used by more than one flow"),
+    ({"flows": [flow(extra=1)]}, "flows[0].extra: unknown field"),
+    ({"flows": [flow()], "wait_seconds": -1}, "wait_seconds: must be a non-negative number"),
+    ({"flows": [flow()], "tolerance": {"missing": -1}}, "tolerance.missing: must be a non-negative integer"),
+    ({"flows": [flow()], "tolerance": {"typos": 1}}, "tolerance.typos: unknown"),
+    ({"flows": [flow(name="a", policy="identity"), flow(name="b", policy="identity", target_client={"x": "1"})]},
+     "flows[1].target_client: differs from flows[0].target_client"),
+    ({"flows": [flow(name="a"), flow(name="b")]}, "flows[1].topics[0]: 'orders' from the same source already feeds"),
+])
+def test_bad_input_names_the_field(data, expected):
+    found = problems(data)
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_main_exits_2_on_bad_input_without_starting_spark(tmp_path, capsys):
+    assert job.main(["--config-json", "{not json"]) == 2
+    assert "--config-json: not JSON" in capsys.readouterr().err
+    assert job.main(["--config", str(tmp_path / "missing.json")]) == 2
+    assert "--config: cannot read" in capsys.readouterr().err
+    assert job.main([]) == 2
+    assert job.main(["--config-json", json.dumps({"flows": [flow(topics=None)]})]) == 2
+    assert "flows[0].topics: required" in capsys.readouterr().err
+
+
+def test_checkpoint_bytes_round_trip_in_kafkas_layout():
+    key, value = job.encode_checkpoint("app", "us.orders", 3, 120, 57, "meta")
+    assert key == b"\x00\x03app\x00\x09us.orders\x00\x00\x00\x03"
+    assert value == struct.pack(">hqq", 0, 120, 57) + b"\x00\x04meta"
+    assert job.decode_checkpoint_key(key) == ("app", "us.orders", 3)
+    assert job.decode_checkpoint_value(value) == (120, 57, "meta")
+    with pytest.raises(ValueError, match="version 1"):
+        job.decode_checkpoint_value(struct.pack(">hqq", 1, 1, 1) + b"\x00\x00")
+
+
+def test_librdkafka_translation_gives_up_on_java_only_settings():
+    assert job.librdkafka_config(A, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}) == \
+        {"bootstrap.servers": A, "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN"}
+    assert job.librdkafka_config(A, {"sasl.jaas.config": "x"}) is None
+    assert job.librdkafka_config(A, {"ssl.truststore.location": "/x.jks"}) is None
+
+
+def _group(**changes):
+    group = {"topic": "us.orders", "target_bootstrap": C, "partitions_ok": True, "target_partitions": 2,
+             "sources": [{"flow": "us->central", "topic": "orders", "partitions": 2}],
+             "missing": 0, "in_flight": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "failover": []}
+    return {**group, **changes}
+
+
+def test_failures_follow_the_tolerances():
+    tol = dict(job.DEFAULT_TOLERANCE)
+    assert job.group_failures(_group(in_flight=40), tol) == []
+    assert job.group_failures(_group(missing=7), tol) == ["us.orders on 127.0.0.1:9094: missing 7 > tolerance 0"]
+    assert job.group_failures(_group(extras=3), {**tol, "extras": 3}) == []
+    assert job.group_failures(_group(in_flight=1), {**tol, "in_flight": 0})
+    assert "does not exist" in job.group_failures(_group(partitions_ok=False, target_partitions=None), tol)[0]
+    assert "1 partitions, but us->central:orders has 2" in \
+        job.group_failures(_group(partitions_ok=False, target_partitions=1), tol)[0]
+    lost = {"flow": "f", "consumer_group": "app", "checkpoints_topic": "us.checkpoints.internal", "lost": 2}
+    assert "would lose 2" in job.group_failures(_group(failover=[lost]), tol)[0]
+    assert job.group_failures(_group(failover=[{**lost, "lost": 0}]), tol) == []
+    none = {**lost, "lost": 0, "unmatched_regex": True}
+    assert "have no checkpoint" in job.group_failures(_group(failover=[none]), tol)[0]
