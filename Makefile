@@ -74,7 +74,7 @@ $(TOOLS)/bin/.engine-$(PULUMI_VERSION): $(ENGINE_SOURCES)
 WITH_ENGINE := . ./env.sh &&
 
 demo: setup
-	@$(WITH_ENGINE) $(VENV)/bin/python tools/demo.py
+	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py
 
 down:
 	@$(WITH_ENGINE) pulumi destroy --stack aggregation --yes --non-interactive --skip-preview

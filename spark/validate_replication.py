@@ -606,6 +606,7 @@ def build_spark(args: argparse.Namespace):
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions)))
         if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
             builder = (builder.config("spark.driver.host", "127.0.0.1")
                        .config("spark.driver.bindAddress", "127.0.0.1"))
     elif args.master:

@@ -7,6 +7,9 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
+
+import yaml
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -59,6 +62,22 @@ def watch(bootstrap: str, expected: set[bytes], timeout: float = 180) -> set[byt
     return seen
 
 
+def validate(outputs: dict) -> int:
+    """Reconcile every flow record for record with the Spark job; print its summary."""
+    from components.model import load_topology
+
+    stack_file = Path("stacks") / f"Pulumi.{STACK}.yaml"
+    topology = load_topology(yaml.safe_load(stack_file.read_text())["config"]["mirrorstack:topology"])
+    flows = [{"name": f.name, "source_bootstrap": outputs["clusters"][f.source],
+              "target_bootstrap": outputs["clusters"][f.target], "source_alias": f.source,
+              "policy": f.replication_policy, "separator": f.separator, "topics": [TOPIC]}
+             for f in topology.flows]
+    report = Path(".mirrorstack") / STACK / "validation.json"
+    print(f"\nvalidating with Spark (spark/validate_replication.py, local[2]); report: {report}", flush=True)
+    return subprocess.run([sys.executable, "spark/validate_replication.py", "--quiet", "--out", str(report),
+                           "--config-json", json.dumps({"flows": flows, "wait_seconds": 60})]).returncode
+
+
 def main() -> None:
     subprocess.run(["pulumi", "stack", "select", "--create", STACK, "--non-interactive"], check=True)
     pulumi("up", "--yes", "--skip-preview")
@@ -75,14 +94,17 @@ def main() -> None:
     by_region = {r: sum(v.split()[1] == r.encode() for v in arrived) for r in ("us", "uk")}
     print(f"\narrived in central/{TOPIC}: {by_region} of {PER_SOURCE} each")
     print(f"\nconnector states: {json.dumps(outputs['flows'], indent=2)}")
+    if arrived != expected:
+        sys.exit(f"demo: {len(expected) - len(arrived)} records did not arrive")
+    passed = validate(outputs) == 0
     print("""
 Next:
   . ./env.sh                                   # the engine, local state, passphrase
   pulumi stack output --stack aggregation      # bootstrap servers, Connect URL, states
   pulumi preview --diff --stack aggregation    # after editing stacks/Pulumi.aggregation.yaml
   make down                                    # destroy the stack (stops every process)""")
-    if arrived != expected:
-        sys.exit(f"demo: {len(expected) - len(arrived)} records did not arrive")
+    if not passed:
+        sys.exit("demo: the validation job did not pass (see its report above)")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ def local_spark(app_name: str, cores: int = 2):
 
     jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
     spark = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
              .config("spark.jars", jars)
              .config("spark.ui.enabled", "false")
