@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from components import toolchain
 from components.config.mirror import mirror_connector_configs
-from components.mirror import ConnectClient, MirrorMaker2Provider
+from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
 from tests.support.kafka_clients import create_topic
 from tests.support.services import ConnectGroup, KafkaCluster
@@ -59,11 +59,11 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     producer.flush(120)
 
 
-def end_offsets(bootstrap: str, topic: str) -> int:
+def end_offsets(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
     try:
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(PARTITIONS))
+                   for p in range(partitions))
     except Exception:
         return 0  # remote topic not created yet
     finally:

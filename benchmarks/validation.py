@@ -1,0 +1,143 @@
+"""Validation throughput and memory: the Spark job against a single-process
+Python consumer doing the same reconciliation, on the same data, in one run.
+
+For each size, N records go into a source topic and a real MM2 flow copies them
+to the target; then both validators reconcile source and target record for
+record (match on partition, timestamp, key/value/header digests, multiplicity).
+Each validator runs in its own process; peak memory is that process tree's
+largest resident set (RUSAGE_CHILDREN of a wrapper).
+
+  .venv/bin/python -m benchmarks.validation [--sizes 1000000 10000000] [--out report.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.replication import end_offsets, fill
+from components import toolchain
+from components.config.mirror import mirror_connector_configs
+from components.mirror import MirrorMaker2Provider
+from components.model import load_topology
+from tests.support.kafka_clients import create_topic
+from tests.support.services import ConnectGroup, KafkaCluster
+
+PARTITIONS = 4
+ROOT = Path(__file__).resolve().parents[1]
+
+# The baseline: one Python process, confluent-kafka, a Counter of match keys.
+BASELINE = r'''
+import hashlib, json, sys, time
+from collections import Counter
+from confluent_kafka import Consumer, TopicPartition
+def digest(b): return hashlib.sha256(b).digest() if b is not None else None
+def read(bootstrap, topic, partitions):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "baseline", "enable.auto.commit": False})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    keys, left = Counter(), dict(ends)
+    while any(v > 0 for v in left.values()):
+        for m in c.consume(10000, timeout=1.0):
+            if m.error(): continue
+            h = tuple(sorted((k, digest(v)) for k, v in (m.headers() or [])))
+            keys[(m.partition(), m.timestamp()[1], digest(m.key()), digest(m.value()), h)] += 1
+            left[m.partition()] -= 1
+    c.close()
+    return keys
+src_b, src_t, dst_b, dst_t, parts = sys.argv[1:6]
+started = time.monotonic()
+source, target = read(src_b, src_t, int(parts)), read(dst_b, dst_t, int(parts))
+missing = sum((source - target).values()); extra = sum((target - source).values())
+print(json.dumps({"seconds": time.monotonic() - started, "matched": sum((source & target).values()),
+                  "missing": missing, "extra_or_duplicate": extra}))
+'''
+
+# Runs a command and reports the peak RSS of its process tree (in MiB).
+MEASURE = r'''
+import resource, subprocess, sys, time
+started = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"{done.returncode} {time.monotonic() - started} {peak}")
+print(done.stdout)
+'''
+
+
+def measured(argv: list[str]) -> tuple[int, float, float, str]:
+    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    head, _, rest = out.partition("\n")
+    code, seconds, peak = head.split()
+    return int(code), float(seconds), float(peak), rest
+
+
+def replicate(source, target, connect, topic: str, records: int) -> None:
+    create_topic(source.bootstrap_servers, topic, PARTITIONS, 1)
+    fill(source.bootstrap_servers, topic, records)
+    flow = load_topology({"clusters": {"src": {}, "dst": {}},
+                          "flows": [{"source": "src", "target": "dst", "topics": [topic], "tasks_max": 2,
+                                     "checkpoints": False, "heartbeats": False}]}).flows[0]
+    props = {"flow": flow.name, "connect_url": connect.rest_url, "timeout_seconds": "180", "restart_trigger": "",
+             "connectors": mirror_connector_configs(flow, replication_factor=1,
+                                                    source_bootstrap=source.bootstrap_servers,
+                                                    target_bootstrap=target.bootstrap_servers)}
+    provider = MirrorMaker2Provider()
+    created = provider.create(props)
+    deadline = time.monotonic() + 3600
+    while end_offsets(target.bootstrap_servers, f"src.{topic}", PARTITIONS) < records:
+        if time.monotonic() > deadline:
+            raise RuntimeError("replication did not finish in an hour")
+        time.sleep(2)
+    provider.delete(created.id, created.outs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="mirrorstack-valbench-") as tmp:
+        base = Path(tmp)
+        services = [KafkaCluster("src", base / "src", 1, heap="1g"), KafkaCluster("dst", base / "dst", 1, heap="1g")]
+        try:
+            for service in services:
+                service.start()
+            connect = ConnectGroup("vb", base / "connect", services[1], heap="1g")
+            services.append(connect)
+            connect.start()
+            for size in args.sizes:
+                topic = f"v{size}"
+                replicate(services[0], services[1], connect, topic, size)
+                config = {"flows": [{"name": "src->dst", "source_bootstrap": services[0].bootstrap_servers,
+                                     "target_bootstrap": services[1].bootstrap_servers, "source_alias": "src",
+                                     "policy": "default", "topics": [topic]}], "wait_seconds": 10}
+                jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
+                code, spark_s, spark_mb, _ = measured([sys.executable, "spark/validate_replication.py", "--quiet",
+                                                       "--jars", jars, "--config-json", json.dumps(config)])
+                _, base_s, base_mb, out = measured([sys.executable, "-c", BASELINE, services[0].bootstrap_servers,
+                                                    topic, services[1].bootstrap_servers, f"src.{topic}",
+                                                    str(PARTITIONS)])
+                baseline = json.loads(out.strip().splitlines()[-1])
+                results.append({"records": size, "spark_exit": code, "spark_seconds": spark_s,
+                                "spark_records_per_second": 2 * size / spark_s, "spark_peak_mib": spark_mb,
+                                "baseline_seconds": base_s, "baseline_records_per_second": 2 * size / base_s,
+                                "baseline_peak_mib": base_mb, "baseline_missing": baseline["missing"],
+                                "ratio_spark_to_baseline_throughput": base_s / spark_s})
+                print(json.dumps(results[-1]), flush=True)
+        finally:
+            for service in reversed(services):
+                service.stop()
+    report = {"partitions": PARTITIONS, "master": "local[2]", "results": results}
+    print(json.dumps(report, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
