@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import tempfile
 import threading
+from contextlib import contextmanager
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +36,23 @@ from tests.support.services import ConnectGroup, KafkaCluster
 PARTITIONS = 6
 SEED_FLOW = {"tasks_max": 2}  # the seed's connector settings; everything else MM2's defaults
 RECORD_SIZE = 512
+
+
+@contextmanager
+def replication_pair(prefix: str):
+    """A source and a target cluster (1 broker each) and a Connect worker next
+    to the target, on 127.0.0.1; all stopped afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        base = Path(tmp)
+        services = [KafkaCluster("src", base / "src", 1, heap="1g"), KafkaCluster("dst", base / "dst", 1, heap="1g")]
+        try:
+            for service in services:
+                service.start()
+            services.append(ConnectGroup("bench", base / "connect", services[1], heap="1g").start())
+            yield services
+        finally:
+            for service in reversed(services):
+                service.stop()
 
 
 def producer_performance(bootstrap: str, topic: str, records: int) -> float:
@@ -150,28 +168,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mirrorstack-bench-") as tmp:
-        base = Path(tmp)
-        services = [KafkaCluster("src", base / "src", 1, heap="1g"), KafkaCluster("dst", base / "dst", 1, heap="1g")]
-        try:
-            for service in services:
-                service.start()
-            connect = ConnectGroup("bench", base / "connect", services[1], heap="1g")
-            services.append(connect)
-            connect.start()
-            create_topic(services[1].bootstrap_servers, "baseline", PARTITIONS, 1)
-            baseline = producer_performance(services[1].bootstrap_servers, "baseline", args.records)
-            run_flow(*services[:3], "warmup", args.records // 5, {})  # JIT, not measured
-            # Alternate the two configurations and keep each one's best run, so
-            # neither gains from running later on a warmer JVM and page cache.
-            runs: dict[str, list[dict]] = {"mirrorstack": [], "seed": []}
-            for round_ in range(args.rounds):
-                runs["mirrorstack"].append(run_flow(*services[:3], f"bench-{round_}", args.records, {}))
-                runs["seed"].append(run_flow(*services[:3], f"bench-seed-{round_}", args.records, SEED_FLOW))
-            ours, seed = (max(runs[k], key=lambda r: r["records_per_second"]) for k in ("mirrorstack", "seed"))
-        finally:
-            for service in reversed(services):
-                service.stop()
+    with replication_pair("mirrorstack-bench-") as services:
+        create_topic(services[1].bootstrap_servers, "baseline", PARTITIONS, 1)
+        baseline = producer_performance(services[1].bootstrap_servers, "baseline", args.records)
+        run_flow(*services[:3], "warmup", args.records // 5, {})  # JIT, not measured
+        # Alternate the two configurations and keep each one's best run, so
+        # neither gains from running later on a warmer JVM and page cache.
+        runs: dict[str, list[dict]] = {"mirrorstack": [], "seed": []}
+        for round_ in range(args.rounds):
+            runs["mirrorstack"].append(run_flow(*services[:3], f"bench-{round_}", args.records, {}))
+            runs["seed"].append(run_flow(*services[:3], f"bench-seed-{round_}", args.records, SEED_FLOW))
+        ours, seed = (max(runs[k], key=lambda r: r["records_per_second"]) for k in ("mirrorstack", "seed"))
     report = {
         "records": args.records, "record_size": RECORD_SIZE, "partitions": PARTITIONS,
         "baseline_producer_perf_records_per_second": baseline,

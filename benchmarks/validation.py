@@ -15,17 +15,15 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.replication import end_offsets, fill
+from benchmarks.replication import end_offsets, fill, replication_pair
 from components import toolchain
 from components.config.mirror import mirror_connector_configs
 from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
 from tests.support.kafka_clients import create_topic
-from tests.support.services import ConnectGroup, KafkaCluster
 
 PARTITIONS = 4
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,37 +100,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="mirrorstack-valbench-") as tmp:
-        base = Path(tmp)
-        services = [KafkaCluster("src", base / "src", 1, heap="1g"), KafkaCluster("dst", base / "dst", 1, heap="1g")]
-        try:
-            for service in services:
-                service.start()
-            connect = ConnectGroup("vb", base / "connect", services[1], heap="1g")
-            services.append(connect)
-            connect.start()
-            for size in args.sizes:
-                topic = f"v{size}"
-                replicate(services[0], services[1], connect, topic, size)
-                config = {"flows": [{"name": "src->dst", "source_bootstrap": services[0].bootstrap_servers,
-                                     "target_bootstrap": services[1].bootstrap_servers, "source_alias": "src",
-                                     "policy": "default", "topics": [topic]}], "wait_seconds": 10}
-                jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
-                code, spark_s, spark_mb, _ = measured([sys.executable, "spark/validate_replication.py", "--quiet",
-                                                       "--jars", jars, "--config-json", json.dumps(config)])
-                _, base_s, base_mb, out = measured([sys.executable, "-c", BASELINE, services[0].bootstrap_servers,
-                                                    topic, services[1].bootstrap_servers, f"src.{topic}",
-                                                    str(PARTITIONS)])
-                baseline = json.loads(out.strip().splitlines()[-1])
-                results.append({"records": size, "spark_exit": code, "spark_seconds": spark_s,
-                                "spark_records_per_second": 2 * size / spark_s, "spark_peak_mib": spark_mb,
-                                "baseline_seconds": base_s, "baseline_records_per_second": 2 * size / base_s,
-                                "baseline_peak_mib": base_mb, "baseline_missing": baseline["missing"],
-                                "ratio_spark_to_baseline_throughput": base_s / spark_s})
-                print(json.dumps(results[-1]), flush=True)
-        finally:
-            for service in reversed(services):
-                service.stop()
+    with replication_pair("mirrorstack-valbench-") as (source, target, connect):
+        for size in args.sizes:
+            topic = f"v{size}"
+            replicate(source, target, connect, topic, size)
+            config = {"flows": [{"name": "src->dst", "source_bootstrap": source.bootstrap_servers,
+                                 "target_bootstrap": target.bootstrap_servers, "source_alias": "src",
+                                 "policy": "default", "topics": [topic]}], "wait_seconds": 10}
+            jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
+            code, spark_s, spark_mb, _ = measured([sys.executable, "spark/validate_replication.py", "--quiet",
+                                                   "--jars", jars, "--config-json", json.dumps(config)])
+            _, base_s, base_mb, out = measured([sys.executable, "-c", BASELINE, source.bootstrap_servers,
+                                                topic, target.bootstrap_servers, f"src.{topic}", str(PARTITIONS)])
+            baseline = json.loads(out.strip().splitlines()[-1])
+            results.append({"records": size, "spark_exit": code, "spark_seconds": spark_s,
+                            "spark_records_per_second": 2 * size / spark_s, "spark_peak_mib": spark_mb,
+                            "baseline_seconds": base_s, "baseline_records_per_second": 2 * size / base_s,
+                            "baseline_peak_mib": base_mb, "baseline_missing": baseline["missing"],
+                            "ratio_spark_to_baseline_throughput": base_s / spark_s})
+            print(json.dumps(results[-1]), flush=True)
     report = {"partitions": PARTITIONS, "master": "local[2]", "results": results}
     print(json.dumps(report, indent=2))
     if args.out:

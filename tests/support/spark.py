@@ -6,11 +6,11 @@ import sys
 from contextlib import contextmanager
 
 from components import toolchain
+from spark.validate_replication import stop_spark
 
 
 @contextmanager
 def local_spark(app_name: str, cores: int = 2):
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
@@ -26,13 +26,4 @@ def local_spark(app_name: str, cores: int = 2):
     try:
         yield spark
     finally:
-        spark.stop()
-        gateway = SparkContext._gateway
-        if gateway is not None:  # the JVM exits when its stdin closes
-            gateway.shutdown()
-            proc = getattr(gateway, "proc", None)
-            if proc is not None:
-                proc.stdin.close()
-                proc.wait(timeout=60)
-            SparkContext._gateway = None
-            SparkContext._jvm = None
+        stop_spark(spark, "jvm")  # the validation job's own shutdown: session, then its JVM
