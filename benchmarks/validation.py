@@ -15,6 +15,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -108,15 +109,20 @@ def main() -> None:
                                  "target_bootstrap": target.bootstrap_servers, "source_alias": "src",
                                  "policy": "default", "topics": [topic]}], "wait_seconds": 10}
             jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
+            report_file = Path(tempfile.gettempdir()) / f"mirrorstack-validation-{size}.json"
             code, spark_s, spark_mb, _ = measured([sys.executable, "spark/validate_replication.py", "--quiet",
-                                                   "--jars", jars, "--config-json", json.dumps(config)])
+                                                   "--jars", jars, "--out", str(report_file),
+                                                   "--config-json", json.dumps(config)])
+            spark_report = json.loads(report_file.read_text())
             _, base_s, base_mb, out = measured([sys.executable, "-c", BASELINE, source.bootstrap_servers,
                                                 topic, target.bootstrap_servers, f"src.{topic}", str(PARTITIONS)])
             baseline = json.loads(out.strip().splitlines()[-1])
-            results.append({"records": size, "spark_exit": code, "spark_seconds": spark_s,
+            results.append({"records": size, "spark_exit": code, "spark_failures": spark_report.get("failures"),
+                            "spark_seconds": spark_s,
                             "spark_records_per_second": 2 * size / spark_s, "spark_peak_mib": spark_mb,
                             "baseline_seconds": base_s, "baseline_records_per_second": 2 * size / base_s,
                             "baseline_peak_mib": base_mb, "baseline_missing": baseline["missing"],
+                            "baseline_extra_or_duplicate": baseline["extra_or_duplicate"],
                             "ratio_spark_to_baseline_throughput": base_s / spark_s})
             print(json.dumps(results[-1]), flush=True)
     report = {"partitions": PARTITIONS, "master": "local[2]", "results": results}
