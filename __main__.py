@@ -7,6 +7,8 @@ Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:portBase    local/docker: first port of the stack's host ports (default: from the stack name)
   mirrorstack:namespace   kubernetes: the namespace (default mirrorstack-<stack>)
   mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
+  mirrorstack:validationRunId  a new value re-runs the validation job (overrides validation.run_id),
+                          e.g. `pulumi up --config mirrorstack:validationRunId=$(date +%s)`
 """
 from pathlib import Path
 
@@ -24,8 +26,11 @@ platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
                          rest_access=config.get("restAccess"))
-replication = ReplicationTopology(stack, topology, platform, stack=stack)
+replication = ReplicationTopology(stack, topology, platform, stack=stack,
+                                  validation_run_id=config.get("validationRunId"))
 
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
+if replication.validation_output is not None:
+    pulumi.export("validation", replication.validation_output)

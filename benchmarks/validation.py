@@ -4,8 +4,9 @@ Python consumer doing the same reconciliation, on the same data, in one run.
 For each size, N records go into a source topic and a real MM2 flow copies them
 to the target; then both validators reconcile source and target record for
 record (match on partition, timestamp, key/value/header digests, multiplicity).
-Each validator runs in its own process; peak memory is that process tree's
-largest resident set (RUSAGE_CHILDREN of a wrapper).
+Each validator runs in its own process; peak memory is the largest sum of
+the resident sets of its process tree (the job and its Spark JVM), sampled
+from /proc every 0.2 s.
 
   .venv/bin/python -m benchmarks.validation [--sizes 1000000 10000000] [--out report.json]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -56,23 +58,45 @@ print(json.dumps({"seconds": time.monotonic() - started, "matched": sum((source 
                   "missing": missing, "extra_or_duplicate": extra}))
 '''
 
-# Runs a command and reports the peak RSS of its process tree (in MiB).
-MEASURE = r'''
-import resource, subprocess, sys, time
-started = time.monotonic()
-done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(f"{done.returncode} {time.monotonic() - started} {peak}")
-print(done.stdout)
-'''
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def measured(argv: list[str]) -> tuple[int, float, float, str]:
-    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout
-    head, _, rest = out.partition("\n")
-    code, seconds, peak = head.split()
-    return int(code), float(seconds), float(peak), rest
+def _tree_rss_kib(root: int) -> int:
+    """Resident KiB of `root` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            statm = Path(f"/proc/{entry}/statm").read_text().split()
+        except OSError:
+            continue  # exited meanwhile
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+        rss[int(entry)] = int(statm[1]) * PAGE_KIB
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def measured(argv: list[str]) -> tuple[int, float, float, str, str]:
+    """(exit code, seconds, peak MiB of the process tree, stdout, stderr tail)."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, cwd=ROOT)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss_kib(proc.pid))
+            time.sleep(0.2)
+        seconds = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, seconds, peak / 1024, out.read(), "".join(err.readlines()[-15:])
 
 
 def replicate(source, target, connect, topic: str, records: int) -> None:
@@ -99,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--driver-memory", default="1g", help="the Spark job's --driver-memory (its default)")
     args = parser.parse_args()
     results = []
     with replication_pair("mirrorstack-valbench-") as (source, target, connect):
@@ -110,14 +135,17 @@ def main() -> None:
                                  "policy": "default", "topics": [topic]}], "wait_seconds": 10}
             jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
             report_file = Path(tempfile.gettempdir()) / f"mirrorstack-validation-{size}.json"
-            code, spark_s, spark_mb, _ = measured([sys.executable, "spark/validate_replication.py", "--quiet",
-                                                   "--jars", jars, "--out", str(report_file),
-                                                   "--config-json", json.dumps(config)])
-            spark_report = json.loads(report_file.read_text())
-            _, base_s, base_mb, out = measured([sys.executable, "-c", BASELINE, source.bootstrap_servers,
-                                                topic, target.bootstrap_servers, f"src.{topic}", str(PARTITIONS)])
+            code, spark_s, spark_mb, _, spark_err = measured(
+                [sys.executable, "spark/validate_replication.py", "--quiet", "--jars", jars, "--out",
+                 str(report_file), "--driver-memory", args.driver_memory, "--config-json", json.dumps(config)])
+            spark_report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+            if code != 0:
+                print(f"the Spark job exited {code}:\n{spark_err}", file=sys.stderr, flush=True)
+            _, base_s, base_mb, out, _ = measured([sys.executable, "-c", BASELINE, source.bootstrap_servers,
+                                                   topic, target.bootstrap_servers, f"src.{topic}", str(PARTITIONS)])
             baseline = json.loads(out.strip().splitlines()[-1])
             results.append({"records": size, "spark_exit": code, "spark_failures": spark_report.get("failures"),
+                            "spark_error": spark_report.get("error"), "driver_memory": args.driver_memory,
                             "spark_seconds": spark_s,
                             "spark_records_per_second": 2 * size / spark_s, "spark_peak_mib": spark_mb,
                             "baseline_seconds": base_s, "baseline_records_per_second": 2 * size / base_s,
@@ -125,7 +153,7 @@ def main() -> None:
                             "baseline_extra_or_duplicate": baseline["extra_or_duplicate"],
                             "ratio_spark_to_baseline_throughput": base_s / spark_s})
             print(json.dumps(results[-1]), flush=True)
-    report = {"partitions": PARTITIONS, "master": "local[2]", "results": results}
+    report = {"partitions": PARTITIONS, "master": "local[2]", "cores": os.cpu_count(), "results": results}
     print(json.dumps(report, indent=2))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")

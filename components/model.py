@@ -152,6 +152,38 @@ class Flow(_Model):
         return f"{self.source}->{self.target}"
 
 
+class Tolerance(_Model):
+    """Maxima the validation accepts; null means no limit."""
+
+    missing: int | None = Field(0, ge=0, description="Source records absent from the target.")
+    duplicates: int | None = Field(0, ge=0, description="Target copies beyond the source's multiplicity.")
+    extras: int | None = Field(0, ge=0, description="Target records no source record matches.")
+    out_of_order: int | None = Field(0, ge=0, description="Pairs out of source order within a partition.")
+    in_flight: int | None = Field(None, ge=0, description="Records not yet replicated when the wait bound expired.")
+    lost: int | None = Field(0, ge=0, description="Records a consumer group would skip failing over.")
+
+
+class Validation(_Model):
+    """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
+    once the flows are RUNNING; its report is the stack output `validation`."""
+
+    flows: list[str] | None = Field(None, description=(
+        "Flow names (`us->central`) to validate; default all. Each flow's own topic and group regexes apply."))
+    report_only: bool = Field(False, description="Report a failed validation without failing `pulumi up`.")
+    wait_seconds: float = Field(120, ge=0, le=86400, description=(
+        "How long the job waits for the targets to catch up with the source snapshot."))
+    tolerance: Tolerance = Field(Tolerance(), description="Counts the validation accepts.")
+    run_id: str = Field("", description=(
+        "Change this value (e.g. a date, or `pulumi up --config mirrorstack:validationRunId=...`) to run the "
+        "validation again on the next up; it also re-runs whenever its inputs change."))
+    driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
+        "Heap of the Spark driver (which runs the local executors); the job's memory does not grow with N."))
+    master: str = Field("local[2]", min_length=1, description="Spark master (local platform; docker runs local[*]).")
+    schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", description=(
+        "kubernetes only: also run it as a CronJob on this cron schedule (continuous checks)."))
+    image: str | None = Field(None, description="docker/kubernetes: the Spark image; default apache/spark:<pinned>.")
+
+
 class Topology(_Model):
     """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
 
@@ -161,6 +193,8 @@ class Topology(_Model):
         "Connect clusters by name; default: one per flow target, named after it, topics on the target."))
     flows: list[Flow] = Field(min_length=1, description=(
         "Replication flows, one per source -> target pair; an entry with `sources` or `targets` is one per alias."))
+    validation: Validation | None = Field(None, description=(
+        "Run the Spark validation job after the flows are up (omit for none)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -212,6 +246,12 @@ class Topology(_Model):
             if flow.replication_policy == "identity":
                 by_target.setdefault(flow.target, []).append(flow.name)
         return {target: names for target, names in by_target.items() if len(names) > 1}
+
+    def validated_flows(self) -> list[Flow]:
+        if self.validation is None:
+            return []
+        names = self.validation.flows
+        return [f for f in self.flows if names is None or f.name in names]
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"

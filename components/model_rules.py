@@ -41,6 +41,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
                    "fix: merge them into one flow (list all topics there) or remove one")
         seen.setdefault((f.source, f.target), i)
     yield from _forwarding_problems(t, origins)
+    yield from _validation_problems(t)
     for cycle, indexes in _identity_cycles(t.flows):
         identity = [i for i in indexes if t.flows[i].replication_policy == "identity"]
         paths = ", ".join(dict.fromkeys(origins[i].path("replication_policy") for i in identity))
@@ -94,6 +95,22 @@ def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_con
                 elif int(value) > brokers:
                     yield (f"{where}: {value} is more than the {brokers} broker(s) of {f.target!r}; fix: set it "
                            f"to at most {brokers}, or raise clusters.{f.target}.brokers")
+
+
+def _validation_problems(t: Topology) -> Iterator[str]:
+    v = t.validation
+    if v is None:
+        return
+    names = [f.name for f in t.flows]
+    for i, name in enumerate(v.flows or []):
+        if name not in names:
+            yield (f"{_path(('validation', 'flows', i))}: no flow named {name!r}; "
+                   f"fix: use one of {', '.join(names)}")
+    if v.flows is not None and not v.flows:
+        yield f"{_path(('validation', 'flows'))}: empty; fix: name flows, or remove it to validate all"
+    if v.schedule is not None and t.platform != "kubernetes":
+        yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
+               f"fix: remove it (on {t.platform}, re-run with `run_id`)")
 
 
 def _placement_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:

@@ -7,13 +7,16 @@ from components.config.mirror import mirror_connector_configs
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
+from components.validation import SparkValidationJob
 
 
 class ReplicationTopology(pulumi.ComponentResource):
     """Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
-    URL), `flows` (flow → connector states)."""
+    URL), `flows` (flow → connector states), `validation` (the Spark validation
+    job's report, when the topology has a `validation` section; else None).
+    `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
-    def __init__(self, name: str, topology, platform, *, stack: str,
+    def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -38,9 +41,16 @@ class ReplicationTopology(pulumi.ComponentResource):
                 flow, connect_url=connect.rest_url, connectors=configs, restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
+        self.validation = None
+        if topology.validation is not None:
+            self.validation = SparkValidationJob(
+                "validation", topology, self.clusters, platform, flows=list(self.flows.values()),
+                run_id=validation_run_id, opts=child)
+
         self.cluster_outputs = pulumi.Output.all(
             **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})
         self.connect_outputs = pulumi.Output.all(**{n: c.rest_url for n, c in self.connect.items()})
         self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})
+        self.validation_output = self.validation.report if self.validation else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
-                               "flows": self.flow_outputs})
+                               "flows": self.flow_outputs, "validation": self.validation_output})

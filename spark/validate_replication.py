@@ -20,11 +20,16 @@ Input (`--config FILE` or `--config-json TEXT`)
                 "source_alias": "us",                 # required for policy default
                 "policy": "default" | "identity",     # default "default"
                 "separator": ".",                     # default "."
-                "topics": ["orders"],                 # exact source topic names
+                "topics": ["orders"],                 # exact source topic names, or:
+                "topic_patterns": ["orders", "clicks.*"],  # regexes (MM2's `topics`), resolved
+                "topics_exclude": ["tmp\\..*"],        #   against the source's topics at start
+                "target_alias": "central",            # optional: skips topics named for the target
                 "source_client": {"security.protocol": "SSL", ...},  # Kafka client settings
                 "target_client": {...},
                 "checkpoints_topic": "us.checkpoints.internal",      # optional, on the target
-                "groups": ["app-.*"]}],               # optional consumer-group regexes
+                "groups": ["app-.*"],                 # optional consumer-group regexes
+                "groups_exclude": ["tmp-.*"],         # optional, groups to leave out
+                "groups_required": true}],            # default true: a regex with no checkpoint fails
      "wait_seconds": 120,
      "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
                    "in_flight": null, "lost": 0}}
@@ -36,6 +41,13 @@ Defaults: missing, duplicates, extras, out_of_order and lost 0; in_flight null.
 
 Method
 ------
+0. Topic patterns: a flow with `topic_patterns` validates every source topic
+   that fully matches one of them and none of `topics_exclude`, leaving out
+   what MM2 never replicates (`__*`, `*.internal`, `*-internal`, `*.replica`,
+   `heartbeats` topics) and, with the default policy and a `target_alias`,
+   topics already named after the target (MM2's cycle check). Empty topics are
+   left out too (nothing to check yet); a flow matching no topic is reported,
+   not failed.
 1. Snapshot: the end offset of every source partition is taken once, at start
    (confluent_kafka watermarks, or in `--offsets-via spark` mode an aggregate
    max(offset)+1 per partition); the window is [beginning, snapshot end).
@@ -102,7 +114,7 @@ Report (`--out FILE`, JSON)
         "passed": bool, "failures": [str]}],
      "flows": [{"name", "topics": [{"topic", "remote_topic", "group",   # index into groups
                                     "source_records", "matched", "missing", "in_flight",
-                                    "out_of_order"}]}]}
+                                    "duplicates", "out_of_order"}]}]}
 
 A human summary goes to stdout, progress to stderr.
 
@@ -123,6 +135,7 @@ topic once more.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -143,7 +156,11 @@ DEFAULT_TOLERANCE: dict[str, int | None] = {
     "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": None, "lost": 0}
 TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight")
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
-             "topics", "source_client", "target_client", "checkpoints_topic", "groups"}
+             "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
+             "checkpoints_topic", "groups", "groups_exclude", "groups_required"}
+# Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
+# plus internal and heartbeat topics), so a pattern like ".*" never picks them.
+NEVER_REPLICATED = re.compile(r"__.*|.*[-.]internal|.*\.replica|(.*\.)?heartbeats")
 TOP_KEYS = {"flows", "wait_seconds", "tolerance"}
 # Spark's Kafka source sets these itself and rejects them as options.
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
@@ -152,6 +169,9 @@ SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offse
 # Java client settings librdkafka has no equivalent for (driver offsets then go via Spark).
 JAVA_ONLY_CLIENT_KEYS = ("sasl.jaas.config", "ssl.truststore.", "ssl.keystore.", "sasl.login.",
                          "sasl.client.callback.handler.class", "ssl.endpoint.identification.algorithm")
+# Rows per Spark task, for reads (Kafka partitions split) and shuffles: keeps each
+# task's sort and window buffers small, so the heap needed does not grow with N.
+ROWS_PER_TASK = 400_000
 ALIAS = re.compile(r"[A-Za-z0-9._-]+")
 TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
@@ -182,6 +202,23 @@ class FlowSpec:
     target_client: dict[str, str]
     checkpoints_topic: str | None
     groups: tuple[str, ...] | None
+    topic_patterns: tuple[str, ...] = ()
+    topics_exclude: tuple[str, ...] = ()
+    target_alias: str | None = None
+    groups_exclude: tuple[str, ...] = ()
+    groups_required: bool = True
+
+    def selects(self, topic: str) -> bool:
+        """Whether a source topic is one this flow's patterns replicate."""
+        if NEVER_REPLICATED.fullmatch(topic):
+            return False
+        if not any(re.fullmatch(p, topic) for p in self.topic_patterns):
+            return False
+        if any(re.fullmatch(p, topic) for p in self.topics_exclude):
+            return False
+        # The default policy never sends a topic back to the cluster it came from.
+        return not (self.policy == "default" and self.target_alias
+                    and topic.startswith(f"{self.target_alias}{self.separator}"))
 
     def remote_topic(self, topic: str) -> str:
         return remote_topic(self.policy, self.source_alias, self.separator, topic)
@@ -213,6 +250,10 @@ class Config:
     groups: list[Group]
     wait_seconds: float
     tolerance: dict[str, int | None]
+
+    @property
+    def has_patterns(self) -> bool:
+        return any(f.topic_patterns for f in self.flows)
 
 
 def remote_topic(policy: str, alias: str | None, separator: str, topic: str) -> str:
@@ -292,10 +333,22 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
             problems.append(f"{where}.source_alias: required with policy default (it prefixes remote topics)")
     elif not isinstance(alias, str) or not ALIAS.fullmatch(alias):
         problems.append(f"{where}.source_alias: must be a cluster alias like 'us' ([A-Za-z0-9._-]+)")
-    topics = raw.get("topics")
-    if not isinstance(topics, list) or not topics:
-        problems.append(f"{where}.topics: required, a non-empty list of topic names")
+    topics, patterns = raw.get("topics"), raw.get("topic_patterns")
+    patterns = _regex_list(patterns, f"{where}.topic_patterns", problems) if patterns is not None else []
+    excludes = raw.get("topics_exclude")
+    excludes = _regex_list(excludes, f"{where}.topics_exclude", problems) if excludes is not None else []
+    if patterns and topics is not None:
+        problems.append(f"{where}.topics: give topics or topic_patterns, not both")
+    if patterns:
         topics = []
+    elif not isinstance(topics, list) or not topics:
+        problems.append(f"{where}.topics: required (or topic_patterns), a non-empty list of topic names")
+        topics = []
+    elif excludes:
+        problems.append(f"{where}.topics_exclude: only with topic_patterns")
+    target_alias = raw.get("target_alias")
+    if target_alias is not None and (not isinstance(target_alias, str) or not ALIAS.fullmatch(target_alias)):
+        problems.append(f"{where}.target_alias: must be a cluster alias like 'central' ([A-Za-z0-9._-]+)")
     for j, topic in enumerate(topics):
         if not isinstance(topic, str) or not TOPIC.fullmatch(topic):
             problems.append(f"{where}.topics[{j}]: {topic!r} is not a Kafka topic name")
@@ -307,23 +360,60 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
     if checkpoints is not None and (not isinstance(checkpoints, str) or not TOPIC.fullmatch(checkpoints)):
         problems.append(f"{where}.checkpoints_topic: {checkpoints!r} is not a Kafka topic name")
     groups = raw.get("groups")
+    groups_exclude = raw.get("groups_exclude")
+    if groups_exclude is not None:
+        groups_exclude = _regex_list(groups_exclude, f"{where}.groups_exclude", problems)
+    groups_required = raw.get("groups_required", True)
+    if not isinstance(groups_required, bool):
+        problems.append(f"{where}.groups_required: must be true or false")
     if groups is not None:
-        if not isinstance(groups, list) or not groups:
-            problems.append(f"{where}.groups: must be a non-empty list of consumer-group regexes")
-            groups = []
-        for j, regex in enumerate(groups):
-            try:
-                if not isinstance(regex, str) or not regex:
-                    raise re.error("not a non-empty string")
-                re.compile(regex)
-            except re.error:
-                problems.append(f"{where}.groups[{j}]: {regex!r} is not a regex")
+        groups = _regex_list(groups, f"{where}.groups", problems)
         if checkpoints is None:
             problems.append(f"{where}.groups: needs checkpoints_topic (failover is checked from checkpoints)")
     if len(problems) > before:
         return None
     return FlowSpec(i, name, source, target, alias, policy, separator, tuple(topics), source_client,
-                    target_client, checkpoints, tuple(groups) if groups is not None else None)
+                    target_client, checkpoints, tuple(groups) if groups is not None else None,
+                    tuple(patterns), tuple(excludes), target_alias, tuple(groups_exclude or ()),
+                    groups_required is not False)
+
+
+def _regex_list(value: Any, where: str, problems: list[str]) -> list[str]:
+    if not isinstance(value, list) or not value:
+        problems.append(f"{where}: must be a non-empty list of regexes")
+        return []
+    for j, regex in enumerate(value):
+        try:
+            if not isinstance(regex, str) or not regex:
+                raise re.error("not a non-empty string")
+            re.compile(regex)
+        except re.error:
+            problems.append(f"{where}[{j}]: {regex!r} is not a regex")
+    return value
+
+
+def resolve_topics(config: Config, list_topics: Callable[[str, dict[str, str]], dict[str, int]],
+                   log: Callable[[str], None] = _log) -> Config:
+    """Replace each flow's topic_patterns by the non-empty source topics they
+    select; list_topics(bootstrap, client) -> {topic: records}."""
+    if not config.has_patterns:
+        return config
+    flows, seen = [], {}
+    for flow in config.flows:
+        if flow.topic_patterns:
+            key = json.dumps([normalize_bootstrap(flow.source_bootstrap), flow.source_client], sort_keys=True)
+            if key not in seen:
+                seen[key] = list_topics(flow.source_bootstrap, flow.source_client)
+            chosen = sorted(t for t, n in seen[key].items() if n > 0 and flow.selects(t))
+            log(f"{flow.name}: topic patterns select {len(chosen)} topic(s) with records: "
+                f"{', '.join(chosen) or 'none'}")
+            flow = dataclasses.replace(flow, topics=tuple(chosen))
+        flows.append(flow)
+    problems: list[str] = []
+    groups = group_flows(flows, problems)
+    if problems:
+        raise BadInput(problems)
+    return Config(flows, groups, config.wait_seconds, config.tolerance)
 
 
 def group_flows(flows: list[FlowSpec], problems: list[str]) -> list[Group]:
@@ -563,6 +653,19 @@ class KafkaClientOffsets:
             out[p] = (low, high)
         return out
 
+    def topic_sizes(self, bootstrap: str, client: dict[str, str]) -> dict[str, int]:
+        """{topic: records held now} of every topic at `bootstrap`."""
+        from confluent_kafka import KafkaException
+        try:
+            names = sorted(self._consumer(bootstrap, client).list_topics(timeout=15).topics)
+        except KafkaException as exc:
+            raise RuntimeError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        sizes = {}
+        for name in names:
+            marks = self.watermarks(bootstrap, client, name) or {}
+            sizes[name] = sum(high - low for low, high in marks.values())
+        return sizes
+
     def close(self) -> None:
         for consumer in self._consumers.values():
             consumer.close()
@@ -604,7 +707,7 @@ def build_spark(args: argparse.Namespace):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = (builder.master(master).config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions)))
+                   .config("spark.driver.memory", args.driver_memory))
         if master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
             builder = (builder.config("spark.driver.host", "127.0.0.1")
@@ -647,11 +750,16 @@ def read_kafka(spark, bootstrap: str, client: dict[str, str], **options: str):
     return reader.load()
 
 
-def read_whole_topic(spark, bootstrap: str, client: dict[str, str], topic: str, headers: bool = True):
+def read_whole_topic(spark, bootstrap: str, client: dict[str, str], topic: str, headers: bool = True,
+                     **options: str):
     """A batch read of everything in `topic` now (empty when it does not exist)."""
     return read_kafka(spark, bootstrap, client, subscribePattern=_quote_pattern(topic),
                       startingOffsets="earliest", endingOffsets="latest",
-                      includeHeaders="true" if headers else "false")
+                      includeHeaders="true" if headers else "false", **options)
+
+
+def tasks_for(rows: int) -> int:
+    return max(2, -(-rows // ROWS_PER_TASK))
 
 
 HEADERS_SQL = ("coalesce(concat_ws(',', transform(headers, h -> concat(hex(h.key), ':', "
@@ -693,6 +801,37 @@ def latest_checkpoints(frame):
     return frame.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
 
 
+def jvm_topic_sizes(spark, bootstrap: str, client: dict[str, str]) -> dict[str, int]:
+    """--offsets-via spark: {topic: records held now} through the Kafka Admin
+    client that spark-sql-kafka brings onto the driver's classpath."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", bootstrap)
+    props.put("default.api.timeout.ms", "30000")
+    for key, value in client.items():
+        props.put(key, value)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = admin.listTopics().names().get()
+        described = admin.describeTopics(names).allTopicNames().get()
+        spec = jvm.org.apache.kafka.clients.admin.OffsetSpec
+        ends = {}
+        for which in ("earliest", "latest"):
+            request = jvm.java.util.HashMap()
+            for name in names:
+                for info in described.get(name).partitions():
+                    request.put(jvm.org.apache.kafka.common.TopicPartition(name, info.partition()),
+                                getattr(spec, which)())
+            result = admin.listOffsets(request).all().get()
+            ends[which] = {(tp.topic(), tp.partition()): result.get(tp).offset() for tp in result.keySet()}
+        sizes = dict.fromkeys(names, 0)
+        for (topic, partition), high in ends["latest"].items():
+            sizes[topic] += high - ends["earliest"][(topic, partition)]
+        return sizes
+    finally:
+        admin.close()
+
+
 def spark_partition_stats(spark, bootstrap: str, client: dict[str, str], topic: str) -> dict[int, tuple[int, int]]:
     """--offsets-via spark: {partition: (min offset, max offset + 1)} of the
     partitions holding records (only these aggregates reach the driver)."""
@@ -706,8 +845,9 @@ def spark_partition_stats(spark, bootstrap: str, client: dict[str, str], topic: 
 
 class Validator:
     def __init__(self, config: Config, spark, offsets_via: str, poll_seconds: float, sample_size: int,
-                 log: Callable[[str], None] = _log):
+                 log: Callable[[str], None] = _log, shuffle_partitions: int | None = None):
         self.config, self.spark, self.offsets_via = config, spark, offsets_via
+        self.shuffle_partitions = shuffle_partitions
         self.poll_seconds, self.sample_size, self.log = poll_seconds, sample_size, log
         self.kafka = KafkaClientOffsets() if offsets_via == "kafka-client" else None
         self.persisted: list = []
@@ -752,7 +892,8 @@ class Validator:
 
     def _persist(self, frame):
         from pyspark import StorageLevel
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        # On disk, not the heap: cached batches of 10M+ rows would not fit a 1g driver.
+        frame = frame.persist(StorageLevel.DISK_ONLY)
         self.persisted.append(frame)
         return frame
 
@@ -767,7 +908,7 @@ class Validator:
                 assign=json.dumps({m.topic: sorted(marks)}),
                 startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in marks.items()}}),
                 endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in marks.items()}}),
-                includeHeaders="true")
+                includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in marks.values()))))
             frames.append(hashed_records(raw).withColumn("src", F.lit(m.src)))
         return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
 
@@ -792,7 +933,7 @@ class Validator:
 
     # -- one group
     def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
-                       timed_out: bool, waited: float) -> dict:
+                       timed_out: bool, waited: float, target_hint: int = 0) -> dict:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -802,7 +943,10 @@ class Validator:
             target = spark.createDataFrame([], "partition int, offset long, ts long, h binary")
         else:
             target = hashed_records(read_whole_topic(spark, group.target_bootstrap, group.target_client,
-                                                     group.topic))
+                                                     group.topic, minPartitions=str(tasks_for(target_hint))))
+        # Shuffles sized to the data (unless given): small sorts per task, flat memory.
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
         target = self._persist(target)
         target_records = target.count()
         if not self.kafka:
@@ -816,8 +960,11 @@ class Validator:
             .withColumnRenamed("offset", "t_offset")
         joined = src.join(tgt, on=mk + ["occ"], how="full_outer")
         has_s, has_t = F.col("s_offset").isNotNull(), F.col("t_offset").isNotNull()
+        # (A struct of nulls is not null and sorts first: only source rows may be the partner.)
+        first = F.min(F.when(has_s, F.struct("src", "s_offset"))).over(Window.partitionBy(*mk))
         joined = (joined
-                  .withColumn("partner", F.min("s_offset").over(Window.partitionBy(*mk)))
+                  .withColumn("partner", first["s_offset"])
+                  .withColumn("owner", F.coalesce("src", first["src"]))
                   .withColumn("last_matched", F.max(F.when(has_s & has_t, F.col("s_offset")))
                               .over(Window.partitionBy("src", "partition"))))
         kind = (F.when(has_s & has_t, "matched")
@@ -826,8 +973,9 @@ class Validator:
                 .when(has_s, "missing")
                 .when(F.col("partner").isNotNull(), "duplicates")
                 .otherwise("extras"))
-        classified = self._persist(joined.select("src", "partition", "s_offset", "t_offset", "partner",
-                                                 kind.alias("kind")))
+        # A duplicate counts for the source of the record it copies (`owner`); extras have none.
+        classified = self._persist(joined.select(F.col("owner").alias("src"), "partition", "s_offset", "t_offset",
+                                                 "partner", kind.alias("kind")))
         counts = classified.groupBy("src", "partition", "kind").count().collect()
 
         def total(kind_name, src_id=None):
@@ -890,7 +1038,8 @@ class Validator:
             "samples": samples, "lag": lag, "failover": failover,
             "_per_src": {m.src: {"source_records": sum(v for (s, _), v in per_src.items() if s == m.src),
                                  "matched": total("matched", m.src), "missing": total("missing", m.src),
-                                 "in_flight": total("in_flight", m.src), "out_of_order": ooo_by_src.get(m.src, 0)}
+                                 "in_flight": total("in_flight", m.src), "duplicates": total("duplicates", m.src),
+                                 "out_of_order": ooo_by_src.get(m.src, 0)}
                          for m in group.members},
         }
         return report
@@ -902,6 +1051,9 @@ class Validator:
         cps = cps.where(F.col("topic") == group.topic)
         if flow.groups:
             cps = cps.where(F.col("group").rlike("^(?:" + "|".join(f"(?:{g})" for g in flow.groups) + ")$"))
+        if flow.groups_exclude:
+            cps = cps.where(~F.col("group").rlike("^(?:" + "|".join(f"(?:{g})" for g in flow.groups_exclude)
+                                                  + ")$"))
         latest = self._persist(latest_checkpoints(cps).select("group", "partition", "upstream_offset",
                                                               "downstream_offset"))
         per_group = (latest.groupBy("group")
@@ -923,7 +1075,7 @@ class Validator:
                             "lost": int(lost_n or 0), "reread": int(reread_n or 0),
                             "checkpoints": [{"partition": c["partition"], "upstream_offset": c["upstream_offset"],
                                              "downstream_offset": c["downstream_offset"]} for c in r["cps"][:50]]})
-        for regex in flow.groups or ():
+        for regex in (flow.groups or ()) if flow.groups_required else ():
             if not any(re.fullmatch(regex, e["consumer_group"]) for e in entries):
                 entries.append({"flow": flow.name, "consumer_group": regex, "topic": group.topic,
                                 "checkpoints_topic": flow.checkpoints_topic, "partitions": 0, "lost": 0,
@@ -946,13 +1098,17 @@ class Validator:
             for i, group in enumerate(config.groups):
                 self.log(f"validating {group.topic} on {group.target_bootstrap}")
                 result = self.validate_group(group, snap, sources[i], per_src[i],
-                                             timed_out=counts[i] < expected[i], waited=waited)
+                                             timed_out=counts[i] < expected[i], waited=waited,
+                                             target_hint=counts[i])
                 result["failures"] = group_failures(result, config.tolerance)
                 result["passed"] = not result["failures"]
                 groups.append(result)
         finally:
             for frame in self.persisted:
-                frame.unpersist()
+                try:
+                    frame.unpersist()
+                except Exception:  # noqa: BLE001 - Spark already failed; keep that error, not this one
+                    break
             if self.kafka:
                 self.kafka.close()
         flows = []
@@ -1007,8 +1163,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "spark-submit pass --jars/--packages to spark-submit instead")
     parser.add_argument("--master", metavar="URL",
                         help="Spark master (default local[2]; under spark-submit, spark-submit's)")
-    parser.add_argument("--shuffle-partitions", type=int, default=2, metavar="N",
-                        help="spark.sql.shuffle.partitions when this job starts Spark (default 2)")
+    parser.add_argument("--driver-memory", default="1g", metavar="SIZE",
+                        help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
+                             "the job's memory does not grow with the data, so this rarely needs raising). "
+                             "Under spark-submit, pass spark-submit's own --driver-memory instead")
+    parser.add_argument("--shuffle-partitions", type=int, default=None, metavar="N",
+                        help="spark.sql.shuffle.partitions for the comparison (default: one per 400,000 rows, at least 2)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="exit 0 when the validation fails (the report still says FAILED); "
+                             "bad input and errors still exit 2 and 3")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser.parse_args(argv)
 
@@ -1020,8 +1183,11 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     log = (lambda _m: None) if args.quiet else _log
     try:
         config = load_config(args)
-        if args.sample_size < 0 or args.poll_seconds <= 0 or args.shuffle_partitions < 1:
+        if (args.sample_size < 0 or args.poll_seconds <= 0
+                or (args.shuffle_partitions is not None and args.shuffle_partitions < 1)):
             raise BadInput(["--sample-size >= 0, --poll-seconds > 0, --shuffle-partitions >= 1"])
+        if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", args.driver_memory):
+            raise BadInput([f"--driver-memory: {args.driver_memory!r} is not a JVM size like 1g or 1536m"])
     except BadInput as exc:
         for problem in exc.problems:
             print(f"bad input: {problem}", file=sys.stderr)
@@ -1037,12 +1203,18 @@ def main(argv: list[str] | None = None, spark=None) -> int:
 
     ending = "none"
     try:
-        validator = Validator(config, spark, offsets_via, args.poll_seconds, args.sample_size, log)
-        # With confluent_kafka the snapshot (and a missing source topic) comes before Spark starts.
-        snap = validator.snapshot() if offsets_via == "kafka-client" else None
-        if spark is None:
+        validator = Validator(config, spark, offsets_via, args.poll_seconds, args.sample_size, log,
+                              args.shuffle_partitions)
+        snap = None
+        if offsets_via == "kafka-client":
+            # Topics, the snapshot (and a missing source topic) come before Spark starts.
+            validator.config = resolve_topics(config, validator.kafka.topic_sizes, log)
+            snap = validator.snapshot()
+        if spark is None and (offsets_via == "spark" or validator.config.groups):
             spark, ending = build_spark(args)
             validator.spark = spark
+        if offsets_via == "spark":
+            validator.config = resolve_topics(config, lambda b, c: jvm_topic_sizes(spark, b, c), log)
         report = validator.run(snap)
     except BadInput as exc:
         for problem in exc.problems:
@@ -1052,6 +1224,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         message = f"{type(exc).__name__}: {exc}"
         if "kafka" in message.lower() and "data source" in message.lower():
             message += " (the spark-sql-kafka jars are missing: pass --jars)"
+        if "OutOfMemoryError" in message or "SparkContext was shut down" in message:
+            message += " (the driver ran out of heap: raise --driver-memory or --shuffle-partitions)"
         print(f"error: the validation could not run: {message}", file=sys.stderr)
         if args.out:
             Path(args.out).write_text(json.dumps({"passed": False, "exit_code": EXIT_ERROR, "error": message},
@@ -1064,7 +1238,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(summary_text(report), flush=True)
-    return report["exit_code"]
+    return EXIT_PASSED if args.report_only else report["exit_code"]
 
 
 if __name__ == "__main__":

@@ -10,21 +10,26 @@ are shared with the kubernetes platform: same image, same shell.
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import zlib
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_docker as docker
 
+from components import toolchain
 from components.config.logging import log4j2_properties
+from components.config.validation import spark_image, spark_submit_argv
 from components.platforms.local.platform import PORT_SPAN, default_port_base
-from components.versions import kafka_version
+from components.versions import kafka_version, spark_version
 
 HOST = "127.0.0.1"
 KAFKA_HOME = "/opt/kafka"
 FILES_ROOT = "/opt/mirrorstack"
+JOB_DIR = "/opt/mirrorstack/validation"  # the Spark job's files inside its container
 DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
 CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
 PREPARE_HEAP = "256m"  # the storage formatter is a short-lived tool
@@ -191,3 +196,42 @@ class DockerPlatform:
             opts=opts)
         self.containers[host] = container
         return container
+
+    def run_spark_job(self, name: str, *, job_file, job_sha256: str, config, settings,
+                      opts: pulumi.ResourceOptions | None = None) -> docker.Container:
+        """Run the validation job once in the official Spark image, on the stack's
+        network (the flows' in-network bootstrap servers), with the project's
+        spark-sql-kafka jars uploaded: nothing is fetched at run time. The
+        container is replaced (the job re-runs) when the job, its flows or
+        `run_id` change; `report` says where its output is."""
+        network, _ = self._shared()
+        label = dns_label(name)
+        image = docker.RemoteImage("spark-image", name=spark_image(settings.image, spark_version()),
+                                   keep_locally=True, opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        jars = toolchain.spark_kafka_jars()
+        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
+                                 config_path=f"{JOB_DIR}/flows.json", jars=[f"{JOB_DIR}/jars/{j.name}" for j in jars])
+        container = docker.Container(
+            label, name=f"{self.prefix}-{label}", image=image.name,
+            networks_advanced=[{"name": network.name}], command=argv,
+            uploads=[{"file": f"{JOB_DIR}/validate_replication.py", "content": Path(job_file).read_text()},
+                     {"file": f"{JOB_DIR}/flows.json", "content": config.apply(lambda c: json.dumps(c, indent=2))},
+                     *({"file": f"{JOB_DIR}/jars/{j.name}", "source": str(j)} for j in jars)],
+            # Runs to the end inside `up`; its output is kept as the container's logs.
+            must_run=False, attach=True, logs=True, restart="no",
+            envs=[f"MIRRORSTACK_RUN_ID={settings.run_id}", f"MIRRORSTACK_JOB_SHA256={job_sha256}"],
+            labels=[{"label": "mirrorstack.stack", "value": self.stack},
+                    {"label": "mirrorstack.service", "value": name}],
+            opts=opts)
+        container.report = pulumi.Output.all(container.name, container.exit_code).apply(
+            lambda out: _job_outcome(out[0], out[1]))
+        return container
+
+
+def _job_outcome(container: str, exit_code: int | None) -> dict:
+    # With report_only the job exits 0 on a failed validation; other non-zero exits fail `up`.
+    if exit_code not in (None, 0):
+        raise RuntimeError(f"the validation job in container {container} exited {exit_code} (1: validation "
+                           f"failed, 2: bad input, 3: could not run); see `docker logs {container}`")
+    return {"platform": "docker", "container": container, "exit_code": exit_code,
+            "logs": f"docker logs {container}"}

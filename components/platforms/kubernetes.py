@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.logging import log4j2_properties
+from components.config.validation import spark_image, spark_submit_argv
 from components.platforms.docker import (
     HOST, container_port, container_script, dns_label, hashed_host_port, kafka_image, probe_command,
 )
 from components.platforms.local.platform import default_port_base
+from components.versions import spark_version
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 FILES_ROOT = "/opt/mirrorstack"
@@ -35,6 +39,9 @@ DATA_MOUNT = "/var/lib/kafka/data"
 DATA_DIR = f"{DATA_MOUNT}/kafka"
 APPUSER = 1000  # the image's user; fsGroup makes the volume writable for it
 REST_ACCESS = ("port-forward", "in-cluster")
+SPARK_UID = 185  # the `spark` user of the official image
+JOB_DIR = "/opt/mirrorstack/validation"
+JOB_TIMEOUT = "2h"
 
 
 def mebibytes(heap: str) -> int:
@@ -116,7 +123,9 @@ class KubernetesPlatform:
 
     def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None):
         self.manifests.append(manifest)
-        body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+        # Top-level fields as the SDK's keyword arguments (stringData → string_data).
+        body = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in manifest.items()
+                if k not in ("apiVersion", "kind")}
         return cls(manifest["metadata"]["name"], **body, opts=opts)
 
     def _ns(self) -> k8s.core.v1.Namespace:
@@ -198,3 +207,65 @@ class KubernetesPlatform:
             # `depends_on` on it means "the service answers", as on the other platforms.
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace, config_map, service_obj])))
         return statefulset
+
+    def run_spark_job(self, name: str, *, job_file, job_sha256: str, config, settings,
+                      opts: pulumi.ResourceOptions | None = None):
+        """The validation job as a Job (pulumi-kubernetes waits for it to complete
+        and fails `up` when it fails), plus a CronJob with the same pod on
+        `settings.schedule`. The flows (which may hold client credentials) go in
+        a Secret, the job file in a ConfigMap; spark-sql-kafka comes from Maven
+        Central (`--packages`), so the pod needs to reach it. A change of the
+        job, its flows or `run_id` changes the pod template: a new Job runs."""
+        namespace, job = self._ns(), dns_label(name, max_len=52)
+        labels = {"app.kubernetes.io/name": "spark-validation", "app.kubernetes.io/instance": job,
+                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
+        meta = lambda n: {"name": n, "namespace": self.namespace, "labels": labels}  # noqa: E731
+        child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
+        flows_json = config.apply(lambda c: json.dumps(c, indent=2))
+        secret = self._create(k8s.core.v1.Secret, {
+            "apiVersion": "v1", "kind": "Secret", "metadata": meta(f"{job}-flows"), "type": "Opaque",
+            "stringData": {"flows.json": flows_json}}, child)
+        files = self._create(k8s.core.v1.ConfigMap, {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{job}-job"),
+            "data": {"validate_replication.py": Path(job_file).read_text()}}, child)
+        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/validate_replication.py",
+                                 config_path=f"{JOB_DIR}/flows/flows.json",
+                                 packages=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}")
+        memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
+        checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job_sha256}".encode()).hexdigest())
+        pod = {
+            "metadata": {"labels": labels, "annotations": {"mirrorstack.io/run-id": settings.run_id,
+                                                           "mirrorstack.io/inputs-sha256": checksum}},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "validate", "image": spark_image(settings.image, spark_version()),
+                    "imagePullPolicy": "IfNotPresent", "command": argv,
+                    "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
+                    "volumeMounts": [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
+                                     {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
+                                     {"name": "tmp", "mountPath": "/tmp"}],
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+                "volumes": [{"name": "job", "configMap": {"name": f"{job}-job"}},
+                            {"name": "flows", "secret": {"secretName": f"{job}-flows", "defaultMode": 0o400}},
+                            {"name": "tmp", "emptyDir": {}}]}}
+        depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files])
+        run = self._create(k8s.batch.v1.Job, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": meta(job),
+            "spec": {"backoffLimit": 0, "template": pod}},
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions.merge(depends, pulumi.ResourceOptions(
+                custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT)))))
+        if settings.schedule:
+            self._create(k8s.batch.v1.CronJob, {
+                "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(f"{job}-cron"),
+                "spec": {"schedule": settings.schedule, "concurrencyPolicy": "Forbid",
+                         "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+                         "jobTemplate": {"spec": {"backoffLimit": 0, "template": pod}}}},
+                pulumi.ResourceOptions.merge(child, depends))
+        run.report = pulumi.Output.from_input({
+            "platform": "kubernetes", "namespace": self.namespace, "job": job,
+            "cron_job": f"{job}-cron" if settings.schedule else None,
+            "logs": f"kubectl logs --namespace {self.namespace} job/{job}"})
+        return run

@@ -43,6 +43,10 @@ def test_aggregation_stack_end_to_end(aggregation):
     for states in out["flows"].values():
         assert {s["state"] for s in states.values()} == {"RUNNING"}
         assert len(states) == 3  # source, checkpoint, heartbeat
+    # the validation job ran after the flows: no topic yet, nothing to check, passed
+    assert out["validation"]["passed"] is True
+    assert {f: v["source_records"] for f, v in out["validation"]["flows"].items()} == {
+        "us->central": 0, "uk->central": 0}
 
     # 10,000 records into `orders` on each source arrive merged in central's `orders`
     sent = []
@@ -74,6 +78,31 @@ def test_aggregation_stack_end_to_end(aggregation):
     project.run("up", "--yes", "--skip-preview", timeout=600)
     status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
     assert status["connector"]["state"] == "RUNNING"
+
+    # the validation re-runs on demand and reconciles every record of both flows
+    project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-traffic",
+                timeout=900)
+    validation = project.outputs()["validation"]
+    assert validation["passed"] is True, validation
+    for flow in ("us->central", "uk->central"):
+        counts = validation["flows"][flow]
+        assert counts["topics"] == ["orders"]
+        assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"],
+                counts["out_of_order"]) == (RECORDS, RECORDS, 0, 0, 0)
+        assert counts["failover"] == {}  # no consumer group has committed on us or uk
+    # records written straight into central (bypassing MM2) fail the next run, which fails `up`
+    produce(out["clusters"]["central"], "orders", 3, prefix="rogue")
+    failed = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-rogue",
+                         check=False, timeout=900)
+    assert failed.returncode != 0
+    assert "replication validation FAILED" in failed.stdout and "extras 3 > tolerance 0" in failed.stdout, \
+        failed.stdout[-3000:]
+    # report-only: the same finding, reported, and `up` succeeds
+    project.run("config", "set", "--path", "mirrorstack:topology.validation.report_only", "true")
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    validation = project.outputs()["validation"]
+    assert validation["passed"] is False and validation["extras"] == 3
+    assert validation["flows"]["us->central"]["matched"] == RECORDS
 
     # destroying the flows deletes their connectors (Connect still runs to tell)
     urns = [r["urn"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]

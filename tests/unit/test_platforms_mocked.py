@@ -15,7 +15,7 @@ from components.model import load_topology
 from components.platforms.docker import DockerPlatform, dns_label, probe_command
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.topology import ReplicationTopology
-from components.versions import kafka_version
+from components.versions import kafka_version, spark_version
 
 STACK = "aggregation"
 NAMESPACE = "mirrorstack-aggregation"
@@ -25,6 +25,7 @@ BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
 WORKERS = {"connect-central-0"}
 SERVICES = CONTROLLERS | BROKERS | WORKERS
 DYNAMIC = "pulumi-python:dynamic:Resource"
+JOB = "validation-job"  # the Spark validation job the aggregation stack runs
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -74,7 +75,7 @@ def deploy(make_platform, topology=None, stack: str = STACK):
 
 
 def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
-    return mocks.of_type(DYNAMIC)
+    return {n: r for n, r in mocks.of_type(DYNAMIC).items() if n != JOB}
 
 
 # ---------------------------------------------------------------- docker
@@ -84,8 +85,10 @@ def docker_run():
     return deploy(lambda: DockerPlatform(STACK))
 
 
-def containers(mocks):
-    return mocks.of_type("docker:index/container:Container")
+def containers(mocks, *, job: bool = False):
+    """The services' containers (or, with job, only the validation job's)."""
+    found = mocks.of_type("docker:index/container:Container")
+    return {n: c for n, c in found.items() if (n == JOB) == job}
 
 
 def uploaded(container: dict, name: str) -> str:
@@ -96,9 +99,10 @@ def uploaded(container: dict, name: str) -> str:
 def test_docker_one_network_and_one_image_for_the_stack(docker_run):
     mocks, _ = docker_run
     assert list(mocks.of_type("docker:index/network:Network").values()) == [{"name": "mirrorstack-aggregation"}]
-    (image,) = mocks.of_type("docker:index/remoteImage:RemoteImage").values()
-    assert image["name"] == f"apache/kafka:{kafka_version()}"
-    assert image["keepLocally"] is True
+    images = mocks.of_type("docker:index/remoteImage:RemoteImage")
+    assert {n: i["name"] for n, i in images.items()} == {
+        "kafka-image": f"apache/kafka:{kafka_version()}", "spark-image": f"apache/spark:{spark_version()}-python3"}
+    assert all(image["keepLocally"] is True for image in images.values())
 
 
 def test_docker_one_container_and_one_volume_per_service(docker_run):
@@ -236,9 +240,14 @@ def k8s_in_cluster_run():
     return deploy(lambda: KubernetesPlatform(STACK, rest_access="in-cluster"))
 
 
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+
+
 def _ints(value):
-    """Mocks hand numbers back as floats; the manifests hold ints."""
+    """Mocks hand numbers back as floats; the manifests hold ints. Secrets are unwrapped."""
     if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return _ints(value["value"])
         return {k: _ints(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_ints(v) for v in value]
@@ -252,11 +261,14 @@ def manifests_of(built, kind: str) -> dict[str, dict]:
 def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run):
     mocks, built = k8s_run
     assert set(mocks.of_type("kubernetes:core/v1:Namespace")) == {NAMESPACE}
-    assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == {f"{s}-files" for s in SERVICES}
+    assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == {f"{s}-files" for s in SERVICES} | {f"{JOB}-job"}
     assert set(mocks.of_type("kubernetes:core/v1:Service")) == SERVICES
     assert set(mocks.of_type("kubernetes:apps/v1:StatefulSet")) == SERVICES
     assert not mocks.of_type("kubernetes:apps/v1:Deployment")
-    assert len(built["manifests"]) == 1 + 3 * len(SERVICES)
+    assert set(mocks.of_type("kubernetes:core/v1:Secret")) == {f"{JOB}-flows"}
+    assert set(mocks.of_type("kubernetes:batch/v1:Job")) == {JOB}
+    assert not mocks.of_type("kubernetes:batch/v1:CronJob")  # only with validation.schedule
+    assert len(built["manifests"]) == 1 + 3 * len(SERVICES) + 3
     for manifest in built["manifests"][1:]:
         assert manifest["metadata"]["namespace"] == NAMESPACE
 

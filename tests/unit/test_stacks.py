@@ -133,6 +133,7 @@ def test_kubernetes_manifests_validate_strictly(built):
     if topology.platform != "kubernetes":
         assert not out["manifests"]
         return
-    assert len(out["manifests"]) == 1 + 3 * len(expected_services(topology))  # namespace; configmap, service, sts
+    # namespace; per service configmap, service, statefulset; the validation job's secret, configmap, job
+    assert len(out["manifests"]) == 1 + 3 * len(expected_services(topology)) + 3 * (topology.validation is not None)
     for manifest in out["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)

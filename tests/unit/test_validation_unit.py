@@ -80,6 +80,12 @@ def test_the_same_target_written_in_a_different_broker_order_is_one_group():
     ({"flows": [flow(name="a", policy="identity"), flow(name="b", policy="identity", target_client={"x": "1"})]},
      "flows[1].target_client: differs from flows[0].target_client"),
     ({"flows": [flow(name="a"), flow(name="b")]}, "flows[1].topics[0]: 'orders' from the same source already feeds"),
+    ({"flows": [flow(topic_patterns=["o.*"])]}, "flows[0].topics: give topics or topic_patterns, not both"),
+    ({"flows": [flow(topics=None, topic_patterns=["(o"])]}, "flows[0].topic_patterns[0]: '(o' is not a regex"),
+    ({"flows": [flow(topics=None, topic_patterns=[])]}, "flows[0].topic_patterns: must be a non-empty list"),
+    ({"flows": [flow(topics_exclude=["x"])]}, "flows[0].topics_exclude: only with topic_patterns"),
+    ({"flows": [flow(topics=None, topic_patterns=[".*"], target_alias="a b")]}, "flows[0].target_alias: must be"),
+    ({"flows": [flow(groups_required="no")]}, "flows[0].groups_required: must be true or false"),
 ])
 def test_bad_input_names_the_field(data, expected):
     found = problems(data)
@@ -134,3 +140,56 @@ def test_failures_follow_the_tolerances():
     assert job.group_failures(_group(failover=[{**lost, "lost": 0}]), tol) == []
     none = {**lost, "lost": 0, "unmatched_regex": True}
     assert "have no checkpoint" in job.group_failures(_group(failover=[none]), tol)[0]
+
+
+def patterned(**changes):
+    return flow(**{"topics": None, "topic_patterns": ["orders", "clicks.*"], "target_alias": "central", **changes})
+
+
+SOURCE_TOPICS = {"orders": 10, "clicks.eu": 4, "clicks.empty": 0, "payroll": 7, "__consumer_offsets": 50,
+                 "mm2-offset-syncs.central.internal": 3, "clicks.checkpoints.internal": 2, "heartbeats": 9,
+                 "clicks.heartbeats": 1, "clicks.replica": 1, "central.clicks.x": 5}
+
+
+def test_topic_patterns_resolve_to_what_mm2_replicates_with_records():
+    config = job.parse_config({"flows": [patterned(topic_patterns=[".*"], topics_exclude=["payroll"])]})
+    assert config.has_patterns and config.groups == []
+    asked = []
+    resolved = job.resolve_topics(config, lambda b, c: asked.append((b, c)) or SOURCE_TOPICS, log=lambda m: None)
+    # internal, heartbeats, *.replica, excluded, empty, and (default policy) the target's own topics are left out
+    assert resolved.flows[0].topics == ("clicks.eu", "orders")
+    assert [g.topic for g in resolved.groups] == ["us.clicks.eu", "us.orders"]
+    assert asked == [(A, {})]
+
+
+def test_topic_patterns_with_identity_merge_and_one_listing_per_source():
+    config = job.parse_config({"flows": [
+        patterned(name="us", policy="identity"),
+        patterned(name="us-again", policy="identity", target_bootstrap=B),
+        patterned(name="uk", source_bootstrap=B, source_alias="uk", policy="identity")]})
+    calls = []
+
+    def lister(bootstrap, client):
+        calls.append(bootstrap)
+        return {"orders": 3, "clicks.a": 1, "central.x": 1} if bootstrap == A else {"orders": 2}
+    resolved = job.resolve_topics(config, lister, log=lambda m: None)
+    assert calls == [A, B]  # the same source is listed once
+    by_topic = {(g.target_bootstrap, g.topic): [m.label for m in g.members] for g in resolved.groups}
+    assert by_topic == {(C, "clicks.a"): ["us:clicks.a"], (C, "orders"): ["us:orders", "uk:orders"],
+                        (B, "clicks.a"): ["us-again:clicks.a"], (B, "orders"): ["us-again:orders"]}
+
+
+def test_a_flow_matching_no_topic_is_kept_with_no_topics():
+    config = job.parse_config({"flows": [patterned()]})
+    resolved = job.resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
+    assert resolved.flows[0].topics == () and resolved.groups == []
+
+
+def test_driver_memory_must_be_a_jvm_size(capsys):
+    assert job.main(["--config-json", json.dumps({"flows": [flow()]}), "--driver-memory", "lots"]) == 2
+    assert "--driver-memory: 'lots' is not a JVM size" in capsys.readouterr().err
+
+
+def test_tasks_grow_with_rows_so_each_sort_stays_small():
+    assert job.tasks_for(0) == 2 and job.tasks_for(job.ROWS_PER_TASK * 2) == 2
+    assert job.tasks_for(20_000_000) == 20_000_000 // job.ROWS_PER_TASK

@@ -14,6 +14,10 @@ from components import toolchain
 from components.config import jvm
 from components.config.logging import log4j2_properties
 from components.platforms.local.service import LocalService
+from components.platforms.local.spark_job import LocalSparkJob
+
+ROOT = Path(__file__).resolve().parents[3]
+JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
 HOST = "127.0.0.1"
 PORT_SPAN = 5000
@@ -71,3 +75,12 @@ class LocalPlatform:
             argv=self._java(service, main, fill(args), heap),
             prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
             health=health, opts=opts)
+
+    def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
+                      opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
+        """Run the validation job with this project's PySpark; `report` is its summary."""
+        return LocalSparkJob(
+            name, job_file=str(job_file), job_sha256=job_sha256, config=config,
+            workdir=str(self.base_dir / name), cwd=str(ROOT), report_only=settings.report_only,
+            run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
+            timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)

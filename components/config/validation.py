@@ -1,0 +1,90 @@
+"""The Spark validation job's input (spark/validate_replication.py `--config`)
+for a topology's validated flows, and the stack output made from its report.
+
+Pure: no pulumi. Flows pass their own topic and group regexes; the job resolves
+them against the source's topics when it runs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+CHECKPOINTS_SUFFIX = ".checkpoints.internal"  # MM2: `<source alias>.checkpoints.internal`, whatever the separator
+
+
+def validation_job_config(topology, servers: dict[str, str],
+                          clients: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """`servers`: alias → bootstrap servers as the job reaches them; `clients`:
+    alias → Kafka client settings (security)."""
+    settings = topology.validation
+    if settings is None:
+        raise ValueError("the topology has no `validation` section")
+    clients = clients or {}
+    flows = []
+    for flow in topology.validated_flows():
+        entry: dict[str, Any] = {
+            "name": flow.name, "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target],
+            "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
+            "separator": flow.separator, "topic_patterns": list(flow.topics)}
+        if flow.topics_exclude:
+            entry["topics_exclude"] = list(flow.topics_exclude)
+        for side in ("source", "target"):
+            if clients.get(getattr(flow, side)):
+                entry[f"{side}_client"] = dict(clients[getattr(flow, side)])
+        if flow.checkpoints:
+            entry["checkpoints_topic"] = f"{flow.source}{CHECKPOINTS_SUFFIX}"
+            entry["groups"] = list(flow.groups)
+            if flow.groups_exclude:
+                entry["groups_exclude"] = list(flow.groups_exclude)
+            # Groups appear when consumers commit; until then there is nothing to fail over.
+            entry["groups_required"] = False
+        flows.append(entry)
+    return {"flows": flows, "wait_seconds": settings.wait_seconds,
+            "tolerance": settings.tolerance.model_dump()}
+
+
+def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The stack output `validation`: pass/fail and, per flow, the counts and
+    each consumer group's failover loss and re-read (the full report stays in
+    the report file)."""
+    if "groups" not in report:  # the job could not run
+        return {"passed": False, "error": report.get("error", "no report"), "flows": {}}
+    flows: dict[str, Any] = {}
+    for flow in report["flows"]:
+        totals = {key: sum(t[key] for t in flow["topics"])
+                  for key in ("source_records", "matched", "missing", "in_flight", "duplicates", "out_of_order")}
+        flows[flow["name"]] = {**totals, "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
+    for group in report["groups"]:
+        for entry in group["failover"]:
+            if entry.get("unmatched_regex"):
+                continue
+            per_group = flows[entry["flow"]]["failover"].setdefault(entry["consumer_group"], {"lost": 0, "reread": 0})
+            per_group["lost"] += entry["lost"]
+            per_group["reread"] += entry["reread"]
+    return {"passed": report["passed"], "failures": report["failures"],
+            "target_topics": len(report["groups"]),
+            "extras": sum(g["extras"] for g in report["groups"]),
+            "duration_seconds": report["duration_seconds"], "flows": flows}
+
+
+SPARK_HOME_IN_IMAGE = "/opt/spark"
+
+
+def spark_image(image: str | None, spark_version: str) -> str:
+    """The official image of the pinned Spark, with Python (the job is PySpark)."""
+    return image or f"apache/spark:{spark_version}-python3"
+
+
+def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
+                      packages: str | None = None) -> list[str]:
+    """spark-submit in a container (docker, kubernetes): local[*] inside it, the
+    offsets read through Spark's own Kafka client (no confluent_kafka there)."""
+    argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
+            "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
+    if jars:
+        argv += ["--jars", ",".join(jars)]
+    if packages:  # fetched from Maven Central by the pod; the ivy cache must be writable
+        argv += ["--packages", packages, "--conf", "spark.jars.ivy=/tmp/.ivy2"]
+    argv += [job_path, "--config", config_path, "--offsets-via", "spark", "--poll-seconds", "5"]
+    if settings.report_only:
+        argv.append("--report-only")
+    return argv

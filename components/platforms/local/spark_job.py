@@ -1,0 +1,127 @@
+"""The Spark validation job on the local platform, as a Pulumi dynamic resource.
+
+create/update run spark/validate_replication.py with this project's PySpark
+(local[N] inside its own JVM), stream its progress, and keep the report; the
+summary becomes the resource's `report` output. A failed validation fails the
+operation unless `report_only`; a job that cannot run always does. It runs
+again when an input changes (flows, tolerance, the job file itself) or on a
+new `run_id`, never on a plain re-`up`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+# Inputs whose change means a new run.
+RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256")
+EXIT_FAILED = 1
+
+
+class ValidationFailed(RuntimeError):
+    pass
+
+
+def _progress(message: str) -> None:
+    print(f"mirrorstack: {message}", file=sys.stderr, flush=True)
+
+
+def _run(props) -> dict:
+    from components.config.validation import validation_summary
+
+    workdir = Path(props["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_file, report_file = workdir / "flows.json", workdir / "report.json"
+    # 0600 before anything is written: client settings may carry credentials.
+    config_file.touch(mode=0o600, exist_ok=True)
+    config_file.chmod(0o600)
+    config_file.write_text(json.dumps(props["config"], indent=2))
+    report_file.unlink(missing_ok=True)
+    argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
+            "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5"]
+    _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
+              f"({props['master']}); report: {report_file}")
+    started = time.monotonic()
+    lines: list[str] = []
+    # Own session: on timeout the job and its Spark JVM stop together, by our own pid.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, cwd=props["cwd"])
+    pump = threading.Thread(target=_forward, args=(proc, lines), daemon=True)
+    pump.start()
+    try:
+        proc.wait(timeout=float(props["timeout_seconds"]))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pump.join(5)
+        raise RuntimeError(f"{props['name']}: the validation job ran over {props['timeout_seconds']}s and was "
+                           "stopped; last output:\n" + "\n".join(lines[-20:])) from None
+    pump.join(5)
+    code = proc.returncode
+    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    if code not in (0, EXIT_FAILED) or not report:
+        raise RuntimeError(f"{props['name']}: the validation job could not run (exit {code}); output:\n"
+                           + "\n".join(lines[-30:]))
+    summary = validation_summary(report)
+    if not summary["passed"] and props["report_only"] != "true":
+        raise ValidationFailed(
+            f"{props['name']}: replication validation FAILED (set `validation.report_only: true` to report "
+            f"without failing `up`); full report: {report_file}\n" + "\n".join(summary["failures"]))
+    _progress(f"{props['name']}: validation {'passed' if summary['passed'] else 'FAILED (report only)'} "
+              f"in {time.monotonic() - started:.0f}s")
+    return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
+
+
+def _forward(proc: subprocess.Popen, lines: list[str]) -> None:
+    """Keep the job's output and show its progress and summary lines."""
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        lines.append(line)
+        if line.startswith(("validate_replication", "replication check", "  ", "bad input", "error")):
+            _progress(line)
+
+
+class LocalSparkJobProvider(ResourceProvider):
+    def create(self, props):
+        return CreateResult(id_=props["name"], outs=_run(props))
+
+    def diff(self, _id, olds, news):
+        changed = [k for k in RUN_KEYS if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def update(self, _id, olds, news):
+        return UpdateResult(outs=_run(news))
+
+    def read(self, id_, props):
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id, props):
+        for name in ("flows.json", "report.json"):
+            Path(props["workdir"], name).unlink(missing_ok=True)
+
+
+class LocalSparkJob(Resource):
+    """Outputs: `report` (the stack output `validation`), `passed`, `report_file`."""
+
+    report: pulumi.Output[dict]
+    passed: pulumi.Output[bool]
+    report_file: pulumi.Output[str]
+
+    def __init__(self, name: str, *, job_file: str, job_sha256: str, config: pulumi.Input[dict], workdir: str,
+                 cwd: str, report_only: bool, run_id: str, driver_memory: str, master: str,
+                 timeout_seconds: int, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(LocalSparkJobProvider(), name, {
+            "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
+            "workdir": workdir, "cwd": cwd, "python": sys.executable,
+            "report_only": "true" if report_only else "false", "run_id": run_id,
+            "driver_memory": driver_memory, "master": master, "timeout_seconds": str(timeout_seconds),
+            "report": None, "passed": None, "report_file": None,
+        }, opts)

@@ -1,0 +1,301 @@
+"""The SparkValidationJob resource under Pulumi mocks on all three platforms,
+its job input (components/config/validation.py) and the stack output made
+from a report. The local resource's real runs are in
+tests/integration/test_validation_resource.py."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from components import toolchain
+from components.config.validation import validation_job_config, validation_summary
+from components.model import TopologyError, load_topology
+from components.platforms.docker import DockerPlatform
+from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.platforms.local.platform import LocalPlatform
+from components.validation import JOB_FILE
+from components.versions import spark_version
+from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
+
+SERVERS = {"us": "us:9092", "uk": "uk:9092", "central": "central:9092"}
+
+
+def topology(**validation):
+    data = {"clusters": {"us": {}, "uk": {}, "central": {}},
+            "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["orders", "clicks.*"],
+                       "topics_exclude": ["clicks\\.tmp"], "replication_policy": "identity"}],
+            "validation": validation}
+    return load_topology(data)
+
+
+# ------------------------------------------------------------------ the job's input
+
+def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
+    config = validation_job_config(topology(wait_seconds=30, tolerance={"duplicates": 5}), SERVERS,
+                                   {"us": {"security.protocol": "SSL"}})
+    us, uk = config["flows"]
+    assert us == {"name": "us->central", "source_bootstrap": "us:9092", "target_bootstrap": "central:9092",
+                  "source_alias": "us", "target_alias": "central", "policy": "identity", "separator": ".",
+                  "topic_patterns": ["orders", "clicks.*"], "topics_exclude": ["clicks\\.tmp"],
+                  "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
+                  "groups": [".*"], "groups_required": False}
+    assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
+    assert config["wait_seconds"] == 30
+    assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
+                                   "in_flight": None, "lost": 0}
+
+
+def test_job_config_is_valid_input_for_the_job():
+    from spark import validate_replication as job
+    parsed = job.parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
+    assert [f.topic_patterns for f in parsed.flows] == [("orders", "clicks.*")] * 2
+
+
+def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
+    t = load_topology({"clusters": {"a": {}, "b": {}, "c": {}},
+                       "flows": [{"source": "a", "target": "b", "checkpoints": False}, {"source": "a", "target": "c"}],
+                       "validation": {"flows": ["a->b"]}})
+    (only,) = validation_job_config(t, {"a": "a:1", "b": "b:1", "c": "c:1"})["flows"]
+    assert only["name"] == "a->b" and "checkpoints_topic" not in only and "groups" not in only
+
+
+@pytest.mark.parametrize("validation, expected", [
+    ({"flows": ["us->nowhere"]}, "validation.flows[0]: no flow named 'us->nowhere'; fix: use one of"),
+    ({"flows": []}, "validation.flows: empty"),
+    ({"schedule": "*/30 * * * *"}, "validation.schedule: a CronJob needs platform kubernetes"),
+    ({"driver_memory": "lots"}, "validation.driver_memory"),
+    ({"wait_seconds": -1}, "validation.wait_seconds"),
+    ({"tolerance": {"missing": -1}}, "validation.tolerance.missing"),
+    ({"tolerance": {"typo": 1}}, "validation.tolerance.typo"),
+    ({"reportonly": True}, "validation.reportonly"),
+])
+def test_bad_validation_settings_name_the_field(validation, expected):
+    with pytest.raises(TopologyError) as info:
+        topology(**validation)
+    assert any(p.startswith(expected) for p in info.value.problems), info.value.problems
+
+
+# ------------------------------------------------------------------ the stack output
+
+def report(**changes):
+    failover = [{"flow": "us->central", "consumer_group": "app", "lost": 0, "reread": 40},
+                {"flow": "us->central", "consumer_group": "app-.*", "lost": 0, "reread": 0, "unmatched_regex": True}]
+    base = {"passed": True, "failures": [], "duration_seconds": 12.5,
+            "groups": [{"extras": 2, "failover": failover}, {"extras": 1, "failover": [
+                {"flow": "us->central", "consumer_group": "app", "lost": 1, "reread": 2}]}],
+            "flows": [{"name": "us->central", "topics": [
+                {"topic": "orders", "source_records": 10, "matched": 9, "missing": 1, "in_flight": 0,
+                 "duplicates": 3, "out_of_order": 0},
+                {"topic": "clicks", "source_records": 5, "matched": 5, "missing": 0, "in_flight": 0,
+                 "duplicates": 0, "out_of_order": 1}]},
+                {"name": "uk->central", "topics": []}]}
+    return {**base, **changes}
+
+
+def test_summary_totals_per_flow_and_failover_per_group():
+    summary = validation_summary(report())
+    assert summary["passed"] is True and summary["target_topics"] == 2 and summary["extras"] == 3
+    assert summary["flows"]["us->central"] == {
+        "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
+        "topics": ["clicks", "orders"], "failover": {"app": {"lost": 1, "reread": 42}}}
+    assert summary["flows"]["uk->central"]["source_records"] == 0
+
+
+def test_summary_of_a_job_that_could_not_run():
+    assert validation_summary({"passed": False, "exit_code": 3, "error": "boom"}) == {
+        "passed": False, "error": "boom", "flows": {}}
+
+
+# ------------------------------------------------------------------ the resource graphs
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("local")
+    return deploy(lambda: LocalPlatform("aggregation", str(folder))), folder
+
+
+def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
+    (mocks, built), folder = local_run
+    job = mocks.of_type("pulumi-python:dynamic:Resource")[JOB]
+    assert job["job_file"] == str(JOB_FILE)
+    assert job["job_sha256"] == hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
+    assert job["workdir"] == str(folder.resolve() / JOB)
+    assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
+    flows = {f["name"]: f for f in job["config"]["flows"]}
+    assert set(flows) == {"us->central", "uk->central"}
+    assert flows["us->central"]["source_bootstrap"] == built["clusters"]["us"]
+    assert flows["us->central"]["target_bootstrap"] == built["clusters"]["central"]
+    assert flows["uk->central"]["topic_patterns"] == ["orders", "clicks.*"]
+    assert int(job["timeout_seconds"]) > job["config"]["wait_seconds"] == 60
+
+
+def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
+    import pulumi
+    from components.topology import ReplicationTopology
+    from tests.unit.test_platforms_mocked import RecordingMocks
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack="aggregation", preview=False)
+
+    @pulumi.runtime.test
+    def program():
+        t = ReplicationTopology("aggregation", aggregation_topology(), LocalPlatform("aggregation", str(tmp_path)),
+                                stack="aggregation", validation_run_id="2026-11-22")
+        return t.validation_output
+    program()
+    assert mocks.of_type("pulumi-python:dynamic:Resource")[JOB]["run_id"] == "2026-11-22"
+
+
+@pytest.fixture(scope="module")
+def docker_run():
+    return deploy(lambda: DockerPlatform("aggregation"))
+
+
+def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run):
+    mocks, _ = docker_run
+    job = mocks.of_type("docker:index/container:Container")[JOB]
+    assert job["image"] == f"apache/spark:{spark_version()}-python3"  # the mocked RemoteImage's id is its name
+    assert (job["mustRun"], job["attach"], job["logs"], job["restart"]) == (False, True, True, "no")
+    assert job["networksAdvanced"] == [{"name": "mirrorstack-aggregation"}]
+    uploads = {u["file"]: u for u in job["uploads"]}
+    assert uploads["/opt/mirrorstack/validation/validate_replication.py"]["content"] == JOB_FILE.read_text()
+    flows = json.loads(uploads["/opt/mirrorstack/validation/flows.json"]["content"])["flows"]
+    assert {f["source_bootstrap"] for f in flows} == {"us-broker-0:9092", "uk-broker-0:9092"}  # in-network
+    jars = toolchain.spark_kafka_jars()
+    assert {uploads[f"/opt/mirrorstack/validation/jars/{j.name}"]["source"] for j in jars} == {str(j) for j in jars}
+    argv = job["command"]
+    assert argv[0] == "/opt/spark/bin/spark-submit" and "/opt/mirrorstack/validation/validate_replication.py" in argv
+    assert argv[argv.index("--jars") + 1] == ",".join(f"/opt/mirrorstack/validation/jars/{j.name}" for j in jars)
+    assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
+    assert "--report-only" not in argv and "--packages" not in argv
+    assert "MIRRORSTACK_RUN_ID=" in job["envs"]
+
+
+@pytest.fixture(scope="module")
+def k8s_run():
+    t = aggregation_topology()
+    t = t.model_copy(update={"platform": "kubernetes", "validation": t.validation.model_copy(
+        update={"schedule": "0 * * * *", "report_only": True, "run_id": "r1"})})
+    return deploy(lambda: KubernetesPlatform("aggregation"), topology=t)
+
+
+def _manifests(built, kind):
+    return {m["metadata"]["name"]: _ints(m) for m in built["manifests"] if m["kind"] == kind}
+
+
+def test_kubernetes_job_and_cronjob_run_the_same_pod(k8s_run):
+    _, built = k8s_run
+    (job,) = _manifests(built, "Job").values()
+    (cron,) = _manifests(built, "CronJob").values()
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]
+    assert cron["spec"]["jobTemplate"]["spec"]["template"] == pod
+    assert cron["spec"]["schedule"] == "0 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["metadata"]["annotations"]["mirrorstack.io/run-id"] == "r1"
+    (container,) = pod["spec"]["containers"]
+    argv = container["command"]
+    assert argv[argv.index("--packages") + 1] == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"
+    assert argv[-1] == "--report-only"  # report_only: the Job succeeds, the report says FAILED
+    assert container["resources"]["limits"]["memory"] == f"{1024 + 768}Mi"
+
+
+def test_kubernetes_flows_go_in_a_secret_the_job_file_in_a_configmap(k8s_run):
+    mocks, built = k8s_run
+    (secret,) = _manifests(built, "Secret").values()
+    flows = json.loads(secret["stringData"]["flows.json"])["flows"]
+    assert flows[0]["source_bootstrap"] == "us-broker-0.mirrorstack-aggregation.svc.cluster.local:9092"
+    assert _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]["validate_replication.py"] == JOB_FILE.read_text()
+    # The SDK marks Secret data secret: the state holds it encrypted.
+    registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"][0]
+    assert "4dabf18193072939515e22adb298388d" in json.dumps(registered.inputs["stringData"])
+
+
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])
+def test_kubernetes_validation_manifests_validate_strictly(k8s_run, version):
+    _, built = k8s_run
+    for kind in ("Secret", "ConfigMap", "Job", "CronJob"):
+        for manifest in _manifests(built, kind).values():
+            kubernetes_validate.validate(manifest, desired_version=version, strict=True)
+
+
+# ------------------------------------------------------------------ the local provider's contract
+
+from components.platforms.local.spark_job import LocalSparkJobProvider, ValidationFailed  # noqa: E402
+
+PASSED_REPORT = {"passed": True, "exit_code": 0, "failures": [], "duration_seconds": 1.0, "groups": [],
+                 "flows": [{"name": "a->b", "topics": []}]}
+FAILED_REPORT = {**PASSED_REPORT, "passed": False, "exit_code": 1, "failures": ["orders on b: extras 3 > tolerance 0"]}
+
+
+def fake_job(tmp_path, body: str) -> str:
+    """A stand-in for the job file: the provider's process handling, not Spark, is under test."""
+    script = tmp_path / "job.py"
+    script.write_text("import json, sys, time\nout = sys.argv[sys.argv.index('--out') + 1]\n" + body)
+    return str(script)
+
+
+def props(tmp_path, job_file: str, **changes) -> dict:
+    import sys
+    return {"name": "validation-job", "job_file": job_file, "job_sha256": "x", "config": {"flows": [{"name": "a->b"}]},
+            "workdir": str(tmp_path / "work"), "cwd": str(tmp_path), "python": sys.executable,
+            "report_only": "false", "run_id": "", "driver_memory": "1g", "master": "local[2]",
+            "timeout_seconds": "60", **changes}
+
+
+def test_provider_returns_the_summary_and_keeps_the_config_private(tmp_path, capsys):
+    job = fake_job(tmp_path, f"print('validate_replication: progress', file=sys.stderr, flush=True)\n"
+                             f"json.dump({PASSED_REPORT!r}, open(out, 'w'))\n")
+    created = LocalSparkJobProvider().create(props(tmp_path, job))
+    assert created.outs["passed"] is True and created.outs["report"]["flows"]["a->b"]["source_records"] == 0
+    assert created.outs["report_file"] == str(tmp_path / "work" / "report.json")
+    config = tmp_path / "work" / "flows.json"
+    assert json.loads(config.read_text()) == {"flows": [{"name": "a->b"}]}
+    assert config.stat().st_mode & 0o777 == 0o600  # client settings may hold credentials
+    assert "mirrorstack: validate_replication: progress" in capsys.readouterr().err
+
+
+def test_provider_fails_on_a_failed_validation_unless_report_only(tmp_path):
+    job = fake_job(tmp_path, f"json.dump({FAILED_REPORT!r}, open(out, 'w'))\nsys.exit(1)\n")
+    with pytest.raises(ValidationFailed, match="extras 3 > tolerance 0"):
+        LocalSparkJobProvider().create(props(tmp_path, job))
+    outs = LocalSparkJobProvider().create(props(tmp_path, job, report_only="true")).outs
+    assert outs["passed"] is False and outs["report"]["failures"] == FAILED_REPORT["failures"]
+
+
+def test_provider_reports_a_job_that_could_not_run_with_its_output(tmp_path):
+    job = fake_job(tmp_path, "print('error: the validation could not run: Kafka down', file=sys.stderr)\nsys.exit(3)\n")
+    with pytest.raises(RuntimeError, match=r"could not run \(exit 3\)[\s\S]*Kafka down"):
+        LocalSparkJobProvider().create(props(tmp_path, job, report_only="true"))
+
+
+def test_provider_stops_a_job_over_its_time_and_its_children(tmp_path):
+    import os
+    pid_file = tmp_path / "child.pid"
+    job = fake_job(tmp_path, "import subprocess\n"
+                             f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                             f"open({str(pid_file)!r}, 'w').write(str(child.pid))\ntime.sleep(60)\n")
+    with pytest.raises(RuntimeError, match="ran over 2s"):
+        LocalSparkJobProvider().create(props(tmp_path, job, timeout_seconds="2"))
+    child = int(pid_file.read_text())
+    for _ in range(50):  # the child (Spark's JVM, in real runs) went with the job's session
+        if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        raise AssertionError("the job's child survived the timeout")
+
+
+def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
+    provider, old = LocalSparkJobProvider(), props(tmp_path, "job.py")
+    ran = {**old, "report": {"passed": True}, "passed": True, "report_file": "r.json"}
+    assert provider.diff("id", ran, old).changes is False
+    for key, value in (("run_id", "2026-11-22"), ("report_only", "true"), ("job_sha256", "y"),
+                       ("config", {"flows": [{"name": "a->c"}]}), ("driver_memory", "2g")):
+        diff = provider.diff("id", ran, {**old, key: value})
+        assert diff.changes is True and not diff.replaces, key
