@@ -62,7 +62,9 @@ Method
    sha256 of headers) — never on offsets — with multiplicity: occurrences of a
    match key are numbered (row_number by offset) on both sides and the two
    sides are full-outer joined on (match key, occurrence). Only aggregates and
-   samples of at most --sample-size rows reach the driver.
+   samples of at most --sample-size rows reach the driver. Reads split Kafka
+   partitions and shuffles use one task per ~400,000 rows, and the frames used
+   twice are cached on disk, so the heap needed does not grow with the data.
    - missing: source records in the window without a target partner; those
      after the last matched source offset of their partition count as
      in_flight instead when the wait bound expired (so a partition with no

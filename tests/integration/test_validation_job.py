@@ -193,7 +193,7 @@ def test_clean_copy_passes_with_exact_counts(spark, tmp_path, kafka_a, kafka_b):
     assert group["sources"][0]["window"] == {str(p): [0, n] for p, n in enumerate(per_partition)}
     assert report["flows"] == [{"name": "a->b", "topics": [
         {"topic": topic, "remote_topic": remote, "group": 0, "source_records": 1000, "matched": 1000,
-         "missing": 0, "in_flight": 0, "out_of_order": 0}]}]
+         "missing": 0, "in_flight": 0, "duplicates": 0, "out_of_order": 0}]}]
 
     # the same verdict with offsets and partition counts from Spark aggregates instead of confluent_kafka
     code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic), "--offsets-via", "spark")
@@ -228,6 +228,7 @@ def test_five_records_copied_twice_are_duplicates(spark, tmp_path, kafka_a, kafk
     assert counts(group) == exact(1000, target_records=1005, duplicates=5)
     assert {(s["partition"], s["source_offset"]) for s in group["samples"]["duplicates"]} == \
         {(m.partition, m.offset) for m in twice}
+    assert report["flows"][0]["topics"][0]["duplicates"] == 5  # counted for the flow they copy
 
     # tolerated, the same copy passes
     code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, tolerance={"duplicates": 5}))
@@ -315,6 +316,34 @@ def test_identity_aggregation_validates_two_sources_as_one_target_topic(spark, t
     assert group["partitions_ok"] and [s["partitions"] for s in group["sources"]] == [PARTITIONS, PARTITIONS]
     assert [(f["name"], f["topics"][0]["matched"]) for f in report["flows"]] == \
         [("us->central", 500), ("uk->central", 500)]
+
+    # one uk record copied twice: the duplicate is uk's, not us's
+    copy_records(kafka_b.bootstrap_servers, topic, [sources["uk"][42]])
+    code, report = validate(spark, tmp_path, {"flows": flows, "wait_seconds": 60})
+    assert code == 1 and report["groups"][0]["duplicates"] == 1
+    assert [(f["name"], f["topics"][0]["duplicates"]) for f in report["flows"]] == \
+        [("us->central", 0), ("uk->central", 1)]
+
+
+def test_topic_patterns_pick_the_replicated_topics_in_both_offset_modes(spark, tmp_path, kafka_a, kafka_b):
+    for name, count in (("vj-pat-a", 300), ("vj-pat-b", 200), ("vj-pat-skip", 50)):
+        create_topic(kafka_a.bootstrap_servers, name, partitions=PARTITIONS, replication_factor=1)
+        produce_records(kafka_a.bootstrap_servers, name, source_records(name, count))
+        create_topic(kafka_b.bootstrap_servers, f"{ALIAS}.{name}", partitions=PARTITIONS, replication_factor=1)
+        copy_records(kafka_b.bootstrap_servers, f"{ALIAS}.{name}", read_all(kafka_a.bootstrap_servers, name))
+    create_topic(kafka_a.bootstrap_servers, "vj-pat-empty", partitions=PARTITIONS, replication_factor=1)
+    flow = {**config(kafka_a, kafka_b, "unused")["flows"][0], "topics": None}
+    patterned = {"flows": [{**flow, "topic_patterns": ["vj-pat-.*"], "topics_exclude": ["vj-pat-skip"]}],
+                 "wait_seconds": 30}
+    for mode in ("kafka-client", "spark"):  # topics listed by confluent_kafka, or by Kafka's Admin in Spark's JVM
+        code, report = validate(spark, tmp_path, patterned, "--offsets-via", mode)
+        assert code == 0 and report["offsets_via"] == mode
+        assert [g["topic"] for g in report["groups"]] == [f"{ALIAS}.vj-pat-a", f"{ALIAS}.vj-pat-b"]
+        assert [(t["topic"], t["matched"]) for t in report["flows"][0]["topics"]] == [("vj-pat-a", 300),
+                                                                                      ("vj-pat-b", 200)]
+    # nothing matched yet (a stack's first `up`): passed, nothing checked
+    code, report = validate(spark, tmp_path, {**patterned, "flows": [{**flow, "topic_patterns": ["vj-none-.*"]}]})
+    assert code == 0 and report["groups"] == [] and report["flows"] == [{"name": "a->b", "topics": []}]
 
 
 def _commit_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:

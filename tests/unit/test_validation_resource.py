@@ -299,3 +299,11 @@ def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
                        ("config", {"flows": [{"name": "a->c"}]}), ("driver_memory", "2g")):
         diff = provider.diff("id", ran, {**old, key: value})
         assert diff.changes is True and not diff.replaces, key
+
+
+def test_docker_job_exit_codes_fail_up_naming_the_container():
+    from components.platforms.docker import _job_outcome
+    assert _job_outcome("c", 0)["logs"] == "docker logs c"
+    assert _job_outcome("c", None)["exit_code"] is None  # preview: not run yet
+    with pytest.raises(RuntimeError, match=r"container c exited 1 \(1: validation failed.*docker logs c"):
+        _job_outcome("c", 1)
