@@ -43,7 +43,7 @@ def _run(props) -> dict:
     # 0600 before anything is written: client settings may carry credentials.
     config_file.touch(mode=0o600, exist_ok=True)
     config_file.chmod(0o600)
-    config_file.write_text(json.dumps(props["config"], indent=2))
+    config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
     report_file.unlink(missing_ok=True)
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5"]
@@ -78,6 +78,15 @@ def _run(props) -> dict:
     _progress(f"{props['name']}: validation {'passed' if summary['passed'] else 'FAILED (report only)'} "
               f"in {time.monotonic() - started:.0f}s")
     return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
+
+
+def _whole_numbers(value):
+    """Numbers come back from the engine as floats (0 → 0.0); the job wants integer counts."""
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _forward(proc: subprocess.Popen, lines: list[str]) -> None:
