@@ -7,6 +7,8 @@ Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:portBase    local/docker: first port of the stack's host ports (default: from the stack name)
   mirrorstack:namespace   kubernetes: the namespace (default mirrorstack-<stack>)
   mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
+  mirrorstack:grafanaAdminPassword  (secret) Grafana's admin password on docker/kubernetes; without it one
+                          is generated and kept in state as a secret (stack output grafana_admin_password)
   mirrorstack:validationRunId  a new value re-runs the validation job (overrides validation.run_id),
                           e.g. `pulumi up --config mirrorstack:validationRunId=$(date +%s)`
 """
@@ -16,6 +18,7 @@ import pulumi
 
 from components.model import load_topology
 from components.platforms import make_platform
+from components.secrets import GeneratedPassword
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -26,11 +29,21 @@ platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
                          rest_access=config.get("restAccess"))
+grafana_password = config.get_secret("grafanaAdminPassword")
+if (grafana_password is None and topology.monitoring is not None and topology.monitoring.grafana
+        and topology.platform != "local"):
+    grafana_password = GeneratedPassword("grafana-admin-password").result
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
-                                  validation_run_id=config.get("validationRunId"))
+                                  validation_run_id=config.get("validationRunId"), grafana_password=grafana_password)
 
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
+if replication.monitoring is not None:
+    pulumi.export("prometheus_url", replication.monitoring.prometheus_url)
+    pulumi.export("alert_rules", replication.monitoring.alert_rules)
+    if replication.monitoring.grafana_url is not None:
+        pulumi.export("grafana_url", replication.monitoring.grafana_url)
+        pulumi.export("grafana_admin_password", pulumi.Output.secret(grafana_password))
 if replication.validation_output is not None:
     pulumi.export("validation", replication.validation_output)

@@ -4,17 +4,21 @@ from __future__ import annotations
 import pulumi
 
 from components.config import connect, jvm
+from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
 
 
 class ConnectCluster(pulumi.ComponentResource):
-    """Outputs: `rest_url` (the first worker's REST API)."""
+    """Outputs: `rest_url` (the first worker's REST API). With `metrics`, every
+    worker runs the JMX exporter; `scrape_targets` lists them for Prometheus."""
 
     rest_url: pulumi.Output[str]
 
-    def __init__(self, name: str, spec, kafka, platform, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:connect:ConnectCluster", name, None, opts)
         workers, urls = [], []
+        self.scrape_targets: list[ScrapeTarget] = []
         for i in range(spec.workers):
             worker = f"connect-{name}-{i}"
             host, port = platform.address(worker, "rest")
@@ -26,8 +30,12 @@ class ConnectCluster(pulumi.ComponentResource):
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props},
-                health={"kind": "connect", "url": f"http://{host}:{port}"},
+                health={"kind": "connect", "url": f"http://{host}:{port}"}, metrics=metrics,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=kafka.ready)))
+            if metrics:
+                m_host, m_port = platform.metrics_address(worker)
+                self.scrape_targets.append(ScrapeTarget(f"connect-{name}", f"{m_host}:{m_port}",
+                                                        {"cluster": spec.kafka, "role": "connect", "connect": name}))
         self.workers = workers
         self.rest_url = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: urls[0])
         self.register_outputs({"rest_url": self.rest_url})

@@ -7,6 +7,7 @@ import uuid
 import pulumi
 
 from components.config import broker, jvm
+from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
 
 CONTROLLER_ID = 1
@@ -21,15 +22,17 @@ def cluster_id(stack: str, alias: str) -> str:
 
 
 class KafkaCluster(pulumi.ComponentResource):
-    """Outputs: `bootstrap_servers` (comma-separated host:port)."""
+    """Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
+    every node runs the JMX exporter; `scrape_targets` lists them for Prometheus."""
 
     bootstrap_servers: pulumi.Output[str]
 
-    def __init__(self, alias: str, cluster, platform, *, stack: str,
+    def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:kafka:KafkaCluster", alias, None, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
+        self.scrape_targets: list[ScrapeTarget] = []
         if cluster.external is not None:
             self.bootstrap_servers = pulumi.Output.from_input(cluster.external.bootstrap_servers)
             self.client_settings = {"security.protocol": cluster.external.security.protocol,
@@ -50,8 +53,9 @@ class KafkaCluster(pulumi.ComponentResource):
         ctrl = platform.run_kafka_java(
             controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], heap="256m",
             files={"server.properties": render_properties(ctrl_props)},
-            prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+            prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], metrics=metrics,
             health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
+        self._scrape(platform, controller, "controller", metrics)
 
         brokers, addresses = [], []
         for i in range(cluster.brokers):
@@ -64,9 +68,16 @@ class KafkaCluster(pulumi.ComponentResource):
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": render_properties(props)},
-                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], metrics=metrics,
                 health={"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
+            self._scrape(platform, name, "broker", metrics)
         self.ready = [ctrl, *brokers]
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _scrape(self, platform, service: str, role: str, metrics: bool) -> None:
+        if metrics:
+            host, port = platform.metrics_address(service)
+            self.scrape_targets.append(ScrapeTarget(f"kafka-{self.alias}", f"{host}:{port}",
+                                                    {"cluster": self.alias, "role": role}))

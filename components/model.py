@@ -184,6 +184,24 @@ class Validation(_Model):
     image: str | None = Field(None, description="docker/kubernetes: the Spark image; default apache/spark:<pinned>.")
 
 
+DURATION = r"^[0-9]+[smh]$"
+
+
+class Monitoring(_Model):
+    """JMX exporters on every Kafka and Connect JVM, Prometheus with alert rules,
+    Grafana dashboards (a Grafana server on docker/kubernetes; files on local)."""
+
+    scrape_interval: str = Field("15s", pattern=DURATION, description="Prometheus scrape and rule interval.")
+    latency_threshold_ms: int = Field(30_000, ge=1, description="Replication latency that raises an alert.")
+    stalled_minutes: int = Field(10, ge=1, le=1440, description=(
+        "Alert when a flow replicated nothing for this long while its source topics grew."))
+    failed_for: str = Field("1m", pattern=DURATION, description="How long a connector/task is FAILED before alerting.")
+    grafana: bool = Field(True, description="docker/kubernetes: run Grafana with the dashboards provisioned.")
+    kafka_ui: bool = Field(False, description="docker/kubernetes: run Kafka UI (kafbat) for every cluster.")
+    kafka_exporter: bool = Field(False, description=(
+        "docker/kubernetes: run kafka-exporter per cluster (consumer lag, topic offsets), scraped too."))
+
+
 class Topology(_Model):
     """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
 
@@ -193,6 +211,8 @@ class Topology(_Model):
         "Connect clusters by name; default: one per flow target, named after it, topics on the target."))
     flows: list[Flow] = Field(min_length=1, description=(
         "Replication flows, one per source -> target pair; an entry with `sources` or `targets` is one per alias."))
+    monitoring: Monitoring | None = Field(None, description=(
+        "JMX exporters, Prometheus, alert rules and Grafana dashboards (omit for none)."))
     validation: Validation | None = Field(None, description=(
         "Run the Spark validation job after the flows are up (omit for none)."))
 

@@ -42,6 +42,11 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         seen.setdefault((f.source, f.target), i)
     yield from _forwarding_problems(t, origins)
     yield from _validation_problems(t)
+    if t.monitoring is not None and t.platform == "local":
+        for extra in ("kafka_ui", "kafka_exporter"):
+            if getattr(t.monitoring, extra):
+                yield (f"{_path(('monitoring', extra))}: runs as a container, not on the local platform; "
+                       "fix: remove it, or use platform docker or kubernetes")
     for cycle, indexes in _identity_cycles(t.flows):
         identity = [i for i in indexes if t.flows[i].replication_policy == "identity"]
         paths = ", ".join(dict.fromkeys(origins[i].path("replication_policy") for i in identity))

@@ -7,22 +7,26 @@ from components.config.mirror import mirror_connector_configs
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
+from components.monitoring import Monitoring
 from components.validation import SparkValidationJob
 
 
 class ReplicationTopology(pulumi.ComponentResource):
     """Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
     URL), `flows` (flow → connector states), `validation` (the Spark validation
-    job's report, when the topology has a `validation` section; else None).
+    job's report, when the topology has a `validation` section; else None),
+    `monitoring` (the Monitoring component when it has a `monitoring` section).
     `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.clusters = {alias: KafkaCluster(alias, spec, platform, stack=stack, opts=child)
+        metrics = topology.monitoring is not None
+        self.clusters = {alias: KafkaCluster(alias, spec, platform, stack=stack, metrics=metrics, opts=child)
                          for alias, spec in topology.clusters.items()}
-        self.connect = {name: ConnectCluster(name, spec, self.clusters[spec.kafka], platform, opts=child)
+        self.connect = {name: ConnectCluster(name, spec, self.clusters[spec.kafka], platform, metrics=metrics,
+                                             opts=child)
                         for name, spec in topology.connect.items()}
         for target, merged in topology.identity_merges().items():
             # Allowed (the classic aggregation), but say it where a reviewer looks.
@@ -40,6 +44,11 @@ class ReplicationTopology(pulumi.ComponentResource):
             self.flows[flow.name] = MirrorMaker2(
                 flow, connect_url=connect.rest_url, connectors=configs, restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
+
+        self.monitoring = None
+        if metrics:
+            self.monitoring = Monitoring("monitoring", topology, self.clusters, self.connect, platform,
+                                         grafana_password=grafana_password, opts=child)
 
         self.validation = None
         if topology.validation is not None:

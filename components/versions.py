@@ -32,6 +32,11 @@ def jmx_exporter_version() -> str:
     return _pins()["JMX_EXPORTER_VERSION"]
 
 
+def image(name: str) -> str:
+    """A pinned monitoring image: prometheus, grafana, kafka_ui, kafka_exporter, agent_fetch."""
+    return _pins()[f"{name.upper()}_IMAGE"]
+
+
 def spark_version() -> str:
     """The installed pyspark; the spark-sql-kafka jars must match it."""
     return metadata.version("pyspark")

@@ -21,15 +21,20 @@ import pulumi
 import pulumi_docker as docker
 
 from components import toolchain
+from components.config.grafana import grafana_files
+from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.validation import spark_image, spark_submit_argv
 from components.platforms.local.platform import PORT_SPAN, default_port_base
+from components.versions import image as versions_image
 from components.versions import kafka_version, spark_version
 
 HOST = "127.0.0.1"
 KAFKA_HOME = "/opt/kafka"
 FILES_ROOT = "/opt/mirrorstack"
 JOB_DIR = "/opt/mirrorstack/validation"  # the Spark job's files inside its container
+AGENT_JAR = "/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar"  # uploaded from .tools
+METRICS_PORT_NAME = "metrics"
 DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
 CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
 PREPARE_HEAP = "256m"  # the storage formatter is a short-lived tool
@@ -73,7 +78,8 @@ def container_script(main: str, args: list[str], prepare=()) -> str:
     `exec` the service, so the JVM replaces the shell as PID 1 and receives the
     stop signal itself (a clean, controlled shutdown)."""
     run_class = f"{KAFKA_HOME}/bin/kafka-run-class.sh"
-    steps = [f"KAFKA_HEAP_OPTS=-Xmx{PREPARE_HEAP} {shlex.join([run_class, m, *a])}" for m, a in prepare]
+    # KAFKA_OPTS= : tools and probes must not start the service's JMX agent (its port is taken).
+    steps = [f"KAFKA_OPTS= KAFKA_HEAP_OPTS=-Xmx{PREPARE_HEAP} {shlex.join([run_class, m, *a])}" for m, a in prepare]
     steps.append("exec " + shlex.join([run_class, main, *args]))
     return " && ".join(steps)
 
@@ -94,7 +100,7 @@ def probe_command(spec: dict, in_network) -> list[str]:
         return ["bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"]
     if kind == "kafka":
         servers = [in_network(h, int(p)) for h, _, p in (s.rpartition(":") for s in spec["bootstrap"].split(","))]
-        return ["env", f"KAFKA_HEAP_OPTS=-Xmx{PROBE_HEAP}", f"{KAFKA_HOME}/bin/kafka-broker-api-versions.sh",
+        return ["env", "KAFKA_OPTS=", f"KAFKA_HEAP_OPTS=-Xmx{PROBE_HEAP}", f"{KAFKA_HOME}/bin/kafka-broker-api-versions.sh",
                 "--bootstrap-server", ",".join(f"{h}:{p}" for h, p in servers)]
     if kind in ("http", "connect"):
         url = urlsplit(spec["url"])
@@ -144,6 +150,10 @@ class DockerPlatform:
             self._inside[(HOST, self._host_ports[key])] = inside
         return HOST, self._host_ports[key]
 
+    def metrics_address(self, service: str) -> tuple[str, int]:
+        """Where Prometheus (on the stack network) scrapes the service's JMX exporter."""
+        return self.address(service, METRICS_PORT_NAME)
+
     def in_network(self, host: str, port: int) -> tuple[str, int]:
         return self._inside.get((host, port), (host, port))
 
@@ -163,13 +173,21 @@ class DockerPlatform:
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
-                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
+                       metrics: bool = False, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run one of Kafka's main classes in a container; `{dir}` in `args` and
-        `prepare` is the folder the `files` are uploaded to."""
+        `prepare` is the folder the `files` are uploaded to. With `metrics`, the
+        pinned JMX exporter agent (uploaded from .tools, nothing downloaded)
+        serves on `metrics_address(service)` inside the network."""
         network, image = self._shared()
         host, folder = dns_label(service), self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
+        envs, uploads = [], []
+        if metrics:
+            files["jmx-exporter.yaml"] = jmx_exporter_config()
+            _, port = self.metrics_address(service)
+            envs.append(f"KAFKA_OPTS=-javaagent:{AGENT_JAR}={port}:{folder}/jmx-exporter.yaml")
+            uploads.append({"file": AGENT_JAR, "source": str(toolchain.jmx_agent_jar())})
         # A volume per service, Connect's too (stays empty; keeps every container alike).
         volume = docker.Volume(f"{host}-data", name=f"{self.prefix}-{host}-data",
                                opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
@@ -181,8 +199,9 @@ class DockerPlatform:
             entrypoints=["/bin/sh", "-c"],  # bypass the image's launcher: we bring our own files
             command=[container_script(main, fill(args), [(m, fill(a)) for m, a in prepare])],
             envs=[f"KAFKA_HEAP_OPTS=-Xmx{heap}",
-                  f"KAFKA_LOG4J_OPTS=-Dlog4j2.configurationFile={folder}/log4j2.properties"],
-            uploads=[{"file": f"{folder}/{name}", "content": content} for name, content in files.items()],
+                  f"KAFKA_LOG4J_OPTS=-Dlog4j2.configurationFile={folder}/log4j2.properties", *envs],
+            uploads=[*({"file": f"{folder}/{name}", "content": content} for name, content in files.items()),
+                     *uploads],
             volumes=[{"volume_name": volume.name, "container_path": DATA_DIR}],
             ports=published,
             healthcheck={"tests": ["CMD", *probe_command(health, self.in_network)],
@@ -228,6 +247,48 @@ class DockerPlatform:
         return container
 
 
+    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
+        """The official Prometheus image, its files uploaded; published on 127.0.0.1."""
+        uploads = [{"file": f"{PROMETHEUS_DIR}/{n}", "content": c.replace("{dir}", PROMETHEUS_DIR)} for n, c in files.items()]
+        return _run_image(self, service, "prometheus", port=SERVICE_PORTS["prometheus"], publish=True,
+                          command=[f"--config.file={PROMETHEUS_DIR}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
+                          uploads=uploads, opts=opts)
+
+
+    def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
+        """Grafana with the datasource (Prometheus in the network) and dashboards
+        provisioned; the admin password is read from an uploaded file (Grafana's
+        `__FILE` variables), so it appears in no environment or command line."""
+        in_network = f"http://{dns_label('prometheus')}:{SERVICE_PORTS['prometheus']}"
+        files = grafana_files(in_network, GRAFANA_DASHBOARDS)
+        uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
+                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in files.items()]
+        uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
+        return _run_image(self, service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
+                          envs=[f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_FILE}", "GF_USERS_ALLOW_SIGN_UP=false"],
+                          uploads=uploads, opts=opts)
+
+
+    def run_extras(self, topology, clusters, opts=None) -> list:
+        """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
+        from components.config.prometheus import ScrapeTarget
+        settings, targets = topology.monitoring, []
+        if settings.kafka_ui:
+            envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (
+                f"KAFKA_CLUSTERS_{i}_NAME={alias}",
+                c.bootstrap_servers.apply(lambda s, i=i: f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS={s}"))]
+            _run_image(self, "kafka-ui", "kafka_ui", port=SERVICE_PORTS["kafka-ui"], publish=True, envs=envs, opts=opts)
+        if settings.kafka_exporter:
+            for alias, cluster in sorted(clusters.items()):
+                service = f"kafka-exporter-{alias}"
+                command = cluster.bootstrap_servers.apply(lambda s: [f"--kafka.server={b}" for b in s.split(",")])
+                _run_image(self, service, "kafka_exporter", port=SERVICE_PORTS["kafka-exporter"], publish=False,
+                           command=command, opts=opts)
+                targets.append(ScrapeTarget(f"kafka-exporter-{alias}", f"{dns_label(service)}:{SERVICE_PORTS['kafka-exporter']}",
+                                            {"cluster": alias, "role": "kafka-exporter"}))
+        return targets
+
+
 def _job_outcome(container: str, exit_code: int | None) -> dict:
     # With report_only the job exits 0 on a failed validation; other non-zero exits fail `up`.
     if exit_code not in (None, 0):
@@ -235,3 +296,37 @@ def _job_outcome(container: str, exit_code: int | None) -> dict:
                            f"failed, 2: bad input, 3: could not run); see `docker logs {container}`")
     return {"platform": "docker", "container": container, "exit_code": exit_code,
             "logs": f"docker logs {container}"}
+
+
+# ------------------------------------------------------------------ monitoring services
+
+PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
+GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
+GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
+GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
+SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
+
+
+def _run_image(platform: DockerPlatform, service: str, image_key: str, *, port: int, publish: bool,
+               command: list[str] | None = None, envs=(), uploads=(), opts=None) -> tuple[docker.Container, str]:
+    """A plain image (monitoring, UIs) on the stack network; `publish` puts its port
+    on 127.0.0.1 of the host. Returns (container, URL: published, or in-network)."""
+    network, _ = platform._shared()
+    host = dns_label(service)
+    platform._ports.setdefault(host, {})["http"] = port
+    image = docker.RemoteImage(f"{host}-image", name=versions_image(image_key), keep_locally=True,
+                               opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+    url = f"http://{host}:{port}"
+    ports = []
+    if publish:
+        _, host_port = platform.host_address(service, "http")
+        ports = [{"internal": port, "external": host_port, "ip": HOST}]
+        url = f"http://{HOST}:{host_port}"
+    container = docker.Container(
+        host, name=f"{platform.prefix}-{host}", image=image.name, hostname=host,
+        networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),
+        uploads=list(uploads), ports=ports, restart="unless-stopped",
+        labels=[{"label": "mirrorstack.stack", "value": platform.stack},
+                {"label": "mirrorstack.service", "value": service}], opts=opts)
+    platform.containers[host] = container
+    return container, url

@@ -23,13 +23,16 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import toolchain
+from components.config.grafana import grafana_files
+from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.validation import spark_image, spark_submit_argv
 from components.platforms.docker import (
     HOST, container_port, container_script, dns_label, hashed_host_port, kafka_image, probe_command,
 )
 from components.platforms.local.platform import default_port_base
-from components.versions import spark_version
+from components.versions import image, jmx_exporter_version, spark_version
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 FILES_ROOT = "/opt/mirrorstack"
@@ -42,6 +45,26 @@ REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = 185  # the `spark` user of the official image
 JOB_DIR = "/opt/mirrorstack/validation"
 JOB_TIMEOUT = "2h"
+
+
+AGENT_DIR = "/opt/mirrorstack/jmx"
+AGENT_FILE = "jmx_prometheus_javaagent.jar"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+
+def agent_fetch_container() -> dict:
+    """Fetches the pinned JMX exporter agent and checks it is the very jar
+    `make setup` installed (same sha256), into the pod's shared volume."""
+    version = jmx_exporter_version()
+    url = (f"{MAVEN_CENTRAL}/io/prometheus/jmx/jmx_prometheus_javaagent/{version}/"
+           f"jmx_prometheus_javaagent-{version}.jar")
+    digest = hashlib.sha256(toolchain.jmx_agent_jar().read_bytes()).hexdigest()
+    script = (f"wget -q -O {AGENT_DIR}/{AGENT_FILE} {url} && "
+              f"echo '{digest}  {AGENT_DIR}/{AGENT_FILE}' | sha256sum -c -")
+    return {"name": "fetch-jmx-agent", "image": image("agent_fetch"), "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", script],
+            "volumeMounts": [{"name": "jmx-agent", "mountPath": AGENT_DIR}],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
 
 
 def mebibytes(heap: str) -> int:
@@ -121,6 +144,10 @@ class KubernetesPlatform:
         self._with_data.add(self._label(service))
         return DATA_DIR
 
+    def metrics_address(self, service: str) -> tuple[str, int]:
+        """Where Prometheus (in the namespace) scrapes the service's JMX exporter."""
+        return self.address(service, "metrics")
+
     def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None):
         self.manifests.append(manifest)
         # Top-level fields as the SDK's keyword arguments (stringData → string_data).
@@ -144,12 +171,18 @@ class KubernetesPlatform:
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
-                       opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+                       metrics: bool = False, opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args` and
-        `prepare` is the folder the ConfigMap with `files` is mounted at."""
+        `prepare` is the folder the ConfigMap with `files` is mounted at. With
+        `metrics`, an init container fetches the pinned JMX exporter agent from
+        Maven Central (checked against the jar `make setup` installed) into a
+        shared volume, and the agent serves on `metrics_address(service)`."""
         namespace, svc, folder = self._ns(), self._label(service), self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
+        if metrics:
+            files["jmx-exporter.yaml"] = jmx_exporter_config()
+            self.metrics_address(service)  # registers the port before the manifests list ports
         labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
         selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
@@ -178,11 +211,20 @@ class KubernetesPlatform:
         # The pods restart when a file changes: a ConfigMap update alone would not.
         checksum = pulumi.Output.all(**files).apply(
             lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
+        env = [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{heap}"},
+               {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}]
+        volumes = [{"name": "files", "configMap": {"name": f"{svc}-files"}}]
+        init = []
+        if metrics:
+            _, port = self.metrics_address(service)
+            env.append({"name": "KAFKA_OPTS", "value": f"-javaagent:{AGENT_DIR}/{AGENT_FILE}={port}:{folder}/jmx-exporter.yaml"})
+            mounts.append({"name": "jmx-agent", "mountPath": AGENT_DIR, "readOnly": True})
+            volumes.append({"name": "jmx-agent", "emptyDir": {}})
+            init.append(agent_fetch_container())
         container = {
             "name": "kafka", "image": self.image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", container_script(main, fill(args), [(m, fill(a)) for m, a in prepare])],
-            "env": [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{heap}"},
-                    {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}],
+            "env": env,
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
             "readinessProbe": self._probe(health),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
@@ -200,8 +242,9 @@ class KubernetesPlatform:
                         "securityContext": {"runAsUser": APPUSER, "runAsGroup": APPUSER, "runAsNonRoot": True,
                                             "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
                         "terminationGracePeriodSeconds": 60,  # a broker's controlled shutdown
+                        **({"initContainers": init} if init else {}),
                         "containers": [container],
-                        "volumes": [{"name": "files", "configMap": {"name": f"{svc}-files"}}]}},
+                        "volumes": volumes}},
                 **({"volumeClaimTemplates": claims} if claims else {})}},
             # pulumi-kubernetes waits for the StatefulSet's pods to be ready, so
             # `depends_on` on it means "the service answers", as on the other platforms.
@@ -269,3 +312,96 @@ class KubernetesPlatform:
             "cron_job": f"{job}-cron" if settings.schedule else None,
             "logs": f"kubectl logs --namespace {self.namespace} job/{job}"})
         return run
+
+    # -------------------------------------------------------------- monitoring services
+
+    def _run_image(self, service: str, image_key: str, *, port: int, args=None, env=(), files=None,
+                   mounts=(), volumes=(), run_as: int | None = None, opts=None):
+        """A plain image (Prometheus, Grafana, UIs) as a 1-replica Deployment and a
+        Service; `files` go in a ConfigMap mounted at each key's folder. Returns
+        (deployment, in-cluster URL)."""
+        namespace, svc = self._ns(), self._label(service)
+        labels = {"app.kubernetes.io/name": image_key.replace("_", "-"), "app.kubernetes.io/instance": svc,
+                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
+        selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
+        meta = lambda name: {"name": name, "namespace": self.namespace, "labels": labels}  # noqa: E731
+        child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
+        depends = [namespace]
+        volumes, mounts = list(volumes), list(mounts)
+        if files:
+            depends.append(self._create(k8s.core.v1.ConfigMap, {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"),
+                "data": {key.replace("/", "__"): text for key, text in files.items()}}, child))
+            volumes.append({"name": "files", "configMap": {"name": f"{svc}-files"}})
+            mounts += [{"name": "files", "mountPath": path, "subPath": key.replace("/", "__"), "readOnly": True}
+                       for key, path in files.paths.items()]
+        depends.append(self._create(k8s.core.v1.Service, {
+            "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": port}]}}, child))
+        container = {"name": svc[:63], "image": image(image_key), "imagePullPolicy": "IfNotPresent",
+                     "ports": [{"name": "http", "containerPort": port}], "env": list(env), "volumeMounts": mounts,
+                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+        if args:
+            container["args"] = args
+        pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+        if run_as is not None:
+            pod_security.update(runAsUser=run_as, runAsGroup=run_as, fsGroup=run_as)
+        deployment = self._create(k8s.apps.v1.Deployment, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(svc),
+            "spec": {"replicas": 1, "selector": {"matchLabels": selector},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"securityContext": pod_security, "containers": [container],
+                                           "volumes": volumes}}}},
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
+        return deployment, f"http://{svc}.{self.namespace}.svc.{self.cluster_domain}:{port}"
+
+    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
+        folder = "/etc/mirrorstack/prometheus"
+        data = _Files({k: v.replace("{dir}", folder) for k, v in files.items()},
+                      {k: f"{folder}/{k}" for k in files})
+        return self._run_image(service, "prometheus", port=9090, files=data, run_as=65534,
+                               args=[f"--config.file={folder}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
+                               mounts=[{"name": "data", "mountPath": "/prometheus"}],
+                               volumes=[{"name": "data", "emptyDir": {}}], opts=opts)
+
+    def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
+        """Grafana with provisioning; the admin password from a Secret (env valueFrom)."""
+        svc = self._label(service)
+        raw = grafana_files(prometheus, "/var/lib/grafana/dashboards")
+        paths = {k: (f"/etc/grafana/{k}" if k.startswith("provisioning/") else f"/var/lib/grafana/{k}") for k in raw}
+        secret = self._create(k8s.core.v1.Secret, {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": f"{svc}-admin", "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
+            "stringData": {"password": pulumi.Output.secret(admin_password)}},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns()]))
+        env = [{"name": "GF_SECURITY_ADMIN_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": f"{svc}-admin", "key": "password"}}},
+               {"name": "GF_USERS_ALLOW_SIGN_UP", "value": "false"}]
+        return self._run_image(service, "grafana", port=3000, files=_Files(raw, paths), env=env, run_as=472,
+                               opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
+
+    def run_extras(self, topology, clusters, opts=None) -> list:
+        from components.config.prometheus import ScrapeTarget
+        settings, targets = topology.monitoring, []
+        if settings.kafka_ui:
+            env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (
+                {"name": f"KAFKA_CLUSTERS_{i}_NAME", "value": alias},
+                {"name": f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS", "value": c.bootstrap_servers})]
+            self._run_image("kafka-ui", "kafka_ui", port=8080, env=env, run_as=1000, opts=opts)
+        if settings.kafka_exporter:
+            for alias, cluster in sorted(clusters.items()):
+                service = f"kafka-exporter-{alias}"
+                args = cluster.bootstrap_servers.apply(lambda s: [f"--kafka.server={b}" for b in s.split(",")])
+                _, url = self._run_image(service, "kafka_exporter", port=9308, args=args, run_as=65534, opts=opts)
+                targets.append(ScrapeTarget(f"kafka-exporter-{alias}", url.removeprefix("http://"),
+                                            {"cluster": alias, "role": "kafka-exporter"}))
+        return targets
+
+
+class _Files(dict):
+    """ConfigMap data plus where each key is mounted (one subPath mount per file)."""
+
+    def __init__(self, data: dict[str, str], paths: dict[str, str]):
+        super().__init__(data)
+        self.paths = paths

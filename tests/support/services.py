@@ -13,7 +13,7 @@ from components import toolchain
 from components.config import broker, connect, jvm
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
-from components.config.prometheus import prometheus_config
+from components.config.prometheus import ScrapeTarget, prometheus_config
 from components.config.properties import render_properties
 from components.platforms.local import health, launcher
 from tests.support.ports import free_ports
@@ -190,8 +190,11 @@ class PrometheusServer:
                  labels: dict[str, dict[str, str]] | None = None):
         self.base_dir = Path(base_dir)
         self.binary = toolchain.prometheus_binary()
+        labels = labels or {}
+        targets = [ScrapeTarget(job, address, labels.get(job, {})) for job, addresses in jobs.items()
+                   for address in addresses]
         self.config_file = _write(self.base_dir / "prometheus.yml",
-                                  prometheus_config(jobs, scrape_interval=scrape_interval, labels=labels))
+                                  prometheus_config(targets, scrape_interval=scrape_interval))
         self.port = free_ports(1)[0]
         self.handle: launcher.ProcessHandle | None = None
 

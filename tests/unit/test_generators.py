@@ -1,13 +1,7 @@
-import subprocess
-
 import pytest
-import yaml
 
-from components import toolchain
 from components.config import broker, connect
-from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
-from components.config.prometheus import prometheus_config
 from components.config.properties import render_properties
 from tests.unit.golden import assert_golden
 
@@ -58,21 +52,3 @@ def test_log4j2_config_golden():
     assert_golden("log4j2.properties", log4j2_properties())
 
 
-def test_jmx_exporter_config_is_yaml_with_rules():
-    config = yaml.safe_load(jmx_exporter_config())
-    assert config["lowercaseOutputName"] is True
-    assert config["rules"]
-
-
-def test_prometheus_config_passes_promtool(tmp_path):
-    text = prometheus_config({"kafka-a": ["127.0.0.1:1", "127.0.0.1:2"], "connect": ["127.0.0.1:3"]},
-                             scrape_interval="5s", labels={"kafka-a": {"cluster": "a", "role": "broker"}})
-    path = tmp_path / "prometheus.yml"
-    path.write_text(text)
-    check = subprocess.run([toolchain.promtool_binary(), "check", "config", str(path)],
-                           capture_output=True, text=True, timeout=60)
-    assert check.returncode == 0, check.stdout + check.stderr
-    parsed = yaml.safe_load(text)
-    assert [j["job_name"] for j in parsed["scrape_configs"]] == ["kafka-a", "connect"]
-    assert parsed["scrape_configs"][0]["static_configs"][0]["labels"] == {"cluster": "a", "role": "broker"}
-    assert "labels" not in parsed["scrape_configs"][1]["static_configs"][0]

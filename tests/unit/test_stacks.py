@@ -119,8 +119,8 @@ def expected_services(topology) -> set[str]:
 
 def test_one_container_or_statefulset_per_service(built):
     topology, mocks, _ = built
-    if topology.platform == "docker":
-        services = set(mocked.containers(mocks))
+    if topology.platform == "docker":  # Kafka's JVMs; monitoring containers are checked in test_monitoring_graphs
+        services = set(mocked.containers(mocks)) - {"prometheus", "grafana"}
     else:
         services = set(mocks.of_type("kubernetes:apps/v1:StatefulSet"))
     assert services == expected_services(topology)
@@ -134,6 +134,8 @@ def test_kubernetes_manifests_validate_strictly(built):
         assert not out["manifests"]
         return
     # namespace; per service configmap, service, statefulset; the validation job's secret, configmap, job
-    assert len(out["manifests"]) == 1 + 3 * len(expected_services(topology)) + 3 * (topology.validation is not None)
+    # monitoring: prometheus configmap, service, deployment; grafana secret, configmap, service, deployment
+    assert len(out["manifests"]) == (1 + 3 * len(expected_services(topology)) + 3 * (topology.validation is not None)
+                                     + 7 * (topology.monitoring is not None))
     for manifest in out["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)

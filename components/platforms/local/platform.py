@@ -12,7 +12,10 @@ import pulumi
 
 from components import toolchain
 from components.config import jvm
+from components.config.grafana import grafana_files
+from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
+from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
 from components.platforms.local.spark_job import LocalSparkJob
 
@@ -58,21 +61,34 @@ class LocalPlatform:
     def data_dir(self, service: str) -> str:
         return str(self.base_dir / service / "data")
 
-    def _java(self, service: str, main: str, args: list[str], heap: str, short_lived: bool = False) -> list[str]:
+    def _java(self, service: str, main: str, args: list[str], heap: str, short_lived: bool = False,
+              metrics: bool = False) -> list[str]:
+        agent = None
+        if metrics:  # the JMX exporter agent from .tools, serving on the service's metrics port
+            host, port = self.metrics_address(service)
+            agent = (str(toolchain.jmx_agent_jar()), host, port, f"{self.service_dir(service)}/jmx-exporter.yaml")
         return jvm.java_command(toolchain.java_binary(), main, args, classpath=toolchain.kafka_classpath(),
                                 heap=heap, log4j_file=f"{self.service_dir(service)}/log4j2.properties",
-                                short_lived=short_lived)
+                                short_lived=short_lived, jmx_agent=agent)
+
+    def metrics_address(self, service: str) -> tuple[str, int]:
+        """Where Prometheus scrapes the service's JMX exporter."""
+        return self.address(service, "metrics")
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
-                       opts: pulumi.ResourceOptions | None = None) -> LocalService:
+                       metrics: bool = False, opts: pulumi.ResourceOptions | None = None) -> LocalService:
         """Run one of Kafka's main classes. `args` and `prepare` may use `{dir}`
-        for the service's own folder, where `files` are written."""
+        for the service's own folder, where `files` are written. With `metrics`,
+        the JMX exporter serves on `metrics_address(service)`."""
         folder = self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
+        files = {"log4j2.properties": log4j2_properties(), **files}
+        if metrics:
+            files["jmx-exporter.yaml"] = jmx_exporter_config()
         return LocalService(
-            service, workdir=folder, files={"log4j2.properties": log4j2_properties(), **files},
-            argv=self._java(service, main, fill(args), heap),
+            service, workdir=folder, files=files,
+            argv=self._java(service, main, fill(args), heap, metrics=metrics),
             prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
             health=health, opts=opts)
 
@@ -84,3 +100,29 @@ class LocalPlatform:
             workdir=str(self.base_dir / name), cwd=str(ROOT), report_only=settings.report_only,
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
+
+    def run_prometheus(self, service: str, *, files: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+        """Debian's Prometheus as a process on 127.0.0.1; `{dir}` in `files` is its
+        folder. Returns (resource, URL)."""
+        folder = self.service_dir(service)
+        host, port = self.address(service, "web")
+        url = f"http://{host}:{port}"
+        resource = LocalService(
+            service, workdir=folder, files={k: v.replace("{dir}", folder) for k, v in files.items()},
+            argv=[toolchain.prometheus_binary(), f"--config.file={folder}/prometheus.yml",
+                  f"--storage.tsdb.path={folder}/data", f"--web.listen-address={host}:{port}"],
+            health={"kind": "http", "url": f"{url}/-/ready"}, opts=opts)
+        return resource, url
+
+    def run_grafana(self, service: str, *, prometheus: str, admin_password=None,
+                    opts: pulumi.ResourceOptions | None = None):
+        """No Grafana runs locally: its provisioning (datasource: this stack's
+        Prometheus) and the dashboards are written to its folder, ready for any
+        Grafana (`--homepath`-independent paths). Returns (resource, None)."""
+        folder = self.service_dir(service)
+        files = grafana_files(prometheus, f"{folder}/dashboards")
+        return LocalFiles(service, folder=folder, files=files, opts=opts), None
+
+    def run_extras(self, topology, clusters, opts=None) -> list:
+        """Kafka UI and kafka-exporter are containers only (the model refuses them here)."""
+        return []

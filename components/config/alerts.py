@@ -1,0 +1,72 @@
+"""Prometheus alert rules for replication, written against components/config/metrics.py.
+
+Each rule keeps what it measures (`base`) apart from its `condition`, so tests
+can check that every base selects real series on a healthy stack while the
+alert itself stays quiet; bases are written to return a series (0) when all is
+well rather than nothing.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from components.config import metrics as m
+
+GROUP = "mirrorstack"
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    base: str
+    condition: str
+    for_: str
+    severity: str
+    summary: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def expr(self) -> str:
+        return f"({self.base}) {self.condition}"
+
+
+def _any(patterns: Sequence[str]) -> str:
+    return "|".join(patterns).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def stalled_rule(flow, window: str) -> AlertRule:
+    """No record replicated by `flow` for `window` while the topics it replicates
+    grew on its source (per flow: the flow's own topic regexes)."""
+    exclude = f', topic!~"{_any(flow.topics_exclude)}"' if flow.topics_exclude else ""
+    growth = f'sum(rate({m.TOPIC_MESSAGES_IN}{{cluster="{flow.source}", topic=~"{_any(flow.topics)}"{exclude}}}[{window}]))'
+    return AlertRule(
+        "MirrorReplicationStalled", f'sum(increase({m.MM2_RECORDS}{{flow="{flow.name}"}}[{window}])) or vector(0)',
+        f"== 0 and on () ({growth} > 0)", "0m", "critical",
+        f"Flow {flow.name} replicated nothing for {window} while its source topics grew", {"flow": flow.name})
+
+
+def alert_rules(flows: Sequence, *, latency_threshold_ms: int = 30_000, stalled_minutes: int = 10,
+                failed_for: str = "1m", latency_for: str = "5m", worker_down_for: str = "1m") -> list[AlertRule]:
+    by_connector = "connector, connect, cluster"
+    return [
+        AlertRule("MirrorConnectorFailed",
+                  f'count by ({by_connector}) ({m.CONNECTOR_STATUS}{{status="failed"}}) '
+                  f"or (count by ({by_connector}) ({m.CONNECTOR_STATUS}) * 0)",
+                  "> 0", failed_for, "critical", "Connector {{ $labels.connector }} is FAILED"),
+        AlertRule("MirrorTaskFailed", f"max by ({by_connector}) ({m.CONNECTOR_FAILED_TASKS})", "> 0",
+                  failed_for, "critical", "{{ $value }} task(s) of {{ $labels.connector }} FAILED"),
+        AlertRule("MirrorReplicationLatencyHigh", f"max by (flow, topic) ({m.MM2_LATENCY_MAX})",
+                  f"> {latency_threshold_ms}", latency_for, "warning",
+                  "Flow {{ $labels.flow }}, topic {{ $labels.topic }}: replication latency {{ $value }} ms"),
+        *(stalled_rule(flow, f"{stalled_minutes}m") for flow in flows),
+        AlertRule("ConnectWorkerDown", 'up{role="connect"}', "== 0", worker_down_for, "critical",
+                  "Connect worker {{ $labels.instance }} of {{ $labels.connect }} is down"),
+    ]
+
+
+def alert_rules_file(rules: Sequence[AlertRule]) -> str:
+    return yaml.safe_dump({"groups": [{"name": GROUP, "rules": [
+        {"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity, **r.labels},
+         "annotations": {"summary": r.summary}} for r in rules]}]}, sort_keys=False)

@@ -1,0 +1,28 @@
+"""A generated password kept in Pulumi state as a secret (e.g. Grafana's admin
+password when `pulumi config set --secret mirrorstack:grafanaAdminPassword` was
+not given): made once at create, stable across ups, never shown in plaintext."""
+from __future__ import annotations
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+
+
+class GeneratedPasswordProvider(ResourceProvider):
+    def create(self, props):
+        import secrets
+        import uuid
+        return CreateResult(id_=uuid.uuid4().hex, outs={**props, "result": secrets.token_urlsafe(int(props["length"]))})
+
+    def diff(self, _id, olds, news):
+        changed = olds.get("length") != news.get("length")
+        return DiffResult(changes=changed, replaces=["length"] if changed else [])
+
+
+class GeneratedPassword(Resource):
+    """Output: `result` (secret)."""
+
+    result: pulumi.Output[str]
+
+    def __init__(self, name: str, length: int = 24, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(GeneratedPasswordProvider(), name, {"length": str(length), "result": None},
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["result"])))

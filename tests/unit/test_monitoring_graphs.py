@@ -1,0 +1,199 @@
+"""Monitoring in the resource graphs under Pulumi mocks: the JMX agent on every
+Kafka/Connect JVM, Prometheus scraping exactly those agents, Grafana with its
+provisioning and the admin password as a secret, on local, docker and
+kubernetes (manifests validated strictly)."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components import toolchain
+from components.model import load_topology
+from components.platforms.docker import DockerPlatform
+from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.platforms.local.platform import LocalPlatform
+from components.secrets import GeneratedPasswordProvider
+from components.versions import image
+from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, deploy
+
+STACK = "active-passive"
+JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
+
+
+def topology(platform: str, **monitoring):
+    return load_topology({"platform": platform, "clusters": {"primary": {}, "standby": {}},
+                          "flows": [{"source": "primary", "target": "standby"}], "monitoring": monitoring})
+
+
+def build(platform_name, make, **monitoring):
+    import pulumi
+    from components.topology import ReplicationTopology
+    from tests.unit.test_platforms_mocked import RecordingMocks
+    mocks, built = RecordingMocks(), {}
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
+
+    @pulumi.runtime.test
+    def program():
+        platform = make()
+        t = ReplicationTopology(STACK, topology(platform_name, **monitoring), platform, stack=STACK,
+                                grafana_password=pulumi.Output.secret("s3cret-pw"))
+        built["platform"] = platform
+        return pulumi.Output.all(pulumi.Output.from_input(getattr(platform, "manifests", [])),
+                                 t.monitoring.prometheus_url).apply(
+            lambda out: built.update(manifests=out[0], prometheus_url=out[1]))
+    program()
+    return mocks, built
+
+
+def scrape_targets(prometheus_yml: str) -> dict[str, tuple[str, str]]:
+    config = yaml.safe_load(prometheus_yml)
+    return {t: (s["labels"]["cluster"], s["labels"]["role"]) for job in config["scrape_configs"]
+            for s in job["static_configs"] for t in s["targets"]}
+
+
+# ---------------------------------------------------------------- local
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("local")
+    return (*build("local", lambda: LocalPlatform(STACK, str(folder))), folder.resolve())
+
+
+def test_local_every_jvm_runs_the_agent_that_prometheus_scrapes(local):
+    mocks, built, folder = local
+    services = mocks.of_type("pulumi-python:dynamic:Resource")
+    agents = {}
+    for name in JVMS:
+        (agent,) = [a for a in services[name]["argv"] if a.startswith("-javaagent:")]
+        jar, _, rest = agent.removeprefix("-javaagent:").partition("=")
+        host, port, config = rest.split(":")
+        assert jar == str(toolchain.jmx_agent_jar()) and host == "127.0.0.1"
+        assert config == f"{folder}/{name}/jmx-exporter.yaml" and "jmx-exporter.yaml" in services[name]["files"]
+        agents[f"{host}:{port}"] = name
+    prometheus = services["prometheus"]
+    assert prometheus["argv"][0] == toolchain.prometheus_binary()
+    assert f"--config.file={folder}/prometheus/prometheus.yml" in prometheus["argv"]
+    targets = scrape_targets(prometheus["files"]["prometheus.yml"])
+    assert set(targets) == set(agents)
+    assert {agents[t]: v for t, v in targets.items()}["connect-standby-0"] == ("standby", "connect")
+    assert yaml.safe_load(prometheus["files"]["prometheus.yml"])["rule_files"] == [f"{folder}/prometheus/alerts.yml"]
+    assert prometheus["health"]["url"] == f"{built['prometheus_url']}/-/ready"
+
+
+def test_local_grafana_is_files_pointing_at_the_local_prometheus(local):
+    mocks, built, folder = local
+    grafana = mocks.of_type("pulumi-python:dynamic:Resource")["grafana"]
+    assert grafana["folder"] == f"{folder}/grafana"
+    (ds,) = yaml.safe_load(grafana["files"]["provisioning/datasources/prometheus.yaml"])["datasources"]
+    assert ds["url"] == built["prometheus_url"]
+    assert json.loads(grafana["files"]["dashboards/mirrorstack-flow.json"])["uid"] == "mirrorstack-flow"
+
+
+# ---------------------------------------------------------------- docker
+
+@pytest.fixture(scope="module")
+def dockerized():
+    return build("docker", lambda: DockerPlatform(STACK), kafka_ui=True, kafka_exporter=True)
+
+
+def test_docker_agent_jar_uploaded_and_attached_with_kafka_opts(dockerized):
+    mocks, built = dockerized
+    containers = mocks.of_type("docker:index/container:Container")
+    for name in JVMS:
+        c = containers[name]
+        (opts,) = [e for e in c["envs"] if e.startswith("KAFKA_OPTS=")]
+        port = built["platform"].metrics_address(name)[1]
+        assert opts == f"KAFKA_OPTS=-javaagent:/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar={port}:/opt/mirrorstack/{name}/jmx-exporter.yaml"
+        assert {"file": "/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar",
+                "source": str(toolchain.jmx_agent_jar())} in c["uploads"]
+        # storage format and health probes must not start a second agent on the same port
+        assert all("KAFKA_OPTS= " in step for step in c["command"][0].split(" && exec ")[0].split(" && ")
+                   if "StorageTool" in step)
+        assert "KAFKA_OPTS=" in c["healthcheck"]["tests"] or c["healthcheck"]["tests"][1] == "bash"
+
+
+def test_docker_prometheus_grafana_and_extras(dockerized):
+    mocks, built = dockerized
+    containers = mocks.of_type("docker:index/container:Container")
+    images = {n: i["name"] for n, i in mocks.of_type("docker:index/remoteImage:RemoteImage").items()}
+    assert images["prometheus-image"] == image("prometheus") and images["grafana-image"] == image("grafana")
+    prom = containers["prometheus"]
+    (published,) = prom["ports"]
+    assert published["ip"] == "127.0.0.1" and built["prometheus_url"] == f"http://127.0.0.1:{int(published['external'])}"
+    uploads = {u["file"]: u for u in prom["uploads"]}
+    targets = scrape_targets(uploads["/etc/mirrorstack/prometheus/prometheus.yml"]["content"])
+    assert {t.split(":")[0] for t in targets} == JVMS | {"kafka-exporter-primary", "kafka-exporter-standby"}
+    assert targets["kafka-exporter-primary:9308"] == ("primary", "kafka-exporter")
+    grafana = containers["grafana"]
+    assert "GF_SECURITY_ADMIN_PASSWORD__FILE=/etc/mirrorstack/grafana-admin-password" in grafana["envs"]
+    assert not any("s3cret-pw" in e for e in grafana["envs"])
+    assert SECRET_SIG in json.dumps(grafana["uploads"])  # the password makes the uploads a secret in state
+    files = {u["file"]: u["content"] for u in _ints(grafana["uploads"])}
+    assert files["/etc/mirrorstack/grafana-admin-password"] == "s3cret-pw"
+    (ds,) = yaml.safe_load(files["/etc/grafana/provisioning/datasources/prometheus.yaml"])["datasources"]
+    assert ds["url"] == "http://prometheus:9090"
+    assert "/var/lib/grafana/dashboards/mirrorstack-overview.json" in files
+    ui = containers["kafka-ui"]
+    assert "KAFKA_CLUSTERS_0_NAME=primary" in ui["envs"] and "KAFKA_CLUSTERS_1_BOOTSTRAPSERVERS=standby-broker-0:9092" in ui["envs"]
+    assert containers["kafka-exporter-standby"]["command"] == ["--kafka.server=standby-broker-0:9092"]
+
+
+# ---------------------------------------------------------------- kubernetes
+
+@pytest.fixture(scope="module")
+def k8s():
+    return build("kubernetes", lambda: KubernetesPlatform(STACK), kafka_exporter=True)
+
+
+def _by_kind(built, kind):
+    return {m["metadata"]["name"]: _ints(m) for m in built["manifests"] if m["kind"] == kind}
+
+
+def test_k8s_agent_fetched_and_checked_by_an_init_container(k8s):
+    _, built = k8s
+    digest = hashlib.sha256(toolchain.jmx_agent_jar().read_bytes()).hexdigest()
+    for name, sts in _by_kind(built, "StatefulSet").items():
+        spec = sts["spec"]["template"]["spec"]
+        (init,) = spec["initContainers"]
+        assert init["image"] == image("agent_fetch") and f"echo '{digest}  " in init["command"][-1]
+        assert "jmx_prometheus_javaagent-1.0.1.jar" in init["command"][-1] or "jmx_prometheus_javaagent" in init["command"][-1]
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["KAFKA_OPTS"].startswith("-javaagent:/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar=")
+        assert {"name": "jmx-agent", "emptyDir": {}} in spec["volumes"]
+        assert "metrics" in {p["name"] for p in spec["containers"][0]["ports"]}
+
+
+def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):
+    mocks, built = k8s
+    deployments = _by_kind(built, "Deployment")
+    assert set(deployments) == {"prometheus", "grafana", "kafka-exporter-primary", "kafka-exporter-standby"}
+    config = _by_kind(built, "ConfigMap")["prometheus-files"]["data"]
+    targets = scrape_targets(config["prometheus.yml"])
+    assert "primary-broker-0.mirrorstack-active-passive.svc.cluster.local:" in " ".join(targets)
+    grafana = deployments["grafana"]["spec"]["template"]["spec"]["containers"][0]
+    (password,) = [e for e in grafana["env"] if e["name"] == "GF_SECURITY_ADMIN_PASSWORD"]
+    assert password == {"name": "GF_SECURITY_ADMIN_PASSWORD",
+                        "valueFrom": {"secretKeyRef": {"name": "grafana-admin", "key": "password"}}}
+    registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"]
+    assert SECRET_SIG in json.dumps(registered[0].inputs["stringData"])
+    mounts = {m["mountPath"] for m in grafana["volumeMounts"]}
+    assert "/etc/grafana/provisioning/datasources/prometheus.yaml" in mounts
+    assert "/var/lib/grafana/dashboards/mirrorstack-flow.json" in mounts
+
+
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])
+def test_k8s_monitoring_manifests_validate_strictly(k8s, version):
+    _, built = k8s
+    for manifest in built["manifests"]:
+        kubernetes_validate.validate(_ints(manifest), desired_version=version, strict=True)
+
+
+def test_generated_password_is_made_once_and_stays():
+    provider = GeneratedPasswordProvider()
+    made = provider.create({"length": "24", "result": None})
+    assert len(made.outs["result"]) >= 24 and made.outs["result"] != provider.create({"length": "24"}).outs["result"]
+    assert provider.diff(made.id, made.outs, {"length": "24", "result": None}).changes is False
