@@ -10,31 +10,56 @@ from components.config.alerts import alert_rules, alert_rules_file
 from components.config.prometheus import ScrapeTarget, prometheus_config
 
 
-class Monitoring(pulumi.ComponentResource):
-    """Args: the validated `topology` (its `monitoring` section), `clusters` and
-    `connect` (components started with `metrics=True`), the `platform`, and
-    `grafana_password` (a secret; docker/kubernetes). Outputs: `prometheus_url`,
-    `grafana_url` (None on local), `alert_rules` (names), `dashboards` (local: the
-    generated files)."""
+class Prometheus(pulumi.ComponentResource):
+    """Scrapes `targets` with the replication alert rules of `topology` (its
+    `monitoring` settings). Outputs: `url`, `alert_rules` (names)."""
 
-    def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
-                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:monitoring:Monitoring", name, None, opts)
+    def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("mirrorstack:monitoring:Prometheus", name, None, opts)
         settings = topology.monitoring
-        child = pulumi.ResourceOptions(parent=self)
-        targets: list[ScrapeTarget] = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
-        targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
         rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
                             stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
-        self.prometheus, self.prometheus_url = platform.run_prometheus("prometheus", files=files, opts=child)
+        self.server, self.url = platform.run_prometheus(name, files=files, opts=pulumi.ResourceOptions(parent=self))
         self.alert_rules = sorted({r.name for r in rules})
+        self.register_outputs({"url": self.url, "alert_rules": self.alert_rules})
+
+
+class Grafana(pulumi.ComponentResource):
+    """The dashboards with `prometheus_url` as datasource; a server on
+    docker/kubernetes (admin password: a secret), files on local.
+    Outputs: `url` (None on local)."""
+
+    def __init__(self, name: str, platform, *, prometheus: Prometheus,
+                 admin_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("mirrorstack:monitoring:Grafana", name, None, opts)
+        self.server, self.url = platform.run_grafana(
+            name, prometheus=prometheus.url, admin_password=admin_password,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[prometheus.server]))
+        self.register_outputs({"url": self.url})
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Args: the validated `topology` (its `monitoring` section), `clusters` and
+    `connect` (components started with `metrics=True`), the `platform`, and
+    `grafana_password` (a secret; docker/kubernetes). Outputs: `prometheus_url`,
+    `grafana_url` (None on local), `alert_rules` (names)."""
+
+    def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
+                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("mirrorstack:monitoring:Monitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        targets = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
+        targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
+        self.prometheus = Prometheus("prometheus", topology, targets, platform, opts=child)
+        self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
         self.grafana, self.grafana_url = None, None
-        if settings.grafana or platform.name == "local":
-            self.grafana, self.grafana_url = platform.run_grafana(
-                "grafana", prometheus=self.prometheus_url, admin_password=grafana_password,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus]))
+        if topology.monitoring.grafana or platform.name == "local":
+            self.grafana = Grafana("grafana", platform, prometheus=self.prometheus,
+                                   admin_password=grafana_password, opts=child)
+            self.grafana_url = self.grafana.url
         self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,
                                "alert_rules": self.alert_rules})
