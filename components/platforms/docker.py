@@ -35,6 +35,12 @@ FILES_ROOT = "/opt/mirrorstack"
 JOB_DIR = "/opt/mirrorstack/validation"  # the Spark job's files inside its container
 AGENT_JAR = "/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar"  # uploaded from .tools
 METRICS_PORT_NAME = "metrics"
+# Monitoring services: their files and ports inside the containers.
+PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
+GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
+GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
+GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
+SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
 DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
 CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
 PREPARE_HEAP = "256m"  # the storage formatter is a short-lived tool
@@ -246,11 +252,34 @@ class DockerPlatform:
             lambda out: _job_outcome(out[0], out[1]))
         return container
 
+    def _run_image(self, service: str, image_key: str, *, port: int, publish: bool,
+                   command: list[str] | None = None, envs=(), uploads=(), opts=None) -> tuple[docker.Container, str]:
+        """A plain image (monitoring, UIs) on the stack network; `publish` puts its port
+        on 127.0.0.1 of the host. Returns (container, URL: published, or in-network)."""
+        network, _ = self._shared()
+        host = dns_label(service)
+        self._ports.setdefault(host, {})["http"] = port
+        image = docker.RemoteImage(f"{host}-image", name=versions_image(image_key), keep_locally=True,
+                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        url = f"http://{host}:{port}"
+        ports = []
+        if publish:
+            _, host_port = self.host_address(service, "http")
+            ports = [{"internal": port, "external": host_port, "ip": HOST}]
+            url = f"http://{HOST}:{host_port}"
+        container = docker.Container(
+            host, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
+            networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),
+            uploads=list(uploads), ports=ports, restart="unless-stopped",
+            labels=[{"label": "mirrorstack.stack", "value": self.stack},
+                    {"label": "mirrorstack.service", "value": service}], opts=opts)
+        self.containers[host] = container
+        return container, url
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         """The official Prometheus image, its files uploaded; published on 127.0.0.1."""
         uploads = [{"file": f"{PROMETHEUS_DIR}/{n}", "content": c.replace("{dir}", PROMETHEUS_DIR)} for n, c in files.items()]
-        return _run_image(self, service, "prometheus", port=SERVICE_PORTS["prometheus"], publish=True,
+        return self._run_image(service, "prometheus", port=SERVICE_PORTS["prometheus"], publish=True,
                           command=[f"--config.file={PROMETHEUS_DIR}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
                           uploads=uploads, opts=opts)
 
@@ -264,7 +293,7 @@ class DockerPlatform:
         uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
                              else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in files.items()]
         uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
-        return _run_image(self, service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
+        return self._run_image(service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
                           envs=[f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_FILE}", "GF_USERS_ALLOW_SIGN_UP=false"],
                           uploads=uploads, opts=opts)
 
@@ -277,13 +306,13 @@ class DockerPlatform:
             envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (
                 f"KAFKA_CLUSTERS_{i}_NAME={alias}",
                 c.bootstrap_servers.apply(lambda s, i=i: f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS={s}"))]
-            _run_image(self, "kafka-ui", "kafka_ui", port=SERVICE_PORTS["kafka-ui"], publish=True, envs=envs, opts=opts)
+            self._run_image("kafka-ui", "kafka_ui", port=SERVICE_PORTS["kafka-ui"], publish=True, envs=envs, opts=opts)
         if settings.kafka_exporter:
             for alias, cluster in sorted(clusters.items()):
                 service = f"kafka-exporter-{alias}"
                 command = cluster.bootstrap_servers.apply(lambda s: [f"--kafka.server={b}" for b in s.split(",")])
-                _run_image(self, service, "kafka_exporter", port=SERVICE_PORTS["kafka-exporter"], publish=False,
-                           command=command, opts=opts)
+                self._run_image(service, "kafka_exporter", port=SERVICE_PORTS["kafka-exporter"], publish=False,
+                                command=command, opts=opts)
                 targets.append(ScrapeTarget(f"kafka-exporter-{alias}", f"{dns_label(service)}:{SERVICE_PORTS['kafka-exporter']}",
                                             {"cluster": alias, "role": "kafka-exporter"}))
         return targets
@@ -296,37 +325,3 @@ def _job_outcome(container: str, exit_code: int | None) -> dict:
                            f"failed, 2: bad input, 3: could not run); see `docker logs {container}`")
     return {"platform": "docker", "container": container, "exit_code": exit_code,
             "logs": f"docker logs {container}"}
-
-
-# ------------------------------------------------------------------ monitoring services
-
-PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
-GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
-GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
-GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
-SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
-
-
-def _run_image(platform: DockerPlatform, service: str, image_key: str, *, port: int, publish: bool,
-               command: list[str] | None = None, envs=(), uploads=(), opts=None) -> tuple[docker.Container, str]:
-    """A plain image (monitoring, UIs) on the stack network; `publish` puts its port
-    on 127.0.0.1 of the host. Returns (container, URL: published, or in-network)."""
-    network, _ = platform._shared()
-    host = dns_label(service)
-    platform._ports.setdefault(host, {})["http"] = port
-    image = docker.RemoteImage(f"{host}-image", name=versions_image(image_key), keep_locally=True,
-                               opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
-    url = f"http://{host}:{port}"
-    ports = []
-    if publish:
-        _, host_port = platform.host_address(service, "http")
-        ports = [{"internal": port, "external": host_port, "ip": HOST}]
-        url = f"http://{HOST}:{host_port}"
-    container = docker.Container(
-        host, name=f"{platform.prefix}-{host}", image=image.name, hostname=host,
-        networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),
-        uploads=list(uploads), ports=ports, restart="unless-stopped",
-        labels=[{"label": "mirrorstack.stack", "value": platform.stack},
-                {"label": "mirrorstack.service", "value": service}], opts=opts)
-    platform.containers[host] = container
-    return container, url
