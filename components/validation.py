@@ -14,7 +14,8 @@ import pulumi
 
 from components.config.validation import validation_job_config
 
-JOB_FILE = Path(__file__).resolve().parents[1] / "spark" / "validate_replication.py"
+# spark/validate_replication.py, linked into the package so an installed wheel carries it.
+JOB_FILE = Path(__file__).parent / "jobs" / "validate_replication.py"
 
 
 def job_sha256() -> str:

@@ -125,6 +125,7 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     assert job["job_file"] == str(JOB_FILE)
     assert job["job_sha256"] == hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
     assert job["workdir"] == str(folder.resolve() / JOB)
+    assert job["jars"] == ",".join(str(j) for j in toolchain.spark_kafka_jars())
     assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
     flows = {f["name"]: f for f in job["config"]["flows"]}
     assert set(flows) == {"us->central", "uk->central"}
@@ -242,7 +243,7 @@ def fake_job(tmp_path, body: str) -> str:
 def props(tmp_path, job_file: str, **changes) -> dict:
     import sys
     return {"name": "validation-job", "job_file": job_file, "job_sha256": "x", "config": {"flows": [{"name": "a->b"}]},
-            "workdir": str(tmp_path / "work"), "cwd": str(tmp_path), "python": sys.executable,
+            "workdir": str(tmp_path / "work"), "jars": "", "python": sys.executable,
             "report_only": "false", "run_id": "", "driver_memory": "1g", "master": "local[2]",
             "timeout_seconds": "60", **changes}
 

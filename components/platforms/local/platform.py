@@ -19,7 +19,6 @@ from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
 from components.platforms.local.spark_job import LocalSparkJob
 
-ROOT = Path(__file__).resolve().parents[3]
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
 HOST = "127.0.0.1"
@@ -97,7 +96,8 @@ class LocalPlatform:
         """Run the validation job with this project's PySpark; `report` is its summary."""
         return LocalSparkJob(
             name, job_file=str(job_file), job_sha256=job_sha256, config=config,
-            workdir=str(self.base_dir / name), cwd=str(ROOT), report_only=settings.report_only,
+            workdir=str(self.base_dir / name), report_only=settings.report_only,
+            jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
 

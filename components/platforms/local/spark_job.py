@@ -46,14 +46,15 @@ def _run(props) -> dict:
     config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
     report_file.unlink(missing_ok=True)
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
-            "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5"]
+            "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
+            *(["--jars", props["jars"]] if props.get("jars") else [])]
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
               f"({props['master']}); report: {report_file}")
     started = time.monotonic()
     lines: list[str] = []
     # Own session: on timeout the job and its Spark JVM stop together, by our own pid.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=props["cwd"])
+                            start_new_session=True, cwd=workdir)
     pump = threading.Thread(target=_forward, args=(proc, lines), daemon=True)
     pump.start()
     try:
@@ -125,11 +126,11 @@ class LocalSparkJob(Resource):
     report_file: pulumi.Output[str]
 
     def __init__(self, name: str, *, job_file: str, job_sha256: str, config: pulumi.Input[dict], workdir: str,
-                 cwd: str, report_only: bool, run_id: str, driver_memory: str, master: str,
+                 jars: str, report_only: bool, run_id: str, driver_memory: str, master: str,
                  timeout_seconds: int, opts: pulumi.ResourceOptions | None = None):
         super().__init__(LocalSparkJobProvider(), name, {
             "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
-            "workdir": workdir, "cwd": cwd, "python": sys.executable,
+            "workdir": workdir, "jars": jars, "python": sys.executable,
             "report_only": "true" if report_only else "false", "run_id": run_id,
             "driver_memory": driver_memory, "master": master, "timeout_seconds": str(timeout_seconds),
             "report": None, "passed": None, "report_file": None,

@@ -1,0 +1,1 @@
+../../spark/validate_replication.py
