@@ -9,6 +9,8 @@ Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
   mirrorstack:grafanaAdminPassword  (secret) Grafana's admin password on docker/kubernetes; without it one
                           is generated and kept in state as a secret (stack output grafana_admin_password)
+  mirrorstack:clusterSecrets  (secret) per cluster alias, secret client settings, e.g.
+                          pulumi config set --secret --path 'mirrorstack:clusterSecrets.us["sasl.jaas.config"]' ...
   mirrorstack:validationRunId  a new value re-runs the validation job (overrides validation.run_id),
                           e.g. `pulumi up --config mirrorstack:validationRunId=$(date +%s)`
 """
@@ -34,7 +36,8 @@ if (grafana_password is None and topology.monitoring is not None and topology.mo
         and topology.platform != "local"):
     grafana_password = GeneratedPassword("grafana-admin-password").result
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
-                                  validation_run_id=config.get("validationRunId"), grafana_password=grafana_password)
+                                  validation_run_id=config.get("validationRunId"), grafana_password=grafana_password,
+                                  cluster_secrets=config.get_secret_object("clusterSecrets"))
 
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)

@@ -125,10 +125,16 @@ def _validate_all(client: ConnectClient, connectors: dict[str, dict[str, str]]) 
         raise ConnectError("Kafka Connect rejected the MirrorMaker 2 configuration:\n" + "\n".join(problems))
 
 
+def _with_secrets(props, connectors: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The configs Connect gets: the reviewable configs plus the secret settings."""
+    secrets = props.get("secrets") or {}
+    return {name: {**config, **secrets.get(name, {})} for name, config in connectors.items()}
+
+
 class MirrorMaker2Provider(ResourceProvider):
     def create(self, props):
         client = ConnectClient(props["connect_url"])
-        connectors = props["connectors"]
+        connectors = _with_secrets(props, props["connectors"])
         _validate_all(client, connectors)
         for name, config in connectors.items():
             client.put_config(name, config)
@@ -137,14 +143,15 @@ class MirrorMaker2Provider(ResourceProvider):
 
     def diff(self, _id, olds, news):
         replaces = ["flow"] if olds.get("flow") != news.get("flow") else []
-        changed = [k for k in ("connect_url", "connectors", "restart_trigger") if olds.get(k) != news.get(k)]
+        changed = [k for k in ("connect_url", "connectors", "secrets", "restart_trigger")
+                   if (olds.get(k) or None) != (news.get(k) or None)]
         if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()):
             changed.append("states")  # failed or missing out of band: up repairs
         return DiffResult(changes=bool(replaces or changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id, olds, news):
         client = ConnectClient(news["connect_url"])
-        old, new = olds.get("connectors") or {}, news["connectors"]
+        old, new = _with_secrets(olds, olds.get("connectors") or {}), _with_secrets(news, news["connectors"])
         moved = olds.get("connect_url") != news["connect_url"]
         changed = {name: cfg for name, cfg in new.items() if moved or old.get(name) != cfg}
         _validate_all(client, changed)
@@ -168,10 +175,11 @@ class MirrorMaker2Provider(ResourceProvider):
     def read(self, id_, props):
         client = ConnectClient(props["connect_url"])
         live, states = {}, {}
+        secrets = props.get("secrets") or {}
         for name in props["connectors"]:
             config = client.get_config(name)
-            if config is not None:
-                live[name] = config
+            if config is not None:  # secret settings stay out of the (plain) connectors output
+                live[name] = {k: v for k, v in config.items() if k not in secrets.get(name, {})}
             states[name] = summarize(client.status(name))
         return ReadResult(id_=id_, outs={**props, "connectors": live, "states": states})
 
@@ -184,12 +192,14 @@ class MirrorMaker2Connectors(Resource):
     states: pulumi.Output[dict]
 
     def __init__(self, name: str, *, flow: str, connect_url: pulumi.Input[str],
-                 connectors: pulumi.Input[dict], timeout_seconds: int = 300, restart_trigger: str = "",
+                 connectors: pulumi.Input[dict], secrets: pulumi.Input[dict] | None = None,
+                 timeout_seconds: int = 300, restart_trigger: str = "",
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(MirrorMaker2Provider(), name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
+            "secrets": pulumi.Output.secret(secrets) if secrets is not None else None,
             "timeout_seconds": str(timeout_seconds), "restart_trigger": restart_trigger, "states": None,
-        }, opts)
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secrets"])))
 
 
 class MirrorMaker2(pulumi.ComponentResource):
@@ -199,11 +209,12 @@ class MirrorMaker2(pulumi.ComponentResource):
     states: pulumi.Output[dict]
 
     def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
-                 restart_trigger: str = "", opts: pulumi.ResourceOptions | None = None):
+                 secrets: pulumi.Input[dict] | None = None, restart_trigger: str = "",
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:mirror:MirrorMaker2", flow.name, None, opts)
         self.connectors = MirrorMaker2Connectors(
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
-            restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
+            secrets=secrets, restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
         self.connector_names = self.connectors.connectors.apply(lambda c: sorted(c or {}))
         self.states = self.connectors.states
         self.register_outputs({"connector_names": self.connector_names, "states": self.states})

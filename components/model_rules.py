@@ -42,6 +42,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         seen.setdefault((f.source, f.target), i)
     yield from _forwarding_problems(t, origins)
     yield from _validation_problems(t)
+    yield from _plaintext_secrets(t)
     if t.monitoring is not None and t.platform == "local":
         for extra in ("kafka_ui", "kafka_exporter"):
             if getattr(t.monitoring, extra):
@@ -100,6 +101,31 @@ def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_con
                 elif int(value) > brokers:
                     yield (f"{where}: {value} is more than the {brokers} broker(s) of {f.target!r}; fix: set it "
                            f"to at most {brokers}, or raise clusters.{f.target}.brokers")
+
+
+SECRET_KEY = re.compile(r"password|jaas|secret|token|credential", re.IGNORECASE)
+
+
+def _plaintext_secrets(t: Topology) -> Iterator[str]:
+    """Settings that look like credentials must come from `pulumi config --secret`."""
+    places = [(("clusters", a, "settings"), c.settings, a) for a, c in t.clusters.items()]
+    places += [(("clusters", a, "external", "security", "properties"), c.external.security.properties, a)
+               for a, c in t.clusters.items() if c.external]
+    places += [(("connect", n, "settings"), c.settings, c.kafka) for n, c in t.connect.items()]
+    places += [(("flows", i, "overrides", kind), getattr(f.overrides, kind), f)
+               for i, f in enumerate(t.flows) for kind in ("source", "checkpoint", "heartbeat")]
+    for where, props, owner in places:
+        for key in props:
+            if not SECRET_KEY.search(key):
+                continue
+            alias, setting = owner, key
+            if not isinstance(owner, str):  # a flow override: `source.cluster.x` / `target.cluster.x`
+                side, _, rest = key.partition(".cluster.")
+                alias, setting = (getattr(owner, side), rest) if side in ("source", "target") and rest else \
+                    (owner.source, key)
+            yield (f"{_path((*where, key))}: looks like a credential, and the stack file is plain text; fix: "
+                   f"remove it here and run `pulumi config set --secret --path "
+                   f"'mirrorstack:clusterSecrets.{alias}[\"{setting}\"]' <value>`")
 
 
 def _validation_problems(t: Topology) -> Iterator[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components.config.mirror import mirror_connector_configs
+from components.config.mirror import connector_names, connector_secrets, mirror_connector_configs
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
@@ -16,10 +16,13 @@ class ReplicationTopology(pulumi.ComponentResource):
     URL), `flows` (flow → connector states), `validation` (the Spark validation
     job's report, when the topology has a `validation` section; else None),
     `monitoring` (the Monitoring component when it has a `monitoring` section).
+    `cluster_secrets` (a secret: alias → {client setting: value}) adds secret
+    client settings (e.g. sasl.jaas.config) to the flows of those clusters.
     `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
-                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
@@ -41,8 +44,13 @@ class ReplicationTopology(pulumi.ComponentResource):
                     flow, replication_factor=topology.replication_factor(flow),
                     source_bootstrap=servers[0], target_bootstrap=servers[1],
                     source_client=source.client_settings, target_client=target.client_settings))
+            secrets = None
+            if cluster_secrets is not None:
+                secrets = pulumi.Output.from_input(cluster_secrets).apply(
+                    lambda by_alias, flow=flow: _flow_secrets(topology, flow, by_alias))
             self.flows[flow.name] = MirrorMaker2(
-                flow, connect_url=connect.rest_url, connectors=configs, restart_trigger=flow.restart_trigger,
+                flow, connect_url=connect.rest_url, connectors=configs, secrets=secrets,
+                restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
         self.monitoring = None
@@ -63,3 +71,13 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.validation_output = self.validation.report if self.validation else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output})
+
+
+def _flow_secrets(topology, flow, by_alias: dict | None) -> dict:
+    by_alias = by_alias or {}
+    unknown = sorted(set(by_alias) - set(topology.clusters))
+    if unknown:
+        raise ValueError(f"mirrorstack:clusterSecrets: unknown cluster(s) {', '.join(unknown)}; "
+                         f"fix: use one of {', '.join(sorted(topology.clusters))}")
+    return connector_secrets(connector_names(flow), source_secrets=by_alias.get(flow.source),
+                             target_secrets=by_alias.get(flow.target))

@@ -91,3 +91,19 @@ def mirror_connector_configs(
         }
         configs[connector_name(flow.name, HEARTBEAT)] = {**heartbeat, **flow.overrides.heartbeat}
     return configs
+
+
+def connector_names(flow) -> list[str]:
+    """The connectors a flow runs: source always, checkpoint and heartbeat when on."""
+    kinds = [SOURCE, *[CHECKPOINT] * flow.checkpoints, *[HEARTBEAT] * flow.heartbeats]
+    return [connector_name(flow.name, kind) for kind in kinds]
+
+
+def connector_secrets(connector_names, *, source_secrets: Mapping[str, str] | None = None,
+                      target_secrets: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Per connector, the clusters' secret client settings (`source.cluster.<key>`,
+    `target.cluster.<key>`), kept apart from the configs so the configs stay
+    reviewable in a diff while these stay secret."""
+    keys = {**{f"source.cluster.{k}": v for k, v in (source_secrets or {}).items()},
+            **{f"target.cluster.{k}": v for k, v in (target_secrets or {}).items()}}
+    return {name: dict(keys) for name in connector_names} if keys else {}

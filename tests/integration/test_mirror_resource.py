@@ -79,3 +79,26 @@ def test_unreachable_connect_fails_naming_the_url_after_bounded_retries(kafka_a,
     with pytest.raises(ConnectError, match=f"Kafka Connect at {dead} is unreachable"):
         MirrorMaker2Provider().create(props)
     assert time.monotonic() - started < 60
+
+
+def test_secret_settings_reach_connect_but_not_the_connectors_output(kafka_a, kafka_b, connect_b):
+    create_topic(kafka_a.bootstrap_servers, "secretive", partitions=1, replication_factor=1)
+    props = _props(kafka_a, kafka_b, connect_b, topics=["secretive"], checkpoints=False, heartbeats=False)
+    (name,) = props["connectors"]
+    # a harmless client setting stands in for a credential: same path through the provider
+    props["secrets"] = {name: {"source.cluster.client.id": "stand-in-secret"}}
+    provider, client = MirrorMaker2Provider(), ConnectClient(connect_b.rest_url)
+    created = provider.create(props)
+    try:
+        assert client.get_config(name)["source.cluster.client.id"] == "stand-in-secret"
+        read = provider.read(created.id, created.outs)
+        assert "source.cluster.client.id" not in read.outs["connectors"][name]  # plain output: no secret
+        assert read.outs["connectors"][name] == props["connectors"][name]
+        assert provider.diff(created.id, read.outs, props).changes is False
+        # a changed secret alone is a change, and update puts it
+        rotated = {**props, "secrets": {name: {"source.cluster.client.id": "rotated"}}}
+        assert provider.diff(created.id, read.outs, rotated).changes is True
+        provider.update(created.id, read.outs, rotated)
+        assert client.get_config(name)["source.cluster.client.id"] == "rotated"
+    finally:
+        provider.delete(created.id, created.outs)

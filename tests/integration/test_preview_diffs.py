@@ -1,0 +1,93 @@
+"""`pulumi preview --diff` through the real engine, as a reviewer sees it in a
+pull request: golden files of the normalised output (temp paths, ports, the
+Java and tools paths replaced) for one flow's topics change, a new cluster, a
+secret, and a change that forces replacement. UPDATE_GOLDEN=1 rewrites them."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from components import toolchain
+from tests.support.stacks import REPO, stack_project
+from tests.unit.golden import assert_golden
+
+pytestmark = pytest.mark.integration
+
+SECRET = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="mm2" password="s3cr3t-Pa55";'
+
+
+def normalised(text: str, project) -> str:
+    text = text.replace(str(project.local_dir), "<local>").replace(str(toolchain.tools_dir()), "<tools>")
+    text = text.replace(toolchain.java_binary(), "<java>")
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)  # each test stack has its own port range
+    text = re.sub(r'(\bport\s*: )"\d+"', r'\1"<port>"', text)
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def preview(project) -> str:
+    return normalised(project.run("preview", "--diff").stdout, project)
+
+
+def replacements(project) -> str:
+    """tools/preview_replacements.py over `preview --json`: what the CI recipe posts."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "preview_replacements.py")], text=True,
+                          input=project.run("preview", "--json").stdout, capture_output=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    with stack_project("dev-copy", tmp_path_factory.mktemp("diffs")) as project:
+        project.run("up", "--yes", "--skip-preview", timeout=900)
+        yield project
+        project.run("destroy", "--yes", "--skip-preview", timeout=600)
+
+
+def test_a_topics_change_updates_exactly_that_flows_connectors_showing_the_key(deployed):
+    deployed.run("config", "set", "--path", "mirrorstack:topology.flows[0].topics[0]", "orders|invoices")
+    try:
+        out = preview(deployed)
+    finally:
+        deployed.run("config", "set", "--path", "mirrorstack:topology.flows[0].topics[0]", "orders")
+    assert '~ topics                               : "orders,customers" => "orders|invoices,customers"' in out
+    assert out.count("(update)") == 1 and "~ 1 to update" in out
+    assert_golden("preview-topics.txt", out)
+
+
+def test_a_new_cluster_shows_only_its_new_resources(deployed):
+    deployed.run("config", "set", "--path", "mirrorstack:topology.clusters.staging.brokers", "1")
+    try:
+        out = preview(deployed)
+    finally:
+        deployed.run("config", "rm", "--path", "mirrorstack:topology.clusters.staging")
+    assert "+ 3 to create" in out and "(update)" not in out and "(replace)" not in out and "(delete)" not in out
+    assert_golden("preview-new-cluster.txt", out)
+
+
+def test_a_secret_shows_as_secret_and_nothing_else_leaks(deployed):
+    deployed.run("config", "set", "--secret", "--path", 'mirrorstack:clusterSecrets.prod["sasl.jaas.config"]', SECRET)
+    try:
+        out = preview(deployed)
+    finally:
+        deployed.run("config", "rm", "mirrorstack:clusterSecrets")
+    assert "s3cr3t-Pa55" not in out and "[secret]" in out
+    assert out.count("(update)") == 1  # the one flow whose source is prod; its configs stay readable
+    assert_golden("preview-secret.txt", out)
+
+
+def test_a_replacement_says_which_inputs_force_it(deployed):
+    moved = str(deployed.local_dir) + "-moved"
+    deployed.run("config", "set", "mirrorstack:localDir", moved)
+    try:
+        out = preview(deployed).replace(moved.replace(str(deployed.local_dir), "<local>"), "<local>-moved")
+        reasons = replacements(deployed)
+    finally:
+        deployed.run("config", "set", "mirrorstack:localDir", str(deployed.local_dir))
+    # every service moves folder: replaced (a process cannot change its folder in place), because of workdir
+    assert reasons.splitlines() == [f"REPLACE {s}: forced by a change of workdir" for s in (
+        "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller")], reasons
+    assert out.count("(replace)") == 5
+    assert_golden("preview-replace.txt", out)
