@@ -1,0 +1,90 @@
+"""Cluster secrets (kept out of the reviewable connector configs, secret in
+state), credentials refused in the plain stack file, and the pull-request
+preview workflow running the same commands the tests run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+from components.config.mirror import connector_names, connector_secrets
+from components.model import TopologyError, load_topology
+from components.platforms.local.platform import LocalPlatform
+from components.topology import ReplicationTopology
+from tests.unit.test_platforms_mocked import SECRET_SIG, RecordingMocks, _ints
+
+ROOT = Path(__file__).resolve().parents[2]
+JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="pw";'
+
+
+def flows(**flow):
+    return load_topology({"clusters": {"us": {}, "central": {}},
+                          "flows": [{"source": "us", "target": "central", **flow}]})
+
+
+def test_connector_secrets_prefix_each_side_for_every_connector_of_the_flow():
+    flow = flows(heartbeats=False).flows[0]
+    assert connector_names(flow) == ["us->central.MirrorSourceConnector", "us->central.MirrorCheckpointConnector"]
+    secrets = connector_secrets(connector_names(flow), source_secrets={"sasl.jaas.config": JAAS},
+                                target_secrets={"ssl.key.password": "k"})
+    assert secrets["us->central.MirrorCheckpointConnector"] == {"source.cluster.sasl.jaas.config": JAAS,
+                                                                "target.cluster.ssl.key.password": "k"}
+    assert connector_secrets(connector_names(flow)) == {}
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"clusters": {"us": {"external": {"bootstrap_servers": "b:9092", "security": {
+        "protocol": "SASL_SSL", "properties": {"sasl.jaas.config": JAAS}}}}, "central": {}}},
+     'clusters.us.external.security.properties["sasl.jaas.config"]: looks like a credential'),
+    ({"clusters": {"us": {"settings": {"ssl.keystore.password": "x"}}, "central": {}}},
+     'clusters.us.settings["ssl.keystore.password"]: looks like a credential'),
+    ({"clusters": {"us": {}, "central": {}}, "connect": {"central": {"kafka": "central", "settings": {
+        "consumer.sasl.jaas.config": "x"}}}}, 'connect.central.settings["consumer.sasl.jaas.config"]'),
+])
+def test_credentials_in_the_plain_stack_file_are_refused_with_the_secret_command(data, expected):
+    data = {"flows": [{"source": "us", "target": "central"}], **data}
+    with pytest.raises(TopologyError) as info:
+        load_topology(data)
+    (problem,) = [p for p in info.value.problems if p.startswith(expected)]
+    assert "pulumi config set --secret --path 'mirrorstack:clusterSecrets." in problem
+
+
+def test_override_credentials_point_at_the_side_they_name():
+    with pytest.raises(TopologyError) as info:
+        flows(overrides={"source": {"target.cluster.sasl.jaas.config": JAAS}})
+    assert "'mirrorstack:clusterSecrets.central[\"sasl.jaas.config\"]'" in info.value.problems[0]
+
+
+def test_cluster_secrets_are_a_separate_secret_input_and_the_configs_stay_plain(tmp_path):
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack="t", preview=False)
+
+    @pulumi.runtime.test
+    def program():
+        t = ReplicationTopology("t", flows(), LocalPlatform("t", str(tmp_path)), stack="t",
+                                cluster_secrets=pulumi.Output.secret({"us": {"sasl.jaas.config": JAAS}}))
+        return t.flow_outputs
+    program()
+    (mm2,) = [r.inputs for r in mocks.resources if r.name == "us->central-connectors"]
+    assert JAAS not in json.dumps(mm2["connectors"]) and SECRET_SIG not in json.dumps(mm2["connectors"])
+    assert SECRET_SIG in json.dumps(mm2["secrets"])
+    assert _ints(mm2["secrets"])["us->central.MirrorSourceConnector"] == {"source.cluster.sasl.jaas.config": JAAS}
+
+
+def test_unknown_alias_in_cluster_secrets_is_named(tmp_path):
+    from components.topology import _flow_secrets
+    with pytest.raises(ValueError, match=r"mirrorstack:clusterSecrets: unknown cluster\(s\) eu; fix: use one of"):
+        _flow_secrets(flows(), flows().flows[0], {"eu": {"x": "y"}})
+
+
+def test_preview_workflow_runs_the_commands_the_tests_run():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
+    steps = workflow["jobs"]["preview"]["steps"]
+    script = "\n".join(s.get("run", "") for s in steps)
+    assert "make setup" in script and ". ./env.sh" in script
+    assert 'pulumi preview --diff --stack "$stack"' in script
+    assert "tools/preview_replacements.py" in script
+    assert set(workflow[True]["pull_request"]["paths"]) >= {"stacks/**", "components/**"}  # YAML's `on` is True
