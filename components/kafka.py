@@ -34,7 +34,7 @@ class KafkaCluster(pulumi.ComponentResource):
         self.broker_count = cluster.brokers
         self.scrape_targets: list[ScrapeTarget] = []
         if cluster.external is not None:
-            self.bootstrap_servers = pulumi.Output.from_input(cluster.external.bootstrap_servers)
+            self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
             self.client_settings = {"security.protocol": cluster.external.security.protocol,
                                     **cluster.external.security.properties}
             self.ready: list[pulumi.Resource] = []
@@ -81,3 +81,18 @@ class KafkaCluster(pulumi.ComponentResource):
             host, port = platform.metrics_address(service)
             self.scrape_targets.append(ScrapeTarget(f"kafka-{self.alias}", f"{host}:{port}",
                                                     {"cluster": self.alias, "role": role}))
+
+
+def _external_servers(alias: str, external, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """An external cluster's bootstrap servers: given, or another stack's `clusters` output."""
+    if external.from_stack is None:
+        return pulumi.Output.from_input(external.bootstrap_servers)
+    ref = external.from_stack
+
+    def pick(clusters):
+        if not clusters or ref.cluster not in clusters:
+            raise ValueError(f"clusters.{alias}.external.from_stack: stack {ref.stack} has no cluster {ref.cluster!r} "
+                             f"in its `clusters` output (it has: {', '.join(sorted(clusters or {})) or 'none'})")
+        return clusters[ref.cluster]
+    return pulumi.StackReference(f"{alias}-from-{ref.stack}", stack_name=ref.stack,
+                                 opts=opts).get_output("clusters").apply(pick)

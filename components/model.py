@@ -55,13 +55,30 @@ class ClientSecurity(_Model):
     properties: Properties = Field({}, description="Extra client properties (ssl.*, sasl.*), non-secret only.")
 
 
+class StackOutput(_Model):
+    stack: str = Field(min_length=1, description="The other stack, e.g. organization/mirrorstack/aggregation.")
+    cluster: str = Field(min_length=1, description="The alias in that stack's `clusters` output.")
+
+
 class ExternalCluster(_Model):
-    bootstrap_servers: str = Field(description="Comma-separated host:port list of the existing cluster.")
+    bootstrap_servers: str | None = Field(None, description="Comma-separated host:port list of the existing cluster.")
+    from_stack: StackOutput | None = Field(None, description=(
+        "Instead of bootstrap_servers: a cluster another mirrorstack stack runs, read from its `clusters` "
+        "output (a StackReference) when this stack deploys."))
     security: ClientSecurity = Field(ClientSecurity(), description="How clients connect to it.")
+
+    @model_validator(mode="after")
+    def _one_address(self) -> ExternalCluster:
+        if (self.bootstrap_servers is None) == (self.from_stack is None):
+            raise ValueError("give exactly one of bootstrap_servers and from_stack; fix: e.g. "
+                             "bootstrap_servers: 'broker1:9092' or from_stack: {stack: org/project/stack, cluster: us}")
+        return self
 
     @field_validator("bootstrap_servers")
     @classmethod
-    def _host_ports(cls, value: str) -> str:
+    def _host_ports(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         for entry in value.split(","):
             host, _, port = entry.strip().rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:

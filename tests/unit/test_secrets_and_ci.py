@@ -88,3 +88,52 @@ def test_preview_workflow_runs_the_commands_the_tests_run():
     assert 'pulumi preview --diff --stack "$stack"' in script
     assert "tools/preview_replacements.py" in script
     assert set(workflow[True]["pull_request"]["paths"]) >= {"stacks/**", "components/**"}  # YAML's `on` is True
+
+
+class StackRefMocks(RecordingMocks):
+    """Another stack whose `clusters` output has `dev`."""
+
+    def new_resource(self, args):
+        if args.typ == "pulumi:pulumi:StackReference":
+            self.resources.append(args)
+            return [args.name + "_id", {"name": args.inputs["name"],
+                                        "outputs": {"clusters": {"dev": "10.0.0.5:9092"}}}]
+        return super().new_resource(args)
+
+
+def _from_stack_graph(tmp_path, cluster: str):
+    mocks = StackRefMocks()
+    pulumi.runtime.set_mocks(mocks, project="edge-to-core", stack="edge", preview=False)
+    topology = load_topology({"clusters": {"edge": {}, "core": {"brokers": 1, "external": {"from_stack": {
+        "stack": "organization/mirrorstack/dev-copy", "cluster": cluster}}}},
+        "flows": [{"source": "edge", "target": "core"}]})
+
+    @pulumi.runtime.test
+    def program():
+        return ReplicationTopology("edge", topology, LocalPlatform("edge", str(tmp_path)), stack="edge").cluster_outputs
+    return mocks, program
+
+
+def test_an_external_cluster_from_another_stacks_clusters_output(tmp_path):
+    mocks, program = _from_stack_graph(tmp_path, "dev")
+    program()
+    (ref,) = [r for r in mocks.resources if r.typ == "pulumi:pulumi:StackReference"]
+    assert ref.inputs["name"] == "organization/mirrorstack/dev-copy"
+    (mm2,) = [r.inputs for r in mocks.resources if r.name == "edge->core-connectors"]
+    config = mm2["connectors"]["edge->core.MirrorSourceConnector"]
+    assert config["target.cluster.bootstrap.servers"] == "10.0.0.5:9092"
+
+
+def test_a_missing_cluster_in_the_other_stack_is_named(tmp_path):
+    _, program = _from_stack_graph(tmp_path, "prod")
+    with pytest.raises(Exception, match=r"clusters.core.external.from_stack: stack organization/mirrorstack/dev-copy "
+                                        r"has no cluster 'prod'.*it has: dev"):
+        program()
+
+
+@pytest.mark.parametrize("external", [{}, {"bootstrap_servers": "b:9092", "from_stack": {"stack": "s", "cluster": "c"}}])
+def test_external_needs_exactly_one_address(external):
+    with pytest.raises(TopologyError) as info:
+        load_topology({"clusters": {"a": {"external": external}, "b": {}}, "flows": [{"source": "a", "target": "b"}]})
+    assert any(p.startswith("clusters.a.external") and "exactly one of bootstrap_servers and from_stack" in p
+               for p in info.value.problems), info.value.problems
