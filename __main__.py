@@ -20,7 +20,6 @@ import pulumi
 
 from components.model import load_topology
 from components.platforms import make_platform
-from components.secrets import GeneratedPassword
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -31,12 +30,9 @@ platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
                          rest_access=config.get("restAccess"))
-grafana_password = config.get_secret("grafanaAdminPassword")
-if (grafana_password is None and topology.monitoring is not None and topology.monitoring.grafana
-        and topology.platform != "local"):
-    grafana_password = GeneratedPassword("grafana-admin-password").result
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
-                                  validation_run_id=config.get("validationRunId"), grafana_password=grafana_password,
+                                  validation_run_id=config.get("validationRunId"),
+                                  grafana_password=config.get_secret("grafanaAdminPassword"),
                                   cluster_secrets=config.get_secret_object("clusterSecrets"))
 
 pulumi.export("clusters", replication.cluster_outputs)
@@ -47,6 +43,6 @@ if replication.monitoring is not None:
     pulumi.export("alert_rules", replication.monitoring.alert_rules)
     if replication.monitoring.grafana_url is not None:
         pulumi.export("grafana_url", replication.monitoring.grafana_url)
-        pulumi.export("grafana_admin_password", pulumi.Output.secret(grafana_password))
+        pulumi.export("grafana_admin_password", replication.monitoring.grafana_password)
 if replication.validation_output is not None:
     pulumi.export("validation", replication.validation_output)

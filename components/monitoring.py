@@ -8,6 +8,7 @@ import pulumi
 
 from components.config.alerts import alert_rules, alert_rules_file
 from components.config.prometheus import ScrapeTarget, prometheus_config
+from components.secrets import GeneratedPassword
 
 
 class Prometheus(pulumi.ComponentResource):
@@ -45,8 +46,9 @@ class Grafana(pulumi.ComponentResource):
 class Monitoring(pulumi.ComponentResource):
     """Args: the validated `topology` (its `monitoring` section), `clusters` and
     `connect` (components started with `metrics=True`), the `platform`, and
-    `grafana_password` (a secret; docker/kubernetes). Outputs: `prometheus_url`,
-    `grafana_url` (None on local), `alert_rules` (names)."""
+    `grafana_password` (a secret; docker/kubernetes; generated once and kept in
+    state as a secret when not given). Outputs: `prometheus_url`, `grafana_url`
+    (None on local), `alert_rules` (names), `grafana_password` (secret, or None)."""
 
     def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
                  grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
@@ -56,8 +58,11 @@ class Monitoring(pulumi.ComponentResource):
         targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
         self.prometheus = Prometheus("prometheus", topology, targets, platform, opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
-        self.grafana, self.grafana_url = None, None
+        self.grafana, self.grafana_url, self.grafana_password = None, None, None
         if topology.monitoring.grafana or platform.name == "local":
+            if grafana_password is None and platform.name != "local":
+                grafana_password = GeneratedPassword("grafana-admin-password", opts=child).result
+            self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
             self.grafana = Grafana("grafana", platform, prometheus=self.prometheus,
                                    admin_password=grafana_password, opts=child)
             self.grafana_url = self.grafana.url

@@ -197,3 +197,19 @@ def test_generated_password_is_made_once_and_stays():
     made = provider.create({"length": "24", "result": None})
     assert len(made.outs["result"]) >= 24 and made.outs["result"] != provider.create({"length": "24"}).outs["result"]
     assert provider.diff(made.id, made.outs, {"length": "24", "result": None}).changes is False
+
+
+def test_without_a_configured_password_one_is_generated_as_a_secret():
+    import pulumi
+    from components.topology import ReplicationTopology
+    from tests.unit.test_platforms_mocked import RecordingMocks
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
+
+    @pulumi.runtime.test
+    def program():
+        t = ReplicationTopology(STACK, topology("docker"), DockerPlatform(STACK), stack=STACK)
+        return t.monitoring.prometheus_url
+    program()
+    (generated,) = [r for r in mocks.resources if r.name == "grafana-admin-password"]
+    assert generated.typ == "pulumi-python:dynamic:Resource" and generated.inputs["length"] == "24"
