@@ -75,7 +75,7 @@ def deploy(make_platform, topology=None, stack: str = STACK):
 
 
 def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
-    return {n: r for n, r in mocks.of_type(DYNAMIC).items() if n != JOB}
+    return {n: r for n, r in mocks.of_type(DYNAMIC).items() if n.endswith("-connectors")}
 
 
 # ---------------------------------------------------------------- docker
