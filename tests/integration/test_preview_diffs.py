@@ -27,8 +27,24 @@ def normalised(text: str, project) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
+STEP = re.compile(r"^    (\+-|[+~-] )")  # a top-level resource step of the --diff display
+
+
+def canonical(text: str) -> str:
+    """Independent steps (e.g. five replacements) print in whatever order the
+    engine ran them: sort the top-level step blocks, keep header and footer."""
+    lines = text.splitlines(keepends=True)
+    stop = next((i for i, line in enumerate(lines) if line.startswith(("Resources:", "    --outputs:--"))), len(lines))
+    starts = [i for i, line in enumerate(lines[:stop]) if STEP.match(line)]
+    if len(starts) < 2:
+        return text
+    end = next((i for i in range(starts[-1] + 1, stop) if not lines[i].startswith("     ")), stop)
+    blocks = ["".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], end])]
+    return "".join(lines[:starts[0]]) + "".join(sorted(blocks)) + "".join(lines[end:])
+
+
 def preview(project) -> str:
-    return normalised(project.run("preview", "--diff").stdout, project)
+    return canonical(normalised(project.run("preview", "--diff").stdout, project))
 
 
 def replacements(project) -> str:
