@@ -18,7 +18,7 @@ from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatfo
 from components.platforms.local.platform import LocalPlatform
 from components.secrets import GeneratedPasswordProvider
 from components.versions import image
-from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, deploy
+from tests.unit.test_platforms_mocked import SECRET_SIG, _ints
 
 STACK = "active-passive"
 JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
