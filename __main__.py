@@ -18,13 +18,19 @@ from pathlib import Path
 
 import pulumi
 
-from components.model import load_topology
+from components.model import TopologyError, load_topology
+from components.model_rules import secret_problems
 from components.platforms import make_platform
+from components.secrets import cluster_secret_keys
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
 stack = pulumi.get_stack()
 topology = load_topology(config.require_object("topology"))  # raises before any resource exists
+# The secret's KEYS shape the graph and are checked now; its values stay in a secret Output.
+secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:clusterSecrets"))
+if problems := secret_problems(topology, secret_keys):
+    raise TopologyError(problems)
 
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
@@ -33,7 +39,8 @@ platform = make_platform(topology.platform, stack,
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   validation_run_id=config.get("validationRunId"),
                                   grafana_password=config.get_secret("grafanaAdminPassword"),
-                                  cluster_secrets=config.get_secret_object("clusterSecrets"))
+                                  cluster_secrets=config.get_secret_object("clusterSecrets"),
+                                  cluster_secret_keys=secret_keys)
 
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)

@@ -3,35 +3,45 @@ from __future__ import annotations
 
 import pulumi
 
-from components.config import connect, jvm
+from components.config import connect, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
+
+CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")  # the worker's own clients, then its tasks'
 
 
 class ConnectCluster(pulumi.ComponentResource):
     """Outputs: `rest_url` (the first worker's REST API). With `metrics`, every
-    worker runs the JMX exporter; `scrape_targets` lists them for Prometheus."""
+    worker runs the JMX exporter; `scrape_targets` lists them for Prometheus.
+    `clients`: the KafkaClusters whose client folders its connectors reference
+    (secured clusters). `exactly_once`: the workers support exactly-once source
+    connectors (KIP-618)."""
 
     rest_url: pulumi.Output[str]
 
-    def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False, exactly_once: bool = False,
+                 clients: list = (), opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:connect:ConnectCluster", name, None, opts)
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
+        clients = [c for c in clients if c.client_files is not None]
         for i in range(spec.workers):
             worker = f"connect-{name}-{i}"
             host, port = platform.address(worker, "rest")
             urls.append("http://%s:%d" % platform.host_address(worker, "rest"))
-            props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port: render_properties(
+            extra, secret_files = self._client_overrides(worker, kafka, clients, platform, exactly_once)
+            props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port, extra=extra: render_properties(
                 connect.worker_properties(f"mirrorstack-{name}", bootstrap_servers=servers, host=host,
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
-                                          listen_host=platform.listen_host, overrides=dict(spec.settings))))
+                                          listen_host=platform.listen_host,
+                                          overrides={**extra, **spec.settings})))
+            depends = [*kafka.ready, *(r for c in clients for r in c.client_resources)]
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
-                files={"worker.properties": props},
+                files={"worker.properties": props}, secret_files=secret_files,
+                uses_clients=[c.alias for c in clients],
                 health={"kind": "connect", "url": f"http://{host}:{port}"}, metrics=metrics,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=kafka.ready)))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)
                 self.scrape_targets.append(ScrapeTarget(f"connect-{name}", f"{m_host}:{m_port}",
@@ -39,3 +49,24 @@ class ConnectCluster(pulumi.ComponentResource):
         self.workers = workers
         self.rest_url = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: urls[0])
         self.register_outputs({"rest_url": self.rest_url})
+
+    @staticmethod
+    def _client_overrides(worker: str, kafka, clients: list, platform, exactly_once: bool):
+        """Worker settings for its own (secured) cluster, read from a 0600 copy
+        of that cluster's client files in the worker's `secrets/` (a rotated
+        secret restarts the worker); the file config provider for the
+        connectors' `${file:...}` references; exactly-once support."""
+        extra: dict[str, str] = {"exactly.once.source.support": "enabled"} if exactly_once else {}
+        secret_files = None
+        allowed = [platform.client_dir(c.alias) for c in clients]
+        if kafka.client_files is not None:
+            own = f"{platform.service_dir(worker)}/secrets"
+            allowed.append(own)
+            settings = kafka.client_settings_in(own)
+            extra.update({f"{p}{k}": v for p in CLIENT_PREFIXES for k, v in settings.items()})
+            secret_files = kafka.client_files.apply(lambda files: {f"secrets/{k}": v for k, v in files.items()})
+        elif kafka.client_settings:  # secured without secrets (e.g. SSL to a public CA)
+            extra.update({f"{p}{k}": v for p in CLIENT_PREFIXES for k, v in kafka.client_settings.items()})
+        if allowed:
+            extra.update(security.file_provider(",".join(allowed)))
+        return extra, secret_files

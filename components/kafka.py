@@ -6,9 +6,11 @@ import uuid
 
 import pulumi
 
-from components.config import broker, jvm
+from components.certificates import ClusterCertificates
+from components.config import broker, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
+from components.secrets import GeneratedPassword
 
 CONTROLLER_ID = 1
 
@@ -23,38 +25,59 @@ def cluster_id(stack: str, alias: str) -> str:
 
 class KafkaCluster(pulumi.ComponentResource):
     """Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
-    every node runs the JMX exporter; `scrape_targets` lists them for Prometheus."""
+    every node runs the JMX exporter; `scrape_targets` lists them for Prometheus.
+
+    For clients: `client_settings` (plain Kafka client settings; secret ones are
+    `${file:...}` references into the platform's client folder of this cluster),
+    `client_files` (a secret: the files of that folder, or None), and
+    `client_resources` (what writes them). A secured deployed cluster gets a
+    generated CA, certificates and SASL password; an external one takes its
+    secrets from `secrets` (mirrorstack:clusterSecrets.<alias>, whose keys are
+    `secret_keys`)."""
 
     bootstrap_servers: pulumi.Output[str]
 
     def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
+                 secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:kafka:KafkaCluster", alias, None, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
         self.scrape_targets: list[ScrapeTarget] = []
+        self.client_settings: dict[str, str] = {}
+        self.client_files: pulumi.Output[dict] | None = None
+        self.client_resources: list[pulumi.Resource] = []
+        self._platform = platform
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
-            self.client_settings = {"security.protocol": cluster.external.security.protocol,
-                                    **cluster.external.security.properties}
+            self._external_clients(cluster.external.security, secrets, secret_keys)
             self.ready: list[pulumi.Resource] = []
             self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
             return
-        self.client_settings = {}
+        sec = cluster.security
+        certs = password = None
         controller = f"{alias}-controller"
         ctrl_host, ctrl_port = platform.address(controller, "controller")
         voters = broker.quorum_voters({CONTROLLER_ID: f"{ctrl_host}:{ctrl_port}"})
         format_args = ["format", "--ignore-formatted", "-t", cluster_id(stack, alias), "-c", "{dir}/server.properties"]
         child = pulumi.ResourceOptions(parent=self)
 
-        ctrl_props = broker.controller_properties(CONTROLLER_ID, host=ctrl_host, port=ctrl_port, voters=voters,
-                                                  log_dir=platform.data_dir(controller), broker_count=cluster.brokers,
-                                                  listen_host=platform.listen_host)
+        node_names = [controller, *(f"{alias}-broker-{i}" for i in range(cluster.brokers))]
+        if sec.secured:
+            hosts = [platform.address(n, port)[0] for n, port in
+                     [(controller, "controller"), *((n, "kafka") for n in node_names[1:])]]
+            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, hosts=[*hosts, "localhost"], opts=child)
+            if sec.sasl_mechanism:
+                password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
+        ctrl_props = broker.controller_properties(
+            CONTROLLER_ID, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
+            broker_count=cluster.brokers, listen_host=platform.listen_host,
+            overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
         ctrl = platform.run_kafka_java(
             controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], heap="256m",
             files={"server.properties": render_properties(ctrl_props)},
-            prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], metrics=metrics,
-            health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
+            secret_files=self._node_secret_files(certs), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+            metrics=metrics, health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
         self._scrape(platform, controller, "controller", metrics)
 
         brokers, addresses = [], []
@@ -62,19 +85,114 @@ class KafkaCluster(pulumi.ComponentResource):
             name = f"{alias}-broker-{i}"
             host, port = platform.address(name, "kafka")
             addresses.append(f"{host}:{port}")
+            overrides, health, after_start, extra_files = (
+                dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
+            if certs:
+                overrides, health, after_start, extra_files = self._secured_broker(
+                    sec, name, host, port, i, cluster.settings)
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
-                                             listen_host=platform.listen_host, overrides=dict(cluster.settings))
+                                             listen_host=platform.listen_host, overrides=overrides)
+            secret_files = self._node_secret_files(certs)
+            if certs and password is not None:
+                secret_files = pulumi.Output.all(secret_files, password).apply(
+                    lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
-                files={"server.properties": render_properties(props)},
-                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], metrics=metrics,
-                health={"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
+                files={"server.properties": render_properties(props), **extra_files}, secret_files=secret_files,
+                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
+                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
             self._scrape(platform, name, "broker", metrics)
         self.ready = [ctrl, *brokers]
+        if certs:
+            self._deployed_clients(sec, certs, password)
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _node_tls(self, service: str) -> tuple[str, str]:
+        """(PEM keystore, PEM truststore) paths of a node, as the node sees them."""
+        folder = self._platform.service_dir(service)
+        return f"{folder}/secrets/server.pem", f"{folder}/secrets/ca.pem"
+
+    @staticmethod
+    def _node_secret_files(certs) -> pulumi.Output[dict] | None:
+        if certs is None:
+            return None
+        return pulumi.Output.all(certs.server_pem, certs.ca_cert).apply(
+            lambda pems: {"secrets/server.pem": pems[0], "secrets/ca.pem": pems[1]})
+
+    def _secured_broker(self, sec, name: str, host: str, port: int, index: int, settings):
+        """(overrides, health check, after-start steps, extra files) of a secured broker."""
+        platform = self._platform
+        i_host, i_port = platform.address(name, "internal")
+        keystore, truststore = self._node_tls(name)
+        folder = platform.service_dir(name)
+        listen = platform.listen_host or host
+        overrides = {**security.broker_listener_settings(
+            sec, client=f"{host}:{port}", internal=f"{i_host}:{i_port}", listen_client=f"{listen}:{port}",
+            listen_internal=f"{listen}:{i_port}", keystore=keystore, truststore=truststore,
+            secrets_file=f"{folder}/secrets/broker.properties"), **settings}
+        # Health over INTERNAL with the node's own certificate: no password needed.
+        health = {"kind": "kafka", "bootstrap": f"{i_host}:{i_port}", "brokers": "1",
+                  "client.security.protocol": "ssl", "client.ssl.ca.location": truststore,
+                  "client.ssl.certificate.location": keystore, "client.ssl.key.location": keystore}
+        after_start = []
+        args = security.scram_user_args(sec, bootstrap=f"{i_host}:{i_port}", command_config="{dir}/admin.properties",
+                                        scram_file="{dir}/secrets/scram.properties")
+        if args and index == 0:
+            after_start = [(jvm.CONFIG_COMMAND_MAIN, args)]
+        files = {"admin.properties": render_properties(security.admin_properties(keystore, truststore))}
+        return overrides, health, after_start, files
+
+    def _deployed_clients(self, sec, certs, password) -> None:
+        """Client settings and files for the generated credentials."""
+        folder = self._platform.client_dir(self.alias)
+        mechanism = sec.sasl_mechanism
+        self.client_settings = security.client_settings(
+            sec.protocol, mechanism=mechanism, folder=folder, mtls=sec.mtls,
+            secret_keys=["sasl.jaas.config"] if mechanism else [])
+
+        def files(args):
+            ca, client_pem, pw = args
+            out = {security.CA_FILE: ca}
+            if sec.mtls:
+                out[security.CLIENT_KEYSTORE_FILE] = client_pem
+            if mechanism:
+                out[security.CLIENT_SECRETS_FILE] = security.secret_properties(
+                    {"sasl.jaas.config": security.jaas_config(mechanism, sec.user, pw)})
+            return out
+        self.client_files = pulumi.Output.secret(pulumi.Output.all(certs.ca_cert, certs.client_pem, password).apply(files))
+        self._publish_client_files()
+
+    def _external_clients(self, cs, secrets, secret_keys: frozenset[str]) -> None:
+        """An existing cluster: the model's settings plus clusterSecrets.<alias>;
+        `password` becomes a JAAS config for the configured user and mechanism."""
+        keys = sorted({"sasl.jaas.config" if k == "password" else k for k in secret_keys})
+        folder = self._platform.client_dir(self.alias)
+        self.client_settings = security.client_settings(
+            cs.protocol, mechanism=cs.mechanism, folder=folder, mtls=False, secret_keys=keys,
+            extra=cs.properties, truststore=False)
+        if not keys:
+            return
+        mechanism = cs.mechanism or "SCRAM-SHA-512"
+
+        def files(values):
+            values = dict(values or {})
+            if "password" in values:
+                values["sasl.jaas.config"] = security.jaas_config(mechanism, cs.username, values.pop("password"))
+            return {security.CLIENT_SECRETS_FILE: security.secret_properties(values)}
+        self.client_files = pulumi.Output.secret(pulumi.Output.from_input(secrets).apply(files))
+        self._publish_client_files()
+
+    def client_settings_in(self, folder: str) -> dict[str, str]:
+        """`client_settings` for a copy of the client files in `folder` (a
+        service's own secrets folder)."""
+        shared = self._platform.client_dir(self.alias)
+        return {k: v.replace(shared, folder) for k, v in self.client_settings.items()}
+
+    def _publish_client_files(self) -> None:
+        written = self._platform.client_files(self.alias, self.client_files, opts=pulumi.ResourceOptions(parent=self))
+        self.client_resources = [written] if written is not None else []
 
     def _scrape(self, platform, service: str, role: str, metrics: bool) -> None:
         if metrics:

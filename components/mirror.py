@@ -7,14 +7,25 @@ built inside each method and nothing unpicklable is captured.
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from urllib.parse import quote
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from urllib3.exceptions import MaxRetryError
+from urllib3.util.retry import Retry
 
-REQUEST_TIMEOUT = 30  # seconds, per HTTP request
+# Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
+# for the answer; connection errors, timeouts, 5xx and 409 (a rebalance in progress) are
+# retried with backoff until REQUEST_BUDGET is spent (no new attempt starts after it), then
+# ConnectError names the worker's URL. Refused connections give up sooner (CONNECT_RETRIES).
+CONNECT_TIMEOUT = 5  # seconds
+READ_TIMEOUT = 30  # seconds
+REQUEST_BUDGET = 90  # seconds per request, retries included
+CONNECT_RETRIES = 5  # about 15 s of backoff (0.5 s doubling, at most 8 s a wait)
+RETRY_STATUSES = (409, 500, 502, 503, 504)
 
 
 class ConnectError(RuntimeError):
@@ -26,30 +37,63 @@ def _progress(message: str) -> None:
 
 
 class ConnectClient:
+    class _Retry(Retry):
+        """urllib3's Retry with a deadline: once it has passed no new attempt starts
+        (an attempt in flight still ends within its timeouts), and backoff never
+        sleeps past it. A give-up records how many attempts were made."""
+        deadline = float("inf")  # time.monotonic() value
+
+        def new(self, **kw):
+            retry = super().new(**kw)
+            retry.deadline = self.deadline
+            return retry
+
+        def is_exhausted(self) -> bool:
+            return time.monotonic() >= self.deadline or super().is_exhausted()
+
+        def get_backoff_time(self) -> float:
+            return min(super().get_backoff_time(), max(0.0, self.deadline - time.monotonic()))
+
+        def increment(self, *args, **kwargs):
+            try:
+                return super().increment(*args, **kwargs)
+            except MaxRetryError as exc:
+                exc.attempts = len(self.history) + 1
+                raise
+
     def __init__(self, url: str):
-        import requests
-        from requests.adapters import HTTPAdapter
-        from urllib3.util.retry import Retry
+        import urllib3
 
         self.url = url.rstrip("/")
-        # About 15 s of retries (backoff 0.5 s doubling), then a clear error.
-        retry = Retry(total=5, backoff_factor=0.5, status_forcelist=(409, 500, 502, 503, 504),
-                      allowed_methods=None, raise_on_status=False)
-        self.http = requests.Session()
-        self.http.mount("http://", HTTPAdapter(max_retries=retry))
-        self.http.mount("https://", HTTPAdapter(max_retries=retry))
+        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT))
 
     def _call(self, method: str, path: str, **kwargs):
-        import requests
+        from urllib3.exceptions import HTTPError, NewConnectionError
+
+        started = time.monotonic()
+        retry = self._Retry(total=None, connect=CONNECT_RETRIES, read=None, status=None, other=2,
+                            backoff_factor=0.5, backoff_max=8, status_forcelist=RETRY_STATUSES,
+                            allowed_methods=None, raise_on_status=False)  # every call here is safe to repeat
+        retry.deadline = started + REQUEST_BUDGET
         try:
-            return self.http.request(method, f"{self.url}{path}", timeout=REQUEST_TIMEOUT, **kwargs)
-        except requests.RequestException as exc:
-            raise ConnectError(f"Kafka Connect at {self.url} is unreachable ({method} {path}): {exc}") from exc
+            return self.http.request(method, f"{self.url}{path}", retries=retry, **kwargs)
+        except HTTPError as exc:
+            reason = getattr(exc, "reason", None) or exc
+            tried = f"{getattr(exc, 'attempts', 1)} attempts: {reason}"
+            waited = time.monotonic() - started
+            advice = ("check the Connect workers behind it run and answer (their connect-* service logs); "
+                      "`pulumi refresh` then `pulumi up` restarts a dead one")
+            if isinstance(reason, NewConnectionError):
+                raise ConnectError(f"Kafka Connect at {self.url} is unreachable: {method} {path} failed for "
+                                   f"{waited:.0f}s ({tried}); {advice}") from exc
+            raise ConnectError(f"Kafka Connect at {self.url} did not answer {method} {path} within "
+                               f"{waited:.0f}s ({tried}); {advice}") from exc
 
     def _ok(self, reply, what: str):
-        if reply.status_code >= 400:
-            raise ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status_code}: {reply.text[:2000]}")
-        return reply.json() if reply.content else None
+        if reply.status >= 400:
+            text = reply.data.decode(errors="replace")[:2000]
+            raise ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")
+        return json.loads(reply.data) if reply.data else None
 
     def validate(self, name: str, config: dict[str, str]) -> list[str]:
         """Connect's own validation of a config: the error messages, per key."""
@@ -66,7 +110,7 @@ class ConnectClient:
 
     def get_config(self, name: str) -> dict[str, str] | None:
         reply = self._call("GET", f"/connectors/{quote(name, safe='')}/config")
-        if reply.status_code == 404:
+        if reply.status == 404:
             return None
         config = self._ok(reply, f"reading {name}")
         config.pop("name", None)
@@ -74,16 +118,16 @@ class ConnectClient:
 
     def status(self, name: str) -> dict | None:
         reply = self._call("GET", f"/connectors/{quote(name, safe='')}/status")
-        return None if reply.status_code == 404 else self._ok(reply, f"status of {name}")
+        return None if reply.status == 404 else self._ok(reply, f"status of {name}")
 
     def delete(self, name: str) -> None:
         reply = self._call("DELETE", f"/connectors/{quote(name, safe='')}")
-        if reply.status_code != 404:
+        if reply.status != 404:
             self._ok(reply, f"deleting {name}")
 
     def restart(self, name: str) -> None:
-        self._ok(self._call("POST", f"/connectors/{quote(name, safe='')}/restart",
-                            params={"includeTasks": "true", "onlyFailed": "false"}), f"restarting {name}")
+        self._ok(self._call("POST", f"/connectors/{quote(name, safe='')}/restart?includeTasks=true&onlyFailed=false"),
+                 f"restarting {name}")
 
 
 def summarize(status: dict | None) -> dict[str, str]:
@@ -125,16 +169,10 @@ def _validate_all(client: ConnectClient, connectors: dict[str, dict[str, str]]) 
         raise ConnectError("Kafka Connect rejected the MirrorMaker 2 configuration:\n" + "\n".join(problems))
 
 
-def _with_secrets(props, connectors: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """The configs Connect gets: the reviewable configs plus the secret settings."""
-    secrets = props.get("secrets") or {}
-    return {name: {**config, **secrets.get(name, {})} for name, config in connectors.items()}
-
-
 class MirrorMaker2Provider(ResourceProvider):
     def create(self, props):
         client = ConnectClient(props["connect_url"])
-        connectors = _with_secrets(props, props["connectors"])
+        connectors = props["connectors"]
         _validate_all(client, connectors)
         for name, config in connectors.items():
             client.put_config(name, config)
@@ -143,7 +181,7 @@ class MirrorMaker2Provider(ResourceProvider):
 
     def diff(self, _id, olds, news):
         replaces = ["flow"] if olds.get("flow") != news.get("flow") else []
-        changed = [k for k in ("connect_url", "connectors", "secrets", "restart_trigger")
+        changed = [k for k in ("connect_url", "connectors", "secrets_digest", "restart_trigger")
                    if (olds.get(k) or None) != (news.get(k) or None)]
         if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()):
             changed.append("states")  # failed or missing out of band: up repairs
@@ -151,7 +189,7 @@ class MirrorMaker2Provider(ResourceProvider):
 
     def update(self, _id, olds, news):
         client = ConnectClient(news["connect_url"])
-        old, new = _with_secrets(olds, olds.get("connectors") or {}), _with_secrets(news, news["connectors"])
+        old, new = olds.get("connectors") or {}, news["connectors"]
         moved = olds.get("connect_url") != news["connect_url"]
         changed = {name: cfg for name, cfg in new.items() if moved or old.get(name) != cfg}
         _validate_all(client, changed)
@@ -159,7 +197,9 @@ class MirrorMaker2Provider(ResourceProvider):
             ConnectClient(olds["connect_url"]).delete(name)
         for name, config in changed.items():
             client.put_config(name, config)
-        restart = olds.get("restart_trigger") != news.get("restart_trigger")
+        # Secrets reach Connect as `${file:...}` references, resolved when a connector
+        # starts: a rotated secret (a new digest) needs a restart to be read.
+        restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
         for name, state in (olds.get("states") or {}).items():
             if name in new and name not in changed and (restart or state.get("state") == "FAILED"
                                                           or state.get("running_tasks") != state.get("tasks")):
@@ -175,31 +215,33 @@ class MirrorMaker2Provider(ResourceProvider):
     def read(self, id_, props):
         client = ConnectClient(props["connect_url"])
         live, states = {}, {}
-        secrets = props.get("secrets") or {}
         for name in props["connectors"]:
             config = client.get_config(name)
-            if config is not None:  # secret settings stay out of the (plain) connectors output
-                live[name] = {k: v for k, v in config.items() if k not in secrets.get(name, {})}
+            if config is not None:
+                live[name] = config
             states[name] = summarize(client.status(name))
         return ReadResult(id_=id_, outs={**props, "connectors": live, "states": states})
 
 
 class MirrorMaker2Connectors(Resource):
     """The source, checkpoint and heartbeat connectors of one flow, as one resource.
-    Outputs: `connectors` (name → config), `states` (name → state, task counts)."""
+    Outputs: `connectors` (name → config), `states` (name → state, task counts).
+    Configs carry no secret: credentials are `${file:...}` references the Connect
+    workers resolve; `secrets_digest` (a secret) changes when they rotate, and
+    restarts the connectors so they read the new values."""
 
     connectors: pulumi.Output[dict]
     states: pulumi.Output[dict]
 
     def __init__(self, name: str, *, flow: str, connect_url: pulumi.Input[str],
-                 connectors: pulumi.Input[dict], secrets: pulumi.Input[dict] | None = None,
+                 connectors: pulumi.Input[dict], secrets_digest: pulumi.Input[str] | None = None,
                  timeout_seconds: int = 300, restart_trigger: str = "",
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(MirrorMaker2Provider(), name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
-            "secrets": pulumi.Output.secret(secrets) if secrets is not None else None,
+            "secrets_digest": pulumi.Output.secret(secrets_digest) if secrets_digest is not None else None,
             "timeout_seconds": str(timeout_seconds), "restart_trigger": restart_trigger, "states": None,
-        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secrets"])))
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secrets_digest"])))
 
 
 class MirrorMaker2(pulumi.ComponentResource):
@@ -209,12 +251,12 @@ class MirrorMaker2(pulumi.ComponentResource):
     states: pulumi.Output[dict]
 
     def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
-                 secrets: pulumi.Input[dict] | None = None, restart_trigger: str = "",
+                 secrets_digest: pulumi.Input[str] | None = None, restart_trigger: str = "",
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:mirror:MirrorMaker2", flow.name, None, opts)
         self.connectors = MirrorMaker2Connectors(
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
-            secrets=secrets, restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
+            secrets_digest=secrets_digest, restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
         self.connector_names = self.connectors.connectors.apply(lambda c: sorted(c or {}))
         self.states = self.connectors.states
         self.register_outputs({"connector_names": self.connector_names, "states": self.states})

@@ -26,3 +26,20 @@ class GeneratedPassword(Resource):
     def __init__(self, name: str, length: int = 24, opts: pulumi.ResourceOptions | None = None):
         super().__init__(GeneratedPasswordProvider(), name, {"length": str(length), "result": None},
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["result"])))
+
+
+def cluster_secret_keys(raw: str | None) -> dict[str, set[str]]:
+    """alias → the setting names of `mirrorstack:clusterSecrets` (its raw JSON);
+    the values are dropped here, so nothing printed from this can leak them."""
+    import json
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ValueError("mirrorstack:clusterSecrets: not an object of aliases; fix: set it with "
+                         "`pulumi config set --secret --path 'mirrorstack:clusterSecrets.<alias>.password' <value>`") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError("mirrorstack:clusterSecrets: must map cluster aliases to {setting: value}; fix: "
+                         "`pulumi config set --secret --path 'mirrorstack:clusterSecrets.<alias>.password' <value>`")
+    return {alias: set(values) for alias, values in data.items()}

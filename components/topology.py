@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pulumi
 
-from components.config.mirror import connector_names, connector_secrets, mirror_connector_configs
+import hashlib
+import json
+
+from components.config.mirror import mirror_connector_configs
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
@@ -16,21 +19,29 @@ class ReplicationTopology(pulumi.ComponentResource):
     URL), `flows` (flow → connector states), `validation` (the Spark validation
     job's report, when the topology has a `validation` section; else None),
     `monitoring` (the Monitoring component when it has a `monitoring` section).
-    `cluster_secrets` (a secret: alias → {client setting: value}) adds secret
-    client settings (e.g. sasl.jaas.config) to the flows of those clusters.
+    `cluster_secrets` (a secret: alias → {client setting: value}; `password`
+    is the SASL password) are an external cluster's secret client settings;
+    `cluster_secret_keys` (alias → the keys set there) is what the graph is
+    built from (a secret's value is known only at deployment).
     `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
                  grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+                 cluster_secret_keys: dict[str, set[str]] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
-        self.clusters = {alias: KafkaCluster(alias, spec, platform, stack=stack, metrics=metrics, opts=child)
-                         for alias, spec in topology.clusters.items()}
-        self.connect = {name: ConnectCluster(name, spec, self.clusters[spec.kafka], platform, metrics=metrics,
-                                             opts=child)
-                        for name, spec in topology.connect.items()}
+        keys = cluster_secret_keys or {}
+        self.clusters = {alias: KafkaCluster(
+            alias, spec, platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
+            secrets=pulumi.Output.from_input(cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
+            if keys.get(alias) else None, opts=child) for alias, spec in topology.clusters.items()}
+        by_connect = topology.flows_by_connect()
+        self.connect = {name: ConnectCluster(
+            name, spec, self.clusters[spec.kafka], platform, metrics=metrics,
+            exactly_once=any(f.exactly_once for f in by_connect[name]),
+            clients=[self.clusters[a] for a in dict.fromkeys(x for f in by_connect[name] for x in (f.source, f.target))],
+            opts=child) for name, spec in topology.connect.items()}
         for target, merged in topology.identity_merges().items():
             # Allowed (the classic aggregation), but say it where a reviewer looks.
             pulumi.log.info(f"identity policy: {', '.join(merged)} merge same-named topics into {target}",
@@ -44,12 +55,8 @@ class ReplicationTopology(pulumi.ComponentResource):
                     flow, replication_factor=topology.replication_factor(flow),
                     source_bootstrap=servers[0], target_bootstrap=servers[1],
                     source_client=source.client_settings, target_client=target.client_settings))
-            secrets = None
-            if cluster_secrets is not None:
-                secrets = pulumi.Output.from_input(cluster_secrets).apply(
-                    lambda by_alias, flow=flow: _flow_secrets(topology, flow, by_alias))
             self.flows[flow.name] = MirrorMaker2(
-                flow, connect_url=connect.rest_url, connectors=configs, secrets=secrets,
+                flow, connect_url=connect.rest_url, connectors=configs, secrets_digest=_secrets_digest(source, target),
                 restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
@@ -73,11 +80,11 @@ class ReplicationTopology(pulumi.ComponentResource):
                                "flows": self.flow_outputs, "validation": self.validation_output})
 
 
-def _flow_secrets(topology, flow, by_alias: dict | None) -> dict:
-    by_alias = by_alias or {}
-    unknown = sorted(set(by_alias) - set(topology.clusters))
-    if unknown:
-        raise ValueError(f"mirrorstack:clusterSecrets: unknown cluster(s) {', '.join(unknown)}; "
-                         f"fix: use one of {', '.join(sorted(topology.clusters))}")
-    return connector_secrets(connector_names(flow), source_secrets=by_alias.get(flow.source),
-                             target_secrets=by_alias.get(flow.target))
+def _secrets_digest(*clusters) -> pulumi.Output[str] | None:
+    """A digest of the clusters' secret client files: when it changes the flow's
+    connectors restart and re-read their `${file:...}` references."""
+    files = [c.client_files for c in clusters if c.client_files is not None]
+    if not files:
+        return None
+    return pulumi.Output.all(*files).apply(
+        lambda contents: hashlib.sha256(json.dumps(contents, sort_keys=True).encode()).hexdigest())

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+CONFIG_COMMAND_MAIN = "kafka.admin.ConfigCommand"  # kafka-configs.sh
 CONNECT_DISTRIBUTED_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 
 

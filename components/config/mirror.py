@@ -66,6 +66,9 @@ def mirror_connector_configs(
     }
     if flow.topics_exclude:
         source["topics.exclude"] = ",".join(flow.topics_exclude)
+    if getattr(flow, "exactly_once", False):  # KIP-618; the workers enable exactly.once.source.support
+        source["exactly.once.support"] = "required"
+        source["source.consumer.isolation.level"] = "read_committed"  # never copy aborted records
     configs = {connector_name(flow.name, SOURCE): {**source, **flow.overrides.source}}
 
     if flow.checkpoints:
@@ -97,13 +100,3 @@ def connector_names(flow) -> list[str]:
     """The connectors a flow runs: source always, checkpoint and heartbeat when on."""
     kinds = [SOURCE, *[CHECKPOINT] * flow.checkpoints, *[HEARTBEAT] * flow.heartbeats]
     return [connector_name(flow.name, kind) for kind in kinds]
-
-
-def connector_secrets(connector_names, *, source_secrets: Mapping[str, str] | None = None,
-                      target_secrets: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
-    """Per connector, the clusters' secret client settings (`source.cluster.<key>`,
-    `target.cluster.<key>`), kept apart from the configs so the configs stay
-    reviewable in a diff while these stay secret."""
-    keys = {**{f"source.cluster.{k}": v for k, v in (source_secrets or {}).items()},
-            **{f"target.cluster.{k}": v for k, v in (target_secrets or {}).items()}}
-    return {name: dict(keys) for name in connector_names} if keys else {}

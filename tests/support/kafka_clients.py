@@ -17,12 +17,14 @@ class Record:
     value: bytes | None
 
 
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin(bootstrap: str, client: dict | None = None) -> AdminClient:
+    """`client`: extra librdkafka settings (security) for this and the helpers below."""
+    return AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
-    client = admin(bootstrap)  # must outlive the future, or the request is dropped
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
+                 client: dict | None = None) -> None:
+    client = admin(bootstrap, client)  # must outlive the future, or the request is dropped
     futures = client.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)])
     futures[topic].result(timeout=30)
@@ -36,7 +38,7 @@ def describe_partitions(bootstrap: str, topic: str) -> dict[int, tuple[list[int]
     return {p.id: (list(p.replicas), list(p.isrs)) for p in meta.partitions.values()}
 
 
-def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec") -> list[Record]:
+def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client: dict | None = None) -> list[Record]:
     """Produce `count` keyed records, acks=all; returns them with their offsets."""
     delivered: list[Record] = []
     errors: list = []
@@ -48,7 +50,7 @@ def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec") -> list
             delivered.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})
+                         "enable.idempotence": True, "linger.ms": 5, **(client or {})})
     for i in range(count):
         producer.produce(topic, key=f"{prefix}-key-{i % 97}".encode(),
                          value=f"{prefix}-value-{i}-{uuid.uuid4().hex}".encode(),
@@ -60,12 +62,13 @@ def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec") -> list
     return delivered
 
 
-def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list[Record]:
+def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0,
+            client: dict | None = None) -> list[Record]:
     """Read `topic` from the beginning until `expected` records or the timeout;
     returns what was read (maybe fewer: the caller asserts)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "topic.metadata.refresh.interval.ms": 1000})
+                         "topic.metadata.refresh.interval.ms": 1000, **(client or {})})
     consumer.subscribe([topic])
     records: list[Record] = []
     deadline = time.monotonic() + timeout

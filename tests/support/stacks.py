@@ -12,10 +12,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def stack_project(stack: str, tmp_path: Path):
+def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     """An initialised stack of the repo's program, with its own state, service
-    folder and port range; destroyed afterwards if anything still runs."""
+    folder and port range; destroyed afterwards if anything still runs.
+    `topology` replaces the stack file's (a test's own topology)."""
     project = PulumiProject.of_repo(REPO, stack, tmp_path, engine_env(tmp_path / "pulumi"))
+    if topology is not None:
+        import yaml
+        stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
+        document = yaml.safe_load(stack_file.read_text())
+        document["config"]["mirrorstack:topology"] = topology
+        stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
     project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))

@@ -1,6 +1,7 @@
-"""Cluster secrets (kept out of the reviewable connector configs, secret in
-state), credentials refused in the plain stack file, and the pull-request
-preview workflow running the same commands the tests run."""
+"""Cluster secrets (in 0600 client files, referenced from the reviewable
+connector configs, secret in state), credentials refused in the plain stack
+file, and the pull-request preview workflow running the same commands the
+tests run."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import pulumi
 import pytest
 import yaml
 
-from components.config.mirror import connector_names, connector_secrets
 from components.model import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
 from components.topology import ReplicationTopology
@@ -23,16 +23,6 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 def flows(**flow):
     return load_topology({"clusters": {"us": {}, "central": {}},
                           "flows": [{"source": "us", "target": "central", **flow}]})
-
-
-def test_connector_secrets_prefix_each_side_for_every_connector_of_the_flow():
-    flow = flows(heartbeats=False).flows[0]
-    assert connector_names(flow) == ["us->central.MirrorSourceConnector", "us->central.MirrorCheckpointConnector"]
-    secrets = connector_secrets(connector_names(flow), source_secrets={"sasl.jaas.config": JAAS},
-                                target_secrets={"ssl.key.password": "k"})
-    assert secrets["us->central.MirrorCheckpointConnector"] == {"source.cluster.sasl.jaas.config": JAAS,
-                                                                "target.cluster.ssl.key.password": "k"}
-    assert connector_secrets(connector_names(flow)) == {}
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -58,26 +48,57 @@ def test_override_credentials_point_at_the_side_they_name():
     assert "'mirrorstack:clusterSecrets.central[\"sasl.jaas.config\"]'" in info.value.problems[0]
 
 
-def test_cluster_secrets_are_a_separate_secret_input_and_the_configs_stay_plain(tmp_path):
+def sasl_external(**security):
+    security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "mm2", **security}
+    return load_topology({"clusters": {"us": {"external": {"bootstrap_servers": "b:9092", "security": security}},
+                                       "central": {}},
+                          "flows": [{"source": "us", "target": "central"}]})
+
+
+def test_cluster_secrets_reach_connect_as_file_references_and_only_a_secret_digest(tmp_path):
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack="t", preview=False)
 
     @pulumi.runtime.test
     def program():
-        t = ReplicationTopology("t", flows(), LocalPlatform("t", str(tmp_path)), stack="t",
-                                cluster_secrets=pulumi.Output.secret({"us": {"sasl.jaas.config": JAAS}}))
+        t = ReplicationTopology("t", sasl_external(), LocalPlatform("t", str(tmp_path)), stack="t",
+                                cluster_secrets=pulumi.Output.secret({"us": {"password": "pw-123"}}),
+                                cluster_secret_keys={"us": {"password"}})
         return t.flow_outputs
     program()
     (mm2,) = [r.inputs for r in mocks.resources if r.name == "us->central-connectors"]
-    assert JAAS not in json.dumps(mm2["connectors"]) and SECRET_SIG not in json.dumps(mm2["connectors"])
-    assert SECRET_SIG in json.dumps(mm2["secrets"])
-    assert _ints(mm2["secrets"])["us->central.MirrorSourceConnector"] == {"source.cluster.sasl.jaas.config": JAAS}
+    configs = json.dumps(mm2["connectors"])
+    assert "pw-123" not in configs and SECRET_SIG not in configs
+    folder = f"{tmp_path.resolve()}/clients/us"
+    source = mm2["connectors"]["us->central.MirrorSourceConnector"]
+    assert source["source.cluster.sasl.jaas.config"] == "${file:%s/client.properties:sasl.jaas.config}" % folder
+    assert source["source.cluster.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert SECRET_SIG in json.dumps(mm2["secrets_digest"])  # rotation restarts the connectors, value hidden
+    (files,) = [r.inputs for r in mocks.resources if r.name == "us-client-files"]
+    assert SECRET_SIG in json.dumps(files["files"]) and files["secret"] is True
+    written = json.dumps(_ints(files["files"]))
+    assert 'username=\\"mm2\\" password=\\"pw-123\\"' in written  # the JAAS line, built from the password
+    workers = [r.inputs for r in mocks.resources if r.name.startswith("connect-central-")]
+    assert workers and all("pw-123" not in json.dumps(w) for w in workers)
+    assert "config.providers.file.param.allowed.paths=" + folder in json.dumps(workers[0]["files"])
 
 
-def test_unknown_alias_in_cluster_secrets_is_named(tmp_path):
-    from components.topology import _flow_secrets
-    with pytest.raises(ValueError, match=r"mirrorstack:clusterSecrets: unknown cluster\(s\) eu; fix: use one of"):
-        _flow_secrets(flows(), flows().flows[0], {"eu": {"x": "y"}})
+def test_cluster_secret_keys_are_checked_before_any_resource():
+    from components.model_rules import secret_problems
+    problems = secret_problems(sasl_external(), {"eu": {"x"}, "central": {"password"}})
+    assert any(p.startswith("mirrorstack:clusterSecrets.eu: unknown cluster 'eu'; fix:") for p in problems)
+    assert any(p.startswith("mirrorstack:clusterSecrets.central: 'central' is deployed") for p in problems)
+    assert any(p.startswith("mirrorstack:clusterSecrets.us.password: required for SASL_SSL") for p in problems)
+    assert secret_problems(sasl_external(), {"us": {"password"}}) == []
+
+
+def test_cluster_secret_keys_never_carry_the_values():
+    from components.secrets import cluster_secret_keys
+    assert cluster_secret_keys('{"us": {"password": "pw-123", "ssl.keystore.key": "k"}}') == \
+        {"us": {"password", "ssl.keystore.key"}}
+    with pytest.raises(ValueError, match="must map cluster aliases") as info:
+        cluster_secret_keys('{"us": "pw-123"}')
+    assert "pw-123" not in str(info.value)
 
 
 def test_preview_workflow_runs_the_commands_the_tests_run():

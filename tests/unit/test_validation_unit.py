@@ -193,3 +193,119 @@ def test_driver_memory_must_be_a_jvm_size(capsys):
 def test_tasks_grow_with_rows_so_each_sort_stays_small():
     assert job.tasks_for(0) == 2 and job.tasks_for(job.ROWS_PER_TASK * 2) == 2
     assert job.tasks_for(20_000_000) == 20_000_000 // job.ROWS_PER_TASK
+
+
+# ------------------------------------------------- ${file:...} references and librdkafka
+
+SECRET = 's3cr=t:"pw"'
+JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="s3cr=t:\\"pw\\"";'
+
+
+def test_file_references_resolve_through_java_properties(tmp_path):
+    from components.config.properties import render_properties
+    secrets = tmp_path / "client.properties"
+    secrets.write_text(render_properties({"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑"}) +
+                       "# comment=x\n! also\n  spaced : v1\nlong = first \\\n       second\\\\\n"
+                       "escaped\\=key=\\u0041\\:\n")
+    props = job.read_properties(str(secrets))
+    assert props == {"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑", "spaced": "v1",
+                     "long": "first second\\", "escaped=key": "A:"}
+    config = job.parse_config({"flows": [flow(source_client={
+        "security.protocol": "SASL_SSL", "sasl.jaas.config": f"${{file:{secrets}:sasl.jaas.config}}"})]})
+    client = config.flows[0].source_client
+    assert client["sasl.jaas.config"] == JAAS
+    assert SECRET not in repr(config) and "pw" not in repr(client)  # reprs hide what a reference read
+
+
+def test_a_missing_file_or_key_names_the_field_not_the_secret(tmp_path):
+    secrets = tmp_path / "client.properties"
+    secrets.write_text(f"sasl.jaas.config={JAAS}\nother={SECRET}\n")
+    missing_file = problems({"flows": [flow(target_client={"sasl.jaas.config": f"${{file:{tmp_path}/nope:k}}"})]})
+    assert missing_file[0].startswith(f"flows[0].target_client.sasl.jaas.config: cannot read {tmp_path}/nope")
+    missing_key = problems({"flows": [flow(source_client={"sasl.jaas.config": f"${{file:{secrets}:sasl.jaas}}"})]})
+    assert missing_key == [f"flows[0].source_client.sasl.jaas.config: {secrets} has no key 'sasl.jaas'"]
+    secrets.write_text(f"sasl.jaas.config={JAAS}\nbad=\\u00zz {SECRET}\n")
+    malformed = problems({"flows": [flow(source_client={"x": f"${{file:{secrets}:sasl.jaas.config}}"})]})
+    assert malformed == [f"flows[0].source_client.x: {secrets} is not a valid Java properties file"]
+    embedded = problems({"flows": [flow(source_client={"x": f"pre ${{file:{secrets}:bad}}"})]})
+    assert "must be the whole value" in embedded[0]
+    relative = problems({"flows": [flow(source_client={"x": "${file:client.properties:k}"})]})
+    assert relative == ["flows[0].source_client.x: 'client.properties' in the ${file:...} reference is not an "
+                        "absolute path"]
+    for found in (missing_file, missing_key, malformed, embedded):
+        assert not any(SECRET in p or "pw" in p for p in found), found
+
+
+def test_errors_of_the_job_never_show_a_resolved_secret(tmp_path):
+    secrets = tmp_path / "client.properties"
+    secrets.write_text(f"sasl.jaas.config={JAAS.replace(chr(92), chr(92) * 2)}\n")
+    reference = f"${{file:{secrets}:sasl.jaas.config}}"
+    config = job.parse_config({"flows": [flow(source_client={"sasl.jaas.config": reference})]})
+    assert config.flows[0].source_client["sasl.jaas.config"] == JAAS
+    assert job.hide_secrets(f"bad login {JAAS} / password {SECRET}", config) == "bad login <hidden> / password <hidden>"
+
+
+def test_librdkafka_translation_of_pem_stores_and_jaas_logins():
+    client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "ssl.truststore.type": "PEM",
+              "ssl.truststore.location": "/x/clients/us/ca.pem", "ssl.keystore.type": "PEM",
+              "ssl.keystore.location": "/x/clients/us/client.pem", "sasl.jaas.config": JAAS,
+              "isolation.level": "read_committed"}
+    assert job.librdkafka_config(A, client) == {
+        "bootstrap.servers": A, "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+        "ssl.ca.location": "/x/clients/us/ca.pem", "ssl.key.location": "/x/clients/us/client.pem",
+        "ssl.certificate.location": "/x/clients/us/client.pem", "sasl.username": "mm2", "sasl.password": SECRET,
+        "isolation.level": "read_committed"}
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule REQUIRED\n  password = \"a\\\\b\" username=u"
+    assert job.jaas_login(plain) == ("u", "a\\b")
+    assert job.jaas_login(JAAS.replace(' password="', ' tokenauth="true" password="')) is None
+    assert job.jaas_login("com.example.OtherLoginModule required username=\"u\" password=\"p\";") is None
+    assert job.jaas_login(JAAS + " " + JAAS) is None
+    for java_only in ({"ssl.truststore.location": "/t.jks"},  # JKS
+                      {"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "-----BEGIN"},
+                      {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem", "ssl.keystore.password": "x"},
+                      {"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                                           "required;"},
+                      {"ssl.endpoint.identification.algorithm": ""}):
+        assert job.librdkafka_config(A, java_only) is None, java_only
+
+
+def test_isolation_level_reaches_spark_as_a_kafka_option():
+    config = job.parse_config({"flows": [flow(target_client={"isolation.level": "read_committed"})]})
+    assert config.groups[0].target_client == {"isolation.level": "read_committed"}
+
+    class Reader:
+        options: dict = {}
+
+        def format(self, _name):
+            return self
+
+        def option(self, key, value):
+            self.options[key] = value
+            return self
+
+        def load(self):
+            return self.options
+
+    spark = type("Spark", (), {"read": Reader()})()
+    options = job.read_kafka(spark, C, config.groups[0].target_client, subscribe="t")
+    assert options == {"kafka.bootstrap.servers": C, "kafka.isolation.level": "read_committed", "subscribe": "t"}
+
+
+def test_exactly_once_flows_read_their_target_read_committed():
+    from components.config.validation import validation_job_config
+    from components.model import load_topology
+    topology = load_topology({
+        "clusters": {"us": {}, "uk": {}, "eu": {}, "central": {}, "dr": {}},
+        "flows": [{"source": "us", "target": "central", "replication_policy": "identity", "exactly_once": True},
+                  {"source": "uk", "target": "central", "replication_policy": "identity"},
+                  {"source": "us", "target": "dr", "exactly_once": True},
+                  {"source": "eu", "target": "dr"}],
+        "validation": {}})
+    servers = {alias: f"{alias}:9092" for alias in topology.clusters}
+    config = validation_job_config(topology, servers, {"central": {"security.protocol": "SSL"}})
+    clients = {f["name"]: f.get("target_client") for f in config["flows"]}
+    committed = {"isolation.level": "read_committed"}
+    assert clients == {"us->central": {"security.protocol": "SSL", **committed},
+                       "uk->central": {"security.protocol": "SSL", **committed},  # merges into the same topics
+                       "us->dr": committed, "eu->dr": None}
+    job.parse_config(config)  # the job accepts it: one target client per merged group

@@ -12,7 +12,11 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 
 def _write(props) -> dict:
     folder = Path(props["folder"])
-    for relative, content in props["files"].items():
+    if props.get("secret"):  # 0600 files in a 0700 folder
+        from components.platforms.local.service import write_secret_files
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_secret_files(folder, props["files"])
+    for relative, content in ({} if props.get("secret") else props["files"]).items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
@@ -41,10 +45,15 @@ class LocalFilesProvider(ResourceProvider):
 
 
 class LocalFiles(Resource):
-    """Outputs: `paths` (the files written)."""
+    """Outputs: `paths` (the files written). With `secret`, the contents stay
+    secret in state and the files are 0600 in a 0700 folder."""
 
     paths: pulumi.Output[list]
 
-    def __init__(self, name: str, *, folder: str, files: dict[str, pulumi.Input[str]],
+    def __init__(self, name: str, *, folder: str, files: pulumi.Input[dict], secret: bool = False,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__(LocalFilesProvider(), name, {"folder": folder, "files": files, "paths": None}, opts)
+        if secret:
+            files = pulumi.Output.secret(files)
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["files"]))
+        super().__init__(LocalFilesProvider(), name, {"folder": folder, "files": files, "secret": secret,
+                                                      "paths": None}, opts)

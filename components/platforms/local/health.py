@@ -18,12 +18,14 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
     return requests.get(url, timeout=timeout).status_code == 200
 
 
-def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: float = 3.0) -> bool:
-    """True when the cluster answers a metadata request listing all its brokers."""
+def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: float = 3.0,
+                        client: dict[str, str] | None = None) -> bool:
+    """True when the cluster answers a metadata request listing all its brokers.
+    `client`: librdkafka settings (TLS file paths of a secured listener)."""
     from confluent_kafka.admin import AdminClient  # heavy import, only when used
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0,
-                         "socket.connection.setup.timeout.ms": int(timeout * 1000)})
+                         "socket.connection.setup.timeout.ms": int(timeout * 1000), **(client or {})})
     metadata = admin.list_topics(timeout=timeout)
     return len(metadata.brokers) >= expected_brokers
 
@@ -50,7 +52,8 @@ def check(spec: dict) -> bool:
     if kind == "http":
         return http_ok(spec["url"])
     if kind == "kafka":
-        return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")))
+        client = {k.removeprefix("client."): v for k, v in spec.items() if k.startswith("client.")}
+        return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")), client=client)
     if kind == "connect":
         return connect_ready(spec["url"])
     raise ValueError(f"unknown health check kind {kind!r}")

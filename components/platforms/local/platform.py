@@ -74,12 +74,25 @@ class LocalPlatform:
         """Where Prometheus scrapes the service's JMX exporter."""
         return self.address(service, "metrics")
 
+    def client_dir(self, alias: str) -> str:
+        """The folder of a cluster's client files (CA, client key, secret settings)."""
+        return str(self.base_dir / "clients" / alias)
+
+    def client_files(self, alias: str, files, opts: pulumi.ResourceOptions | None = None) -> LocalFiles:
+        """Write a cluster's client files (a secret dict) 0600 into `client_dir`."""
+        return LocalFiles(f"{alias}-client-files", folder=self.client_dir(alias), files=files, secret=True, opts=opts)
+
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
-                       metrics: bool = False, opts: pulumi.ResourceOptions | None = None) -> LocalService:
-        """Run one of Kafka's main classes. `args` and `prepare` may use `{dir}`
-        for the service's own folder, where `files` are written. With `metrics`,
-        the JMX exporter serves on `metrics_address(service)`."""
+                       secret_files=None, after_start: list[tuple[str, list[str]]] = (),
+                       uses_clients: list[str] = (), metrics: bool = False,
+                       opts: pulumi.ResourceOptions | None = None) -> LocalService:
+        """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
+        (run once healthy) may use `{dir}` for the service's own folder, where
+        `files` and the 0600 `secret_files` (a secret dict) are written.
+        `uses_clients`: aliases whose client folders it reads (shared on this
+        host; containers mount them). With `metrics`, the JMX exporter serves
+        on `metrics_address(service)`."""
         folder = self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
@@ -89,7 +102,8 @@ class LocalPlatform:
             service, workdir=folder, files=files,
             argv=self._java(service, main, fill(args), heap, metrics=metrics),
             prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
-            health=health, opts=opts)
+            after_start=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in after_start] or None,
+            secret_files=secret_files, health=health, opts=opts)
 
     def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
                       opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:

@@ -16,7 +16,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 # Inputs whose change means the process must be restarted with new files/args.
-RESTART_KEYS = ("files", "argv", "prepare", "health", "timeout_seconds")
+RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "health", "timeout_seconds")
 
 
 def _handle(props):
@@ -29,6 +29,19 @@ def _running(props) -> bool:
     return bool(props.get("pid")) and launcher.is_alive(_handle(props))
 
 
+def write_secret_files(folder: Path, files: dict[str, str]) -> None:
+    """Secret files: created 0600 (before any byte is written) in 0700 folders."""
+    import os
+    for relative, content in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.chmod(0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+        with os.fdopen(fd, "w") as out:
+            out.write(content)
+
+
 def _launch(props) -> dict:
     from components.platforms.local import health, launcher
 
@@ -38,12 +51,15 @@ def _launch(props) -> dict:
         path = workdir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
+    write_secret_files(workdir, props.get("secret_files") or {})
     for i, argv in enumerate(props.get("prepare") or []):
         launcher.run(f"{props['name']} prepare", argv, log_file=workdir / f"prepare-{i}.log")
     handle = launcher.start(props["name"], props["argv"], log_file=workdir / "service.log", cwd=workdir)
     try:
         launcher.wait_until_healthy(handle, lambda: health.check(props["health"]),
                                     timeout=float(props["timeout_seconds"]), what=props["name"])
+        for i, argv in enumerate(props.get("after_start") or []):  # e.g. create the SASL user
+            launcher.run(f"{props['name']} after start", argv, log_file=workdir / f"after-start-{i}.log")
     except Exception:
         launcher.stop(handle)
         raise
@@ -58,7 +74,7 @@ class LocalServiceProvider(ResourceProvider):
 
     def diff(self, _id, olds, news):
         replaces = [k for k in ("name", "workdir") if olds.get(k) != news.get(k)]
-        changed = [k for k in RESTART_KEYS if olds.get(k) != news.get(k)]
+        changed = [k for k in RESTART_KEYS if (olds.get(k) or None) != (news.get(k) or None)]  # [] == absent
         if not _running(olds):
             changed.append("running")
         return DiffResult(changes=bool(replaces or changed), replaces=replaces,
@@ -81,7 +97,9 @@ class LocalServiceProvider(ResourceProvider):
 
 
 class LocalService(Resource):
-    """A detached process on 127.0.0.1. Outputs: pid, log_file, running."""
+    """A detached process on 127.0.0.1. Outputs: pid, log_file, running.
+    `secret_files` (kept secret in state) are written 0600; `after_start`
+    commands run once it is healthy."""
 
     pid: pulumi.Output[str]
     log_file: pulumi.Output[str]
@@ -89,9 +107,12 @@ class LocalService(Resource):
 
     def __init__(self, name: str, *, workdir: str, files: dict[str, str], argv: list[str],
                  health: dict[str, str], prepare: list[list[str]] | None = None,
+                 secret_files: pulumi.Input[dict] | None = None, after_start: list[list[str]] | None = None,
                  timeout_seconds: int = 180, opts: pulumi.ResourceOptions | None = None):
         super().__init__(LocalServiceProvider(), name, {
             "name": name, "workdir": workdir, "files": files, "argv": argv,
-            "prepare": prepare or [], "health": health, "timeout_seconds": str(timeout_seconds),
+            "secret_files": pulumi.Output.secret(secret_files) if secret_files is not None else None,
+            "prepare": prepare or [], "after_start": after_start or [], "health": health,
+            "timeout_seconds": str(timeout_seconds),
             "pid": None, "start_time": None, "log_file": None, "running": None,
-        }, opts)
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secret_files"])))
