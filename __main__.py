@@ -45,6 +45,8 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
+if replication.connect_credentials is not None:  # Connect REST basic auth (rest_auth), a secret
+    pulumi.export("connect_credentials", replication.connect_credentials)
 if replication.monitoring is not None:
     pulumi.export("prometheus_url", replication.monitoring.prometheus_url)
     pulumi.export("alert_rules", replication.monitoring.alert_rules)

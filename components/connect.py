@@ -6,16 +6,28 @@ import pulumi
 from components.config import connect, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
+from components.secrets import GeneratedPassword
 
 CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")  # the worker's own clients, then its tasks'
+REST_USER = "mirrorstack"
+BASIC_AUTH_EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+REST_CREDENTIALS = "secrets/rest-credentials.properties"
+
+
+def rest_jaas(credentials_file: str) -> str:
+    """The JAAS file naming the credentials file (a path, no secret)."""
+    return ("KafkaConnect {\n  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
+            f'  file="{credentials_file}";\n}};\n')
 
 
 class ConnectCluster(pulumi.ComponentResource):
-    """Outputs: `rest_url` (the first worker's REST API). With `metrics`, every
+    """Outputs: `rest_url` (the first worker's REST API), `rest_urls` (every
+    worker's; any serves the whole API). With `metrics`, every
     worker runs the JMX exporter; `scrape_targets` lists them for Prometheus.
     `clients`: the KafkaClusters whose client folders its connectors reference
     (secured clusters). `exactly_once`: the workers support exactly-once source
-    connectors (KIP-618)."""
+    connectors (KIP-618). With `spec.rest_auth` the REST API requires basic
+    auth: `rest_credentials` (a secret {username, password}, else None)."""
 
     rest_url: pulumi.Output[str]
 
@@ -25,11 +37,25 @@ class ConnectCluster(pulumi.ComponentResource):
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
         clients = [c for c in clients if c.client_files is not None]
+        self.rest_credentials = None
+        if getattr(spec, "rest_auth", False):
+            password = GeneratedPassword(f"connect-{name}-rest-password", opts=pulumi.ResourceOptions(parent=self))
+            self.rest_credentials = pulumi.Output.secret(
+                password.result.apply(lambda pw: {"username": REST_USER, "password": pw}))
         for i in range(spec.workers):
             worker = f"connect-{name}-{i}"
             host, port = platform.address(worker, "rest")
             urls.append("http://%s:%d" % platform.host_address(worker, "rest"))
             extra, secret_files = self._client_overrides(worker, kafka, clients, platform, exactly_once)
+            files, jvm_options, health = {}, [], {"kind": "connect", "url": f"http://{host}:{port}"}
+            if self.rest_credentials is not None:
+                folder = platform.service_dir(worker)
+                extra["rest.extension.classes"] = BASIC_AUTH_EXTENSION
+                files["rest-jaas.conf"] = rest_jaas(f"{folder}/{REST_CREDENTIALS}")
+                jvm_options = ["-Djava.security.auth.login.config={dir}/rest-jaas.conf"]
+                health["auth_file"] = f"{folder}/{REST_CREDENTIALS}"
+                secret_files = pulumi.Output.all(secret_files, self.rest_credentials).apply(
+                    lambda a: {**(a[0] or {}), REST_CREDENTIALS: f"{a[1]['username']}: {a[1]['password']}\n"})
             props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port, extra=extra: render_properties(
                 connect.worker_properties(f"mirrorstack-{name}", bootstrap_servers=servers, host=host,
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
@@ -38,9 +64,9 @@ class ConnectCluster(pulumi.ComponentResource):
             depends = [*kafka.ready, *(r for c in clients for r in c.client_resources)]
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
-                files={"worker.properties": props}, secret_files=secret_files,
-                uses_clients=[c.alias for c in clients],
-                health={"kind": "connect", "url": f"http://{host}:{port}"}, metrics=metrics,
+                files={"worker.properties": props, **files}, secret_files=secret_files,
+                uses_clients=[c.alias for c in clients], health=health, metrics=metrics,
+                **({"jvm_options": jvm_options} if jvm_options else {}),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)
@@ -48,7 +74,8 @@ class ConnectCluster(pulumi.ComponentResource):
                                                         {"cluster": spec.kafka, "role": "connect", "connect": name}))
         self.workers = workers
         self.rest_url = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: urls[0])
-        self.register_outputs({"rest_url": self.rest_url})
+        self.rest_urls = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: list(urls))
+        self.register_outputs({"rest_url": self.rest_url, "rest_urls": self.rest_urls})
 
     @staticmethod
     def _client_overrides(worker: str, kafka, clients: list, platform, exactly_once: bool):

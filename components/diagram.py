@@ -51,6 +51,8 @@ def flow_label(flow) -> str:
     label = f"{flow.replication_policy}: {', '.join(flow.topics)}"
     if flow.topics_exclude:
         label += f" except {', '.join(flow.topics_exclude)}"
+    if flow.exactly_once:
+        label += ", exactly-once"
     return label
 
 
@@ -62,6 +64,9 @@ def mermaid(topology: Topology) -> str:
     lines = ["flowchart LR"]
     for alias, cluster in topology.clusters.items():
         size = "external" if cluster.is_external else _plural(cluster.brokers, "broker")
+        sec = cluster.external.security if cluster.is_external else cluster.security
+        if sec.protocol != "PLAINTEXT":  # how clients get in: protocol, SASL mechanism, client certificates
+            size += "<br/>" + " ".join(filter(None, [sec.protocol, sec.mechanism, "mTLS" if sec.mtls else None]))
         lines.append(f'  {kafka[alias]}[("{_text(alias)}<br/>{size}")]')
     for name, cc in topology.connect.items():
         lines.append(f'  {connect[name]}[["Connect {_text(name)}<br/>{_plural(cc.workers, "worker")}"]]')

@@ -169,9 +169,66 @@ def _validate_all(client: ConnectClient, connectors: dict[str, dict[str, str]]) 
         raise ConnectError("Kafka Connect rejected the MirrorMaker 2 configuration:\n" + "\n".join(problems))
 
 
+PROBE_TIMEOUT = 3  # seconds: is a worker answering at all (failover, live checks in diff)
+
+
+def _answers(url: str, headers: dict) -> bool:
+    import urllib3
+    try:
+        reply = urllib3.PoolManager().request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
+                                              timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
+        return reply.status < 500
+    except urllib3.exceptions.HTTPError:
+        return False
+
+
+def _client(props, url_key: str = "connect_url") -> ConnectClient:
+    """A client of the first worker that answers: any worker of the group serves
+    (and forwards to the leader) the whole REST API, so a dead worker 0 must not
+    stop `up`, `refresh` or `destroy`. With none answering, the first one's URL
+    is used, and its error names it. Basic auth when the workers require it."""
+    import urllib3
+    urls = [props[url_key]] + [u for u in (props.get("connect_urls") or []) if u != props[url_key]]
+    auth = props.get("connect_auth")
+    headers = urllib3.make_headers(basic_auth=f"{auth['username']}:{auth['password']}") if auth else {}
+    url = next((u for u in urls if len(urls) > 1 and _answers(u, headers)), urls[0])
+    client = ConnectClient(url)
+    client.http.headers = {**client.http.headers, **headers}
+    return client
+
+
+def _live_failures(props) -> list[str]:
+    """Connectors missing or with a FAILED part right now, in one quick call
+    (`GET /connectors?expand=status`); [] when Connect does not answer (the
+    update itself will then say so), so a preview never hangs on it."""
+    import urllib3
+    try:
+        client = _client(props)
+        reply = client.http.request("GET", f"{client.url}/connectors?expand=status", retries=False,
+                                    timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
+        if reply.status != 200:
+            return []
+        live = json.loads(reply.data)
+    except (urllib3.exceptions.HTTPError, ValueError, ConnectError):
+        return []
+    failed = []
+    for name in props.get("connectors") or {}:
+        status = (live.get(name) or {}).get("status")
+        parts = [status["connector"], *status.get("tasks", [])] if status else []
+        if status is None or any(p.get("state") == "FAILED" for p in parts):
+            failed.append(name)
+    return failed
+
+
+def _restart_failed(client: ConnectClient, name: str) -> None:
+    """Connect's own restart of a connector's FAILED parts only (Strimzi's auto-restart)."""
+    client._ok(client._call("POST", f"/connectors/{quote(name, safe='')}/restart?includeTasks=true&onlyFailed=true"),
+               f"restarting the failed tasks of {name}")
+
+
 class MirrorMaker2Provider(ResourceProvider):
     def create(self, props):
-        client = ConnectClient(props["connect_url"])
+        client = _client(props)
         connectors = props["connectors"]
         _validate_all(client, connectors)
         for name, config in connectors.items():
@@ -183,37 +240,44 @@ class MirrorMaker2Provider(ResourceProvider):
         replaces = ["flow"] if olds.get("flow") != news.get("flow") else []
         changed = [k for k in ("connect_url", "connectors", "secrets_digest", "restart_trigger")
                    if (olds.get(k) or None) != (news.get(k) or None)]
-        if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()):
-            changed.append("states")  # failed or missing out of band: up repairs
+        if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()) or _live_failures(olds):
+            changed.append("states")  # failed or missing out of band (seen by refresh, or live now): up repairs
         return DiffResult(changes=bool(replaces or changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id, olds, news):
-        client = ConnectClient(news["connect_url"])
+        client = _client(news)
         old, new = olds.get("connectors") or {}, news["connectors"]
         moved = olds.get("connect_url") != news["connect_url"]
         changed = {name: cfg for name, cfg in new.items() if moved or old.get(name) != cfg}
+        live_failed = set() if moved else set(_live_failures(news))
+        changed.update({name: new[name] for name in live_failed if client.get_config(name) is None})  # deleted
         _validate_all(client, changed)
         for name in old.keys() - new.keys():
-            ConnectClient(olds["connect_url"]).delete(name)
+            _client(olds).delete(name)
         for name, config in changed.items():
             client.put_config(name, config)
         # Secrets reach Connect as `${file:...}` references, resolved when a connector
         # starts: a rotated secret (a new digest) needs a restart to be read.
         restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
-        for name, state in (olds.get("states") or {}).items():
-            if name in new and name not in changed and (restart or state.get("state") == "FAILED"
-                                                          or state.get("running_tasks") != state.get("tasks")):
+        for name in new:
+            if name in changed:
+                continue
+            state = (olds.get("states") or {}).get(name) or {}
+            if restart:
                 client.restart(name)
+            elif name in live_failed or state.get("state") == "FAILED" or \
+                    state.get("running_tasks") != state.get("tasks"):
+                _restart_failed(client, name)
         states = wait_running(client, list(new), float(news["timeout_seconds"]))
         return UpdateResult(outs={**news, "states": states})
 
     def delete(self, _id, props):
-        client = ConnectClient(props["connect_url"])
+        client = _client(props)
         for name in props["connectors"]:
             client.delete(name)
 
     def read(self, id_, props):
-        client = ConnectClient(props["connect_url"])
+        client = _client(props)
         live, states = {}, {}
         for name in props["connectors"]:
             config = client.get_config(name)
@@ -228,20 +292,26 @@ class MirrorMaker2Connectors(Resource):
     Outputs: `connectors` (name → config), `states` (name → state, task counts).
     Configs carry no secret: credentials are `${file:...}` references the Connect
     workers resolve; `secrets_digest` (a secret) changes when they rotate, and
-    restarts the connectors so they read the new values."""
+    restarts the connectors so they read the new values. `connect_urls`: every
+    worker's REST URL (any that answers is used); `connect_auth` (a secret
+    {username, password}) when the REST API requires basic auth."""
 
     connectors: pulumi.Output[dict]
     states: pulumi.Output[dict]
 
     def __init__(self, name: str, *, flow: str, connect_url: pulumi.Input[str],
                  connectors: pulumi.Input[dict], secrets_digest: pulumi.Input[str] | None = None,
+                 connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
                  timeout_seconds: int = 300, restart_trigger: str = "",
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(MirrorMaker2Provider(), name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
             "secrets_digest": pulumi.Output.secret(secrets_digest) if secrets_digest is not None else None,
+            "connect_urls": connect_urls,
+            "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth is not None else None,
             "timeout_seconds": str(timeout_seconds), "restart_trigger": restart_trigger, "states": None,
-        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secrets_digest"])))
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            additional_secret_outputs=["secrets_digest", "connect_auth"])))
 
 
 class MirrorMaker2(pulumi.ComponentResource):
@@ -252,11 +322,13 @@ class MirrorMaker2(pulumi.ComponentResource):
 
     def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
                  secrets_digest: pulumi.Input[str] | None = None, restart_trigger: str = "",
+                 connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:mirror:MirrorMaker2", flow.name, None, opts)
         self.connectors = MirrorMaker2Connectors(
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
-            secrets_digest=secrets_digest, restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
+            secrets_digest=secrets_digest, connect_urls=connect_urls, connect_auth=connect_auth,
+            restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
         self.connector_names = self.connectors.connectors.apply(lambda c: sorted(c or {}))
         self.states = self.connectors.states
         self.register_outputs({"connector_names": self.connector_names, "states": self.states})

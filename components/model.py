@@ -37,7 +37,7 @@ def _string_value(value: Any) -> Any:
     # YAML turns `3`, `true` and an empty value into int/bool/None; Kafka wants text.
     if value is None or isinstance(value, (bool, int, float)):
         example = json.dumps("" if value is None else json.dumps(value))
-        raise PydanticCustomError("quote_value", "must be a string: quote it in YAML, e.g. {example}",
+        raise PydanticCustomError("quote_value", "must be a string; fix: quote it in YAML, e.g. {example}",
                                   {"example": example})
     return value
 
@@ -46,13 +46,52 @@ Properties = dict[str, Annotated[str, BeforeValidator(_string_value)]]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: the stack file's YAML already typed every value (Pulumi hands ints
+    # and bools over as such), so `"yes"` is no boolean and `"2"` no integer, as
+    # the JSON Schema says; ints still pass as floats (wait_seconds: 60).
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+SASL_MECHANISMS = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 
 
 class ClientSecurity(_Model):
+    """How clients reach an existing cluster. Secrets (the SASL password, a PEM
+    key) come from `mirrorstack:clusterSecrets.<alias>`, never from here."""
+
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="security.protocol clients use to reach the cluster.")
+    mechanism: SASL_MECHANISMS | None = Field(None, description=(
+        "SASL mechanism (SASL_* protocols; default SCRAM-SHA-512). The password is the secret "
+        "`mirrorstack:clusterSecrets.<alias>.password`."))
+    username: str | None = Field(None, min_length=1, description="SASL user (SASL_* protocols).")
+    mtls: bool = Field(False, description=(
+        "Clients present a certificate (SSL/SASL_SSL): ssl.keystore.location in properties, or the PEM "
+        "key as the secret `clusterSecrets.<alias>[\"ssl.keystore.key\"]`."))
     properties: Properties = Field({}, description="Extra client properties (ssl.*, sasl.*), non-secret only.")
+
+
+class Security(_Model):
+    """How a deployed cluster is secured. For anything but PLAINTEXT the stack
+    generates a CA and certificates; brokers and the controller talk SSL with
+    client certificates among themselves; a SASL user is created at start with
+    a generated password (kept in state as a secret)."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="What clients (Connect, MM2, the validation job) use.")
+    mechanism: Literal["SCRAM-SHA-512", "PLAIN"] | None = Field(
+        None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512).")
+    mtls: bool = Field(False, description=(
+        "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
+    user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description="The SASL user created at start.")
+
+    @property
+    def secured(self) -> bool:
+        return self.protocol != "PLAINTEXT"
+
+    @property
+    def sasl_mechanism(self) -> str | None:
+        return (self.mechanism or "SCRAM-SHA-512") if self.protocol == "SASL_SSL" else None
 
 
 class StackOutput(_Model):
@@ -66,6 +105,9 @@ class ExternalCluster(_Model):
         "Instead of bootstrap_servers: a cluster another mirrorstack stack runs, read from its `clusters` "
         "output (a StackReference) when this stack deploys."))
     security: ClientSecurity = Field(ClientSecurity(), description="How clients connect to it.")
+    kafka_version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$", examples=["3.4"], description=(
+        "The cluster's Kafka version when older than mirrorstack's (e.g. '3.4'); features it cannot "
+        "honour (exactly-once) are refused."))
 
     @model_validator(mode="after")
     def _one_address(self) -> ExternalCluster:
@@ -93,6 +135,8 @@ class Cluster(_Model):
     settings: Properties = Field({}, description="Raw broker properties for deployed clusters; values are strings.")
     external: ExternalCluster | None = Field(
         None, description="Set to use an existing cluster instead of deploying one.")
+    security: Security = Field(Security(), description=(
+        "Deployed clusters: TLS and SASL for clients (for an external cluster use external.security)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -111,6 +155,9 @@ class ConnectCluster(_Model):
     kafka: str = Field(description="Alias of the cluster holding its config, offset and status topics.")
     workers: int = Field(1, ge=1, le=9, description="Connect workers in the group.")
     settings: Properties = Field({}, description="Raw Connect worker properties; values are strings.")
+    rest_auth: bool = Field(False, description=(
+        "The Connect REST API requires HTTP basic auth (user `mirrorstack`, a generated password kept secret; "
+        "stack output connect_credentials)."))
     remote_target: bool = Field(False, description=(
         "Run flows whose target is not this Connect cluster's Kafka cluster: records are produced across "
         "the network, and MM2 recommends running next to the target."))
@@ -160,6 +207,9 @@ class Flow(_Model):
     replication_factor: int | None = Field(None, ge=1, description=(
         "For remote topics and MM2's internal topics; default min(3, target brokers)."))
     overrides: ConnectorOverrides = Field(ConnectorOverrides(), description="Raw connector configs, applied last.")
+    exactly_once: bool = Field(False, description=(
+        "Exactly-once replication (KIP-618): the Connect cluster's workers get exactly.once.source.support, "
+        "the source connector exactly.once.support=required and read_committed consumers."))
     restart_trigger: str = Field("", description=(
         "Change this value (e.g. a date) to restart the flow's connectors and tasks on the next up "
         "(mm2.sh's redeploy)."))
@@ -196,7 +246,7 @@ class Validation(_Model):
     driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
         "Heap of the Spark driver (which runs the local executors); the job's memory does not grow with N."))
     master: str = Field("local[2]", min_length=1, description="Spark master (local platform; docker runs local[*]).")
-    schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", description=(
+    schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", examples=["0 * * * *"], description=(
         "kubernetes only: also run it as a CronJob on this cron schedule (continuous checks)."))
     image: str | None = Field(None, description="docker/kubernetes: the Spark image; default apache/spark:<pinned>.")
 
@@ -377,6 +427,107 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return node if isinstance(node, type) and issubclass(node, BaseModel) else None
 
 
+def _field_at(loc: tuple) -> Any:
+    """The FieldInfo of the model field at `loc`, if it is one."""
+    model = _model_at(loc[:-1]) if loc else None
+    return model.model_fields.get(loc[-1]) if model is not None and isinstance(loc[-1], str) else None
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds(loc: tuple) -> str:
+    """' >= 1 (at most 9)' from the field's ge/gt and le/lt, '' without bounds."""
+    low = high = ""
+    for constraint in getattr(_field_at(loc), "metadata", []):
+        for op, text in (("ge", ">= {}"), ("gt", "> {}"), ("le", "at most {}"), ("lt", "below {}")):
+            bound = getattr(constraint, op, None)
+            if bound is not None and op in ("ge", "gt"):
+                low = " " + text.format(_number(bound))
+            elif bound is not None:
+                high = text.format(_number(bound))
+    if low:
+        return f"{low} ({high})" if high else low
+    return f" {high.replace('at most', '<=').replace('below', '<')}" if high else ""
+
+
+def _yaml_scalar(value: Any) -> str:
+    return "null" if value is None else json.dumps(value)
+
+
+# What each kind of pydantic error asks for, by error type (see _type_fix).
+_INT_ERRORS = {"int_type", "int_parsing", "int_from_float", "int_parsing_size"}
+_FLOAT_ERRORS = {"float_type", "float_parsing", "finite_number"}
+_BOOL_ERRORS = {"bool_type", "bool_parsing"}
+_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+_TRUE, _FALSE = {"yes", "y", "on", "true", "1", "t"}, {"no", "n", "off", "false", "0", "f"}
+
+
+def _type_fix(err: dict) -> str:
+    """The `fix:` of a pydantic type or constraint error: what to write instead."""
+    kind, loc, value, ctx = err["type"], err["loc"], err.get("input"), err.get("ctx") or {}
+    field = _field_at(loc)
+    if kind in _BOUND_ERRORS:  # the bound's type is the field's: ge=1 on an int, ge=0.0 on a float
+        whole = not any(isinstance(v, float) for v in ctx.values())
+        return f"use {'a whole number' if whole else 'a number'}{_bounds(loc)}"
+    if kind in _INT_ERRORS | _FLOAT_ERRORS:
+        whole = kind in _INT_ERRORS
+        example = ""
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+" if whole else r"-?[0-9]+(\.[0-9]+)?", value.strip()):
+            example = f", e.g. {value.strip()}"
+        elif isinstance(value, float) and value.is_integer():
+            example = f", e.g. {int(value)}"
+        return f"write {'a whole number' if whole else 'a number'}{_bounds(loc)} without quotes{example}"
+    if kind in _BOOL_ERRORS:
+        word = str(value).strip().lower() if isinstance(value, (str, int)) else ""
+        example = ", e.g. true" if word in _TRUE else ", e.g. false" if word in _FALSE else ""
+        return f"write true or false without quotes{example}"
+    if kind == "list_type":
+        if isinstance(value, str):
+            items = ", ".join(json.dumps(x.strip()) for x in value.split(",") if x.strip()) or '""'
+            return f"write a YAML list like [a, b], e.g. [{items}]"
+        return "write a YAML list like [a, b]"
+    if kind == "string_type":
+        if isinstance(value, (bool, int, float)):
+            return f'quote it in YAML, e.g. "{_yaml_scalar(value)}"'
+        if value is None:
+            return 'write a value, e.g. "text", or remove the key for the default'
+        return 'write a single string, e.g. "text"'
+    if kind == "string_pattern_mismatch":
+        examples = getattr(field, "examples", None) or []
+        default = getattr(field, "default", None)
+        example = examples[0] if examples else default if isinstance(default, str) and default else None
+        return f"match the pattern {ctx.get('pattern')}" + (f", e.g. {example!r}" if example else "")
+    if kind == "string_too_short":
+        default = getattr(field, "default", None)
+        example = f", e.g. {default!r}" if isinstance(default, str) and default else ""
+        count = ctx.get("min_length", 1)
+        return f"write a non-empty value{example}" if count == 1 else f"write at least {count} characters{example}"
+    if kind == "string_too_long":
+        return f"write at most {ctx.get('max_length')} characters"
+    if kind == "too_short":
+        count = ctx.get("min_length", 1)
+        return f"add at least {count} {'entry' if count == 1 else 'entries'}"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+        head, sep, last = expected.rpartition(" or ")
+        choices = f"{head}, {last}" if sep else expected
+        cased = [c for c in re.findall(r"'([^']*)'", expected) if isinstance(value, str) and c.lower() == value.lower()]
+        return f"use one of {choices}" + (f" (case matters: {cased[0]!r})" if cased else "")
+    if kind in ("model_type", "model_attributes_type"):
+        model = _model_at(loc)
+        if model is None:
+            return "write a YAML mapping like {key: value}"
+        required = [name for name, f in model.model_fields.items() if f.is_required()]
+        if required:
+            return f"write a YAML mapping with at least the keys {', '.join(required)}"
+        return f"write a YAML mapping of {', '.join(sorted(model.model_fields))}, or {{}} for the defaults"
+    if kind in ("dict_type", "mapping_type"):
+        return 'write a YAML mapping like {key: "value"}, or {} for none'
+    return "correct the value as the JSON Schema (components/schema/topology.schema.json) says"
+
+
 def _pydantic_problem(err: dict) -> str:
     where, kind, msg = _path(err["loc"]), err["type"], err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
@@ -391,6 +542,8 @@ def _pydantic_problem(err: dict) -> str:
         return f"{where}: required; fix: add it"
     if kind not in ("quote_value", "value_error") and not isinstance(err.get("input"), (dict, list)):
         msg += f" (got {err.get('input')!r})"
+    if "fix:" not in msg:  # pydantic's own type and constraint errors say what, not how
+        msg += f"; fix: {_type_fix(err)}"
     return f"{where}: {msg}"
 
 

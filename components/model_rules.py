@@ -42,7 +42,9 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         seen.setdefault((f.source, f.target), i)
     yield from _forwarding_problems(t, origins)
     yield from _validation_problems(t)
-    yield from _plaintext_secrets(t)
+    yield from _plaintext_secrets(t, origins)
+    yield from _security_problems(t)
+    yield from _exactly_once_problems(t, origins)
     if t.monitoring is not None and t.platform == "local":
         for extra in ("kafka_ui", "kafka_exporter"):
             if getattr(t.monitoring, extra):
@@ -103,16 +105,20 @@ def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_con
                            f"to at most {brokers}, or raise clusters.{f.target}.brokers")
 
 
-SECRET_KEY = re.compile(r"password|jaas|secret|token|credential", re.IGNORECASE)
+# Credentials by name: passwords (ssl.key.password, ssl.keystore.password, ...), JAAS
+# configs, and private keys given inline (ssl.keystore.key, *.private.key: PEM text).
+SECRET_KEY = re.compile(r"password|passphrase|jaas|secret|token|credential|(?:^|\.)(?:keystore|private)\.key$",
+                        re.IGNORECASE)
 
 
-def _plaintext_secrets(t: Topology) -> Iterator[str]:
+def _plaintext_secrets(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
     """Settings that look like credentials must come from `pulumi config --secret`."""
     places = [(("clusters", a, "settings"), c.settings, a) for a, c in t.clusters.items()]
     places += [(("clusters", a, "external", "security", "properties"), c.external.security.properties, a)
                for a, c in t.clusters.items() if c.external]
     places += [(("connect", n, "settings"), c.settings, c.kafka) for n, c in t.connect.items()]
-    places += [(("flows", i, "overrides", kind), getattr(f.overrides, kind), f)
+    # origins: the stack-file entry (`flows[0]` for each flow a `sources:` list expands to)
+    places += [(origins[i].loc(("overrides", kind)), getattr(f.overrides, kind), f)
                for i, f in enumerate(t.flows) for kind in ("source", "checkpoint", "heartbeat")]
     for where, props, owner in places:
         for key in props:
@@ -226,3 +232,118 @@ def _identity_cycles(flows: list[Flow]) -> list[tuple[str, list[int]]]:
         ring = [*c, c[0]]
         out.append((" -> ".join(ring), [i for pair in zip(ring, ring[1:]) for i in edges[pair]]))
     return out
+
+
+CLIENT_KEYS_WITH_FIELDS = {"security.protocol": "protocol", "sasl.mechanism": "mechanism"}
+
+
+def _security_problems(t: Topology) -> Iterator[str]:
+    for alias, c in t.clusters.items():
+        sec, where = c.security, ("clusters", alias, "security")
+        if c.is_external:
+            if c.security.secured or c.security.mechanism or c.security.mtls:  # a default (e.g. a dump) is fine
+                yield (f"{_path(where)}: an external cluster is reached with external.security; "
+                       f"fix: move it to {_path(('clusters', alias, 'external', 'security'))}")
+            yield from _client_security_problems(alias, c.external.security)
+            continue
+        if sec.mechanism is not None and sec.protocol != "SASL_SSL":
+            yield (f"{_path((*where, 'mechanism'))}: a SASL mechanism needs protocol SASL_SSL (got {sec.protocol}); "
+                   "fix: set protocol: SASL_SSL, or remove mechanism")
+        if sec.mtls and sec.protocol == "PLAINTEXT":
+            yield (f"{_path((*where, 'mtls'))}: client certificates need TLS; "
+                   "fix: set protocol: SSL (mTLS only) or SASL_SSL, or remove mtls")
+
+
+def _client_security_problems(alias: str, cs) -> Iterator[str]:
+    where = ("clusters", alias, "external", "security")
+    sasl = cs.protocol.startswith("SASL_")
+    for field in ("mechanism", "username"):
+        if getattr(cs, field) is not None and not sasl:
+            yield (f"{_path((*where, field))}: SASL setting with protocol {cs.protocol}; "
+                   "fix: use protocol SASL_SSL (or SASL_PLAINTEXT), or remove it")
+    if sasl and cs.username is None:
+        yield (f"{_path((*where, 'username'))}: required with protocol {cs.protocol}; fix: set username: <user>, "
+               f"and the password with `pulumi config set --secret --path 'mirrorstack:clusterSecrets.{alias}.password' "
+               "<password>`")
+    if cs.mtls and cs.protocol not in ("SSL", "SASL_SSL"):
+        yield (f"{_path((*where, 'mtls'))}: client certificates need TLS (got {cs.protocol}); "
+               "fix: use protocol SSL or SASL_SSL, or remove mtls")
+    for key, field in CLIENT_KEYS_WITH_FIELDS.items():
+        if key in cs.properties:
+            yield (f"{_path((*where, 'properties', key))}: set by `{field}`; "
+                   f"fix: remove it and write {field}: {cs.properties[key]}")
+
+
+# Secret client settings that stand in for the SASL password / the mTLS key.
+PASSWORD_KEYS = ("password", "sasl.jaas.config")
+KEY_KEYS = ("ssl.keystore.key", "ssl.keystore.location")
+# ...of which these may also be plain properties (a file path is no secret);
+# ssl.keystore.key, the PEM key itself, only counts from clusterSecrets.
+KEY_PROPERTIES = ("ssl.keystore.location",)
+
+
+def secret_problems(t: Topology, secret_keys: dict[str, set[str]]) -> list[str]:
+    """Checks of `mirrorstack:clusterSecrets` against the topology, made from its
+    KEYS only (the values never reach a message): unknown aliases, deployed
+    clusters (their credentials are generated), missing passwords and keys."""
+    problems = []
+    known = ", ".join(sorted(t.clusters))
+    for alias in sorted(secret_keys):
+        if alias not in t.clusters:
+            problems.append(f"mirrorstack:clusterSecrets.{alias}: unknown cluster {alias!r}; fix: use one of {known} "
+                            f"(`pulumi config rm --path 'mirrorstack:clusterSecrets.{alias}'`)")
+        elif not t.clusters[alias].is_external:
+            problems.append(f"mirrorstack:clusterSecrets.{alias}: {alias!r} is deployed by this stack, which generates "
+                            f"its credentials; fix: remove it (`pulumi config rm --path "
+                            f"'mirrorstack:clusterSecrets.{alias}'`), or set clusters.{alias}.security")
+    for alias, c in t.clusters.items():
+        if not c.is_external:
+            continue
+        cs, keys = c.external.security, secret_keys.get(alias, set())
+        if cs.protocol.startswith("SASL_") and not keys & set(PASSWORD_KEYS):
+            problems.append(f"mirrorstack:clusterSecrets.{alias}.password: required for {cs.protocol} "
+                            f"(clusters.{alias}.external.security); fix: `pulumi config set --secret --path "
+                            f"'mirrorstack:clusterSecrets.{alias}.password' <password>`")
+        if cs.mtls and not (keys & set(KEY_KEYS) or cs.properties.keys() & set(KEY_PROPERTIES)):
+            problems.append(f"clusters.{alias}.external.security.mtls: no client key; fix: set properties "
+                            f"ssl.keystore.location (a file on the Connect hosts), or the PEM key and chain with "
+                            f"`pulumi config set --secret --path 'mirrorstack:clusterSecrets.{alias}[\"ssl.keystore.key\"]'`")
+    return problems
+
+
+EXACTLY_ONCE_SINCE = (3, 5)  # KIP-618 is 3.3; MirrorMaker 2's source connector supports it from 3.5
+
+
+def _exactly_once_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """Each problem starts at the setting at fault: the flow's Connect cluster,
+    the Connect setting, the flow's override or the cluster's kafka_version."""
+    for i, f in enumerate(t.flows):
+        if not f.exactly_once:
+            continue
+        flow = origins[i].path("exactly_once")
+        name = f.connect or f.target
+        cc = t.connect.get(name)
+        if cc is not None and cc.remote_target:
+            yield (f"{flow}: Connect cluster {name!r} runs on {cc.kafka!r}, not on the target {f.target!r}; "
+                   "exactly-once commits records and source offsets in one transaction on the Connect cluster's "
+                   f"Kafka; fix: run the flow on a Connect cluster whose kafka is {f.target!r}, or remove exactly_once")
+        support = "exactly.once.source.support"
+        if cc is not None and cc.settings.get(support, "enabled") != "enabled":
+            yield (f"{_path(('connect', name, 'settings', support))}: {cc.settings[support]!r}, but {flow} is true "
+                   "and needs it enabled on the workers; fix: remove that setting (mirrorstack enables it), or remove "
+                   f"{flow}")
+        mode = f.overrides.source.get("exactly.once.support", "required")
+        if mode != "required":
+            where = _path(origins[i].loc(("overrides", "source", "exactly.once.support")))
+            yield (f"{where}: {mode!r}, but {flow} is true and needs it required; "
+                   f"fix: remove that override (mirrorstack sets required), or remove {flow}")
+        roles = {f.target: "target"}
+        if cc is not None:
+            roles.setdefault(cc.kafka, "the Connect cluster's kafka")
+        for alias, role in roles.items():
+            ext = t.clusters.get(alias)
+            version = ext.external.kafka_version if ext is not None and ext.is_external else None
+            if version and tuple(int(x) for x in version.split(".")[:2]) < EXACTLY_ONCE_SINCE:
+                yield (f"{_path(('clusters', alias, 'external', 'kafka_version'))}: {alias!r} ({role} of "
+                       f"{origins[i].path()}) runs Kafka {version}, but {flow} needs Kafka 3.5 or later there; "
+                       f"fix: upgrade {alias!r} and set this to its new version, or remove {flow}")

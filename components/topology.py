@@ -57,6 +57,8 @@ class ReplicationTopology(pulumi.ComponentResource):
                     source_client=source.client_settings, target_client=target.client_settings))
             self.flows[flow.name] = MirrorMaker2(
                 flow, connect_url=connect.rest_url, connectors=configs, secrets_digest=_secrets_digest(source, target),
+                connect_urls=connect.rest_urls if len(connect.workers) > 1 else None,
+                connect_auth=connect.rest_credentials,
                 restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
@@ -74,6 +76,8 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.cluster_outputs = pulumi.Output.all(
             **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})
         self.connect_outputs = pulumi.Output.all(**{n: c.rest_url for n, c in self.connect.items()})
+        credentials = {n: c.rest_credentials for n, c in self.connect.items() if c.rest_credentials is not None}
+        self.connect_credentials = pulumi.Output.secret(pulumi.Output.all(**credentials)) if credentials else None
         self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})
         self.validation_output = self.validation.report if self.validation else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,

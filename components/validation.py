@@ -41,8 +41,10 @@ class SparkValidationJob(pulumi.ComponentResource):
         clients = {a: clusters[a].client_settings for a in aliases}
         config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
             lambda servers: validation_job_config(topology, servers, clients))
+        secured = [a for a in aliases if clusters[a].client_files is not None]  # their client folders are read
         self.job = platform.run_spark_job(
             f"{name}-job", job_file=JOB_FILE, job_sha256=job_sha256(), config=config, settings=settings,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=flows))
+            uses_clients=secured, opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*flows, *(r for a in secured for r in clusters[a].client_resources)]))
         self.report = self.job.report
         self.register_outputs({"report": self.report})

@@ -15,14 +15,16 @@ CONNECT_DISTRIBUTED_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 def java_command(
     java: str, main_class: str, args: Sequence[str], *, classpath: str, heap: str,
     log4j_file: str | None = None, jmx_agent: tuple[str, str, int, str] | None = None,
-    short_lived: bool = False,
+    short_lived: bool = False, system_properties: Sequence[str] = (),
 ) -> list[str]:
     """`jmx_agent` is (jar, host, port, config file): the Prometheus javaagent.
-    `short_lived` tools (the storage formatter) start faster with C1 and SerialGC."""
+    `short_lived` tools (the storage formatter) start faster with C1 and SerialGC.
+    `system_properties`: `-Dkey=value` options (paths only, never a secret)."""
     gc = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"] if short_lived else ["-XX:+UseG1GC"]
     argv = [java, f"-Xmx{heap}", *gc, "-Djava.awt.headless=true"]
     if log4j_file:
         argv.append(f"-Dlog4j2.configurationFile={log4j_file}")
+    argv += list(system_properties)
     if jmx_agent:
         jar, host, port, config = jmx_agent
         argv.append(f"-javaagent:{jar}={host}:{port}:{config}")

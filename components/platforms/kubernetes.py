@@ -7,6 +7,11 @@ running `apache/kafka`. Manifests are built here as plain dicts (kept in
 pulumi_kubernetes; file contents may be Outputs inside them, so resolve with
 `pulumi.Output.from_input(platform.manifests)` before validating.
 
+Secrets never go in a ConfigMap: a service's `secret_files` (all under
+`secrets/`) are a Secret `<service>-secrets` mounted at `<folder>/secrets`, a
+cluster's client files a Secret `<alias>-client` mounted at `client_dir(alias)`
+in the pods that read them; 0400, group-readable by the pod's fsGroup.
+
 Connect workers are StatefulSets too, without storage: each worker advertises
 its own name to the group (`rest.advertised.host.name`), so it needs a stable
 identity that exists at most once, which is what a StatefulSet guarantees and
@@ -29,7 +34,8 @@ from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.validation import spark_image, spark_submit_argv
 from components.platforms.docker import (
-    HOST, container_port, container_script, dns_label, hashed_host_port, kafka_image, probe_command,
+    AFTER_START_DONE, CLIENTS_ROOT, HOST, container_port, container_script, dns_label,
+    add_health_client_file, hashed_host_port, kafka_image, kafka_opts, probe_command,
 )
 from components.platforms.local.platform import default_port_base
 from components.versions import image, jmx_exporter_version, spark_version
@@ -45,6 +51,8 @@ REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = 185  # the `spark` user of the official image
 JOB_DIR = "/opt/mirrorstack/validation"
 JOB_TIMEOUT = "2h"
+SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
+SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
 
 
 AGENT_DIR = "/opt/mirrorstack/jmx"
@@ -104,6 +112,7 @@ class KubernetesPlatform:
         self._inside: dict[tuple[str, int], tuple[str, int]] = {}  # host address → in-cluster address
         self._with_data: set[str] = set()  # services that asked for a data dir get a volume
         self._namespace: k8s.core.v1.Namespace | None = None
+        self._client_secrets: dict[str, tuple[str, pulumi.Output, k8s.core.v1.Secret]] = {}  # alias → name, files, Secret
         self.manifests: list[dict] = []
 
     def _label(self, service: str) -> str:
@@ -148,6 +157,42 @@ class KubernetesPlatform:
         """Where Prometheus (in the namespace) scrapes the service's JMX exporter."""
         return self.address(service, "metrics")
 
+    def client_dir(self, alias: str) -> str:
+        """Where a cluster's client Secret is mounted in the pods that read it."""
+        return f"{CLIENTS_ROOT}/{alias}"
+
+    def client_files(self, alias: str, files, opts: pulumi.ResourceOptions | None = None) -> k8s.core.v1.Secret:
+        """A cluster's client files (a secret dict: ca.pem, client.pem,
+        client.properties) as the Secret `<alias>-client`, mounted at
+        `client_dir(alias)` by the pods using them."""
+        name = dns_label(f"{alias}-client")
+        files = pulumi.Output.secret(files)
+        secret = self._create(k8s.core.v1.Secret, {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "mirrorstack",
+                                    "mirrorstack.io/cluster": dns_label(alias)}},
+            "stringData": files},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns()]))
+        self._client_secrets[alias] = (name, files, secret)
+        return secret
+
+    def _clients(self, aliases, service: str) -> list[tuple[str, str, pulumi.Output, k8s.core.v1.Secret]]:
+        """(alias, Secret name, files, Secret) of each client folder a pod mounts."""
+        missing = [a for a in aliases if a not in self._client_secrets]
+        if missing:
+            raise ValueError(f"{service}: no client files for {', '.join(missing)}; "
+                             "client_files(alias) must come before the services that use them")
+        return [(a, *self._client_secrets[a]) for a in dict.fromkeys(aliases)]
+
+    def _client_volumes(self, clients) -> tuple[list[dict], list[dict]]:
+        """(volumes, mounts) of client Secrets at their client_dir."""
+        volumes = [{"name": dns_label(f"client-{alias}"), "secret": {"secretName": name, "defaultMode": SECRET_MODE}}
+                   for alias, name, _, _ in clients]
+        mounts = [{"name": dns_label(f"client-{alias}"), "mountPath": self.client_dir(alias), "readOnly": True}
+                  for alias, _, _, _ in clients]
+        return volumes, mounts
+
     def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None):
         self.manifests.append(manifest)
         # Top-level fields as the SDK's keyword arguments (stringData → string_data).
@@ -162,24 +207,35 @@ class KubernetesPlatform:
                 "metadata": {"name": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}}})
         return self._namespace
 
-    def _probe(self, health: dict) -> dict:
-        if health["kind"] == "tcp":  # the kubelet checks the pod's own IP: no shell needed
+    def _probe(self, health: dict, command_config: str | None = None, ready_file: str | None = None) -> dict:
+        if health["kind"] == "tcp" and not ready_file:  # the kubelet checks the pod's own IP: no shell needed
             check = {"tcpSocket": {"port": int(health["port"])}}
         else:
-            check = {"exec": {"command": probe_command(health, self.in_cluster)}}
+            check = {"exec": {"command": probe_command(health, self.in_cluster, command_config=command_config,
+                                                       ready_file=ready_file)}}
         return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
-                       metrics: bool = False, opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
-        """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args` and
-        `prepare` is the folder the ConfigMap with `files` is mounted at. With
+                       secret_files=None, after_start: list[tuple[str, list[str]]] = (),
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
+                       opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+        """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
+        `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
+        options, in KAFKA_OPTS) is the folder the ConfigMap with `files` is
+        mounted at. `secret_files` (a secret dict, every path `secrets/<name>`)
+        become the Secret `<service>-secrets` mounted at `{dir}/secrets`.
+        `after_start` steps run once the service answers (see
+        `container_script`); readiness waits for them. `uses_clients`: aliases
+        whose client Secrets are mounted at `client_dir(alias)`. With
         `metrics`, an init container fetches the pinned JMX exporter agent from
         Maven Central (checked against the jar `make setup` installed) into a
         shared volume, and the agent serves on `metrics_address(service)`."""
         namespace, svc, folder = self._ns(), self._label(service), self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
+        command_config = add_health_client_file(files, health, folder)
+        clients = self._clients(uses_clients, service)
         if metrics:
             files["jmx-exporter.yaml"] = jmx_exporter_config()
             self.metrics_address(service)  # registers the port before the manifests list ports
@@ -192,6 +248,12 @@ class KubernetesPlatform:
 
         config_map = self._create(k8s.core.v1.ConfigMap, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"), "data": files}, child)
+        secret_obj = None
+        if secret_files is not None:
+            secret_files = pulumi.Output.secret(secret_files)
+            secret_obj = self._create(k8s.core.v1.Secret, {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(f"{svc}-secrets"),
+                "stringData": pulumi.Output.secret(secret_files.apply(lambda f: _secret_keys(service, f)))}, child)
         service_obj = self._create(k8s.core.v1.Service, {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
             # Headless, and published before ready: Kafka resolves its own name to bind,
@@ -214,19 +276,35 @@ class KubernetesPlatform:
         env = [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{heap}"},
                {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}]
         volumes = [{"name": "files", "configMap": {"name": f"{svc}-files"}}]
-        init = []
+        if secret_obj is not None:  # a Secret volume may sit inside the ConfigMap one (kubelet makes the mount point)
+            volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": SECRET_MODE}})
+            mounts.append({"name": "secrets", "mountPath": f"{folder}/{SECRETS_DIR}", "readOnly": True})
+        client_volumes, client_mounts = self._client_volumes(clients)
+        volumes += client_volumes
+        mounts += client_mounts
+        annotations = {"mirrorstack.io/files-sha256": checksum}
+        secret_objs = [*([secret_obj] if secret_obj else []), *(secret for _, _, _, secret in clients)]
+        if secret_objs:
+            # A changed Secret restarts the pods too. Its resourceVersion says so without
+            # putting a digest of secret values where readers of StatefulSets see it.
+            annotations["mirrorstack.io/secrets-version"] = _versions(secret_objs)
+        init, agent = [], None
         if metrics:
             _, port = self.metrics_address(service)
-            env.append({"name": "KAFKA_OPTS", "value": f"-javaagent:{AGENT_DIR}/{AGENT_FILE}={port}:{folder}/jmx-exporter.yaml"})
+            agent = f"-javaagent:{AGENT_DIR}/{AGENT_FILE}={port}:{folder}/jmx-exporter.yaml"
             mounts.append({"name": "jmx-agent", "mountPath": AGENT_DIR, "readOnly": True})
             volumes.append({"name": "jmx-agent", "emptyDir": {}})
             init.append(agent_fetch_container())
+        options = kafka_opts(fill(jvm_options), agent)
+        if options:
+            env.append({"name": "KAFKA_OPTS", "value": options})
         container = {
             "name": "kafka", "image": self.image, "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", container_script(main, fill(args), [(m, fill(a)) for m, a in prepare])],
+            "command": ["/bin/sh", "-c", container_script(main, fill(args), [(m, fill(a)) for m, a in prepare],
+                                                          [(m, fill(a)) for m, a in after_start])],
             "env": env,
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
-            "readinessProbe": self._probe(health),
+            "readinessProbe": self._probe(health, command_config, AFTER_START_DONE if after_start else None),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
             "resources": {"requests": {"cpu": "250m", "memory": memory}, "limits": {"memory": memory}},
             "volumeMounts": mounts,
@@ -237,7 +315,7 @@ class KubernetesPlatform:
             "spec": {
                 "serviceName": svc, "replicas": 1, "selector": {"matchLabels": selector},
                 "template": {
-                    "metadata": {"labels": labels, "annotations": {"mirrorstack.io/files-sha256": checksum}},
+                    "metadata": {"labels": labels, "annotations": annotations},
                     "spec": {
                         "securityContext": {"runAsUser": APPUSER, "runAsGroup": APPUSER, "runAsNonRoot": True,
                                             "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -248,18 +326,24 @@ class KubernetesPlatform:
                 **({"volumeClaimTemplates": claims} if claims else {})}},
             # pulumi-kubernetes waits for the StatefulSet's pods to be ready, so
             # `depends_on` on it means "the service answers", as on the other platforms.
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace, config_map, service_obj])))
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[
+                namespace, config_map, service_obj, *secret_objs])))
         return statefulset
 
     def run_spark_job(self, name: str, *, job_file, job_sha256: str, config, settings,
-                      opts: pulumi.ResourceOptions | None = None):
+                      uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         """The validation job as a Job (pulumi-kubernetes waits for it to complete
         and fails `up` when it fails), plus a CronJob with the same pod on
         `settings.schedule`. The flows (which may hold client credentials) go in
         a Secret, the job file in a ConfigMap; spark-sql-kafka comes from Maven
         Central (`--packages`), so the pod needs to reach it. A change of the
-        job, its flows or `run_id` changes the pod template: a new Job runs."""
+        job, its flows or `run_id` changes the pod template: a new Job runs.
+        `uses_clients`: the aliases whose client folders the flows reference
+        (their Secrets mounted at `client_dir(alias)`); None: every cluster
+        whose client files this platform was given."""
         namespace, job = self._ns(), dns_label(name, max_len=52)
+        clients = self._clients(self._client_secrets if uses_clients is None else uses_clients, name)
+        client_volumes, client_mounts = self._client_volumes(clients)
         labels = {"app.kubernetes.io/name": "spark-validation", "app.kubernetes.io/instance": job,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
         meta = lambda n: {"name": n, "namespace": self.namespace, "labels": labels}  # noqa: E731
@@ -281,20 +365,21 @@ class KubernetesPlatform:
                                                            "mirrorstack.io/inputs-sha256": checksum}},
             "spec": {
                 "restartPolicy": "Never",
+                # fsGroup: the 0400 Secret files (flows, client folders) are group-readable for the job.
                 "securityContext": {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                                    "fsGroup": SPARK_UID, "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "validate", "image": spark_image(settings.image, spark_version()),
                     "imagePullPolicy": "IfNotPresent", "command": argv,
                     "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
                     "volumeMounts": [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
                                      {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
-                                     {"name": "tmp", "mountPath": "/tmp"}],
+                                     {"name": "tmp", "mountPath": "/tmp"}, *client_mounts],
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
                 "volumes": [{"name": "job", "configMap": {"name": f"{job}-job"}},
                             {"name": "flows", "secret": {"secretName": f"{job}-flows", "defaultMode": 0o400}},
-                            {"name": "tmp", "emptyDir": {}}]}}
-        depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files])
+                            {"name": "tmp", "emptyDir": {}}, *client_volumes]}}
+        depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files, *(s for _, _, _, s in clients)])
         run = self._create(k8s.batch.v1.Job, {
             "apiVersion": "batch/v1", "kind": "Job", "metadata": meta(job),
             "spec": {"backoffLimit": 0, "template": pod}},
@@ -397,6 +482,24 @@ class KubernetesPlatform:
                 targets.append(ScrapeTarget(f"kafka-exporter-{alias}", url.removeprefix("http://"),
                                             {"cluster": alias, "role": "kafka-exporter"}))
         return targets
+
+
+def _versions(secrets: list) -> pulumi.Output[str]:
+    """The Secrets' resourceVersions, comma-separated (changes when one is updated)."""
+    return pulumi.Output.all(*[s.metadata for s in secrets]).apply(
+        lambda metas: ",".join(str(getattr(m, "resource_version", None) or "") for m in metas))
+
+
+def _secret_keys(service: str, files: dict) -> dict:
+    """`secrets/<name>` paths → the Secret's keys (mounted at `<folder>/secrets`)."""
+    out = {}
+    for path, content in (files or {}).items():
+        name = path.removeprefix(f"{SECRETS_DIR}/")
+        if not path.startswith(f"{SECRETS_DIR}/") or not re.fullmatch(r"[-._a-zA-Z0-9]+", name):
+            raise ValueError(f"{service}: secret file {path!r} must be {SECRETS_DIR}/<name> "
+                             "(letters, digits, '-', '_', '.'): a Secret is mounted there")
+        out[name] = content
+    return out
 
 
 class _Files(dict):

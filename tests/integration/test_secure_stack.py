@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
@@ -53,6 +54,14 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
         no_cert = {k: v for k, v in central_client.items() if not k.startswith(("ssl.certificate", "ssl.key"))}
         assert _refused({**no_cert, "bootstrap.servers": central})
 
+        # Connect's REST API wants the generated credentials (stack output, a secret).
+        rest, creds = out["connect"]["central"], out["connect_credentials"]["central"]
+        assert requests.get(f"{rest}/connectors", timeout=10).status_code == 401
+        assert requests.get(f"{rest}/connectors", timeout=10, auth=("mirrorstack", "wrong")).status_code == 401
+        listed = requests.get(f"{rest}/connectors", timeout=10, auth=(creds["username"], creds["password"]))
+        assert sorted(listed.json()) == ["edge->central.MirrorCheckpointConnector",
+                                         "edge->central.MirrorHeartbeatConnector", "edge->central.MirrorSourceConnector"]
+
         create_topic(edge, "orders", partitions=3, replication_factor=1, client=edge_client)
         sent = produce(edge, "orders", RECORDS, prefix="secure", client=edge_client)
         arrived = consume(central, "edge.orders", expected=RECORDS, timeout=300,
@@ -66,8 +75,8 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
         assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"]) == \
             (RECORDS, RECORDS, 0, 0)
 
-        secrets = _secrets(local)
-        assert len(secrets) >= 4  # two passwords and at least the brokers' and a client's key
+        secrets = {**_secrets(local), "Connect REST password": creds["password"]}
+        assert len(secrets) >= 5  # two passwords and at least the brokers' and a client's key
         # 1. Pulumi state (and its backups/history): only ciphertext.
         state = "".join(p.read_text(errors="ignore") for p in (tmp_path / "pulumi").rglob("*") if p.is_file())
         assert _leaks(state, secrets) == []

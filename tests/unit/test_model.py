@@ -70,7 +70,7 @@ def test_explicit_connect_cluster_and_external_cluster_defaults():
     t = load_topology({
         "clusters": {
             "legacy": {"external": {"bootstrap_servers": "10.0.0.5:9092, 10.0.0.6:9092",
-                                    "security": {"protocol": "SASL_SSL", "properties": {"sasl.mechanism": "PLAIN"}}}},
+                                    "security": {"protocol": "SASL_SSL", "mechanism": "PLAIN", "username": "mirror"}}},
             "new": {"brokers": 3},
         },
         "connect": {"mm2": {"kafka": "new", "workers": 2}},
@@ -79,6 +79,7 @@ def test_explicit_connect_cluster_and_external_cluster_defaults():
     legacy = t.clusters["legacy"]
     assert legacy.is_external and legacy.brokers == 3
     assert legacy.external.security.protocol == "SASL_SSL"
+    assert (legacy.external.security.mechanism, legacy.external.security.username) == ("PLAIN", "mirror")
     assert list(t.connect) == ["mm2"] and t.flows[0].connect == "mm2"
     assert t.flows_by_connect() == {"mm2": t.flows}
 
@@ -159,10 +160,10 @@ RULES = {
         ["clusters.us.settings", "only apply to deployed clusters", "fix: remove them"]),
     "wrong type": (
         with_changes(AGGREGATION, ("clusters/us/brokers", "two")),
-        ["clusters.us.brokers", "valid integer", "'two'"]),
+        ["clusters.us.brokers", "valid integer", "'two'", "fix: write a whole number >= 1 (at most 9)"]),
     "brokers out of range": (
         with_changes(AGGREGATION, ("clusters/us/brokers", 10)),
-        ["clusters.us.brokers", "less than or equal to 9"]),
+        ["clusters.us.brokers", "less than or equal to 9", "fix: use a whole number >= 1 (at most 9)"]),
     "unknown key": (
         with_changes(AGGREGATION, ("flows/0/topic", ["x"])),
         ["flows[0].topic", "unknown key", "fix: did you mean 'topics'?", "allowed keys here are"]),
@@ -174,19 +175,32 @@ RULES = {
         ["flows: required", "fix: add it"]),
     "no flows": (
         {"clusters": {"us": {}}, "flows": []},
-        ["flows:", "at least 1"]),
+        ["flows:", "at least 1", "fix: add at least 1 entry"]),
     "number in settings": (
         with_changes(AGGREGATION, ("clusters/central/settings", {"num.partitions": 3})),
-        ['clusters.central.settings["num.partitions"]', 'quote it in YAML, e.g. "3"']),
+        ['clusters.central.settings["num.partitions"]', 'must be a string; fix: quote it in YAML, e.g. "3"']),
     "bool in overrides": (
         with_changes(AGGREGATION, ("flows/0/overrides", {"source": {"emit.offset-syncs.enabled": False}})),
-        ['flows[0].overrides.source["emit.offset-syncs.enabled"]', 'quote it in YAML, e.g. "false"']),
+        ['flows[0].overrides.source["emit.offset-syncs.enabled"]', 'fix: quote it in YAML, e.g. "false"']),
     "bad bootstrap servers": (
         with_changes(AGGREGATION, ("clusters/us", {"external": {"bootstrap_servers": "h1:9092,h2"}})),
         ["clusters.us.external.bootstrap_servers", "'h2' is not host:port", "fix: write e.g."]),
     "unknown policy": (
         with_changes(AGGREGATION, ("flows/0/replication_policy", "Identity")),
-        ["flows[0].replication_policy", "'default' or 'identity'"]),
+        ["flows[0].replication_policy", "'default' or 'identity'",
+         "fix: use one of 'default', 'identity' (case matters: 'identity')"]),
+    "string where a boolean belongs": (
+        with_changes(AGGREGATION, ("flows/0/heartbeats", "yes")),
+        ["flows[0].heartbeats", "valid boolean", "(got 'yes')", "fix: write true or false without quotes, e.g. true"]),
+    "string where an integer belongs": (
+        with_changes(AGGREGATION, ("connect", {"central": {"kafka": "central", "workers": "2"}})),
+        ["connect.central.workers", "valid integer", "(got '2')", "fix: write a whole number", "e.g. 2"]),
+    "number where a string belongs": (
+        with_changes(AGGREGATION, ("clusters/us", {"external": {"bootstrap_servers": "h:9092", "kafka_version": 3.4}})),
+        ["clusters.us.external.kafka_version", "valid string", 'fix: quote it in YAML, e.g. "3.4"']),
+    "pattern mismatch": (
+        with_changes(AGGREGATION, ("validation", {"driver_memory": "1G"})),
+        ["validation.driver_memory", "fix: match the pattern ^[1-9][0-9]*[kmgt]$, e.g. '1g'"]),
 }
 
 
@@ -196,11 +210,29 @@ def test_each_rule_names_the_field_and_the_fix(data, expected):
     assert len(found) == 1, found
     for text in expected:
         assert text in found[0]
+    assert "; fix: " in found[0]
 
 
 def test_a_missing_topology_is_named():
     assert problems(None) == [
-        "mirrorstack:topology: Input should be a valid dictionary or instance of Topology (got None)"]
+        "mirrorstack:topology: Input should be a valid dictionary or instance of Topology (got None); "
+        "fix: write a YAML mapping with at least the keys clusters, flows"]
+
+
+def test_yaml_types_are_final_but_ints_pass_as_floats():
+    # strict: Pulumi hands the stack file's ints and bools over as such
+    t = load_topology({**AGGREGATION, "validation": {"wait_seconds": 60}})
+    assert t.validation.wait_seconds == 60.0 and isinstance(t.validation.wait_seconds, float)
+    for change in [("flows/0/heartbeats", "no"), ("flows/0/tasks_max", 4.0), ("flows/0/exactly_once", 1),
+                   ("clusters/us/brokers", True)]:
+        [found] = problems(with_changes(AGGREGATION, change))
+        assert found.startswith(_path_of(change[0]) + ": Input should be a valid "), found
+        assert "; fix: write " in found
+
+
+def _path_of(change_path: str) -> str:
+    """'flows/0/heartbeats' -> 'flows[0].heartbeats'."""
+    return model._path(tuple(int(p) if p.isdigit() else p for p in change_path.split("/")))
 
 
 def test_all_problems_are_reported_together():

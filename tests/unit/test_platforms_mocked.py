@@ -26,17 +26,43 @@ WORKERS = {"connect-central-0"}
 SERVICES = CONTROLLERS | BROKERS | WORKERS
 DYNAMIC = "pulumi-python:dynamic:Resource"
 JOB = "validation-job"  # the Spark validation job the aggregation stack runs
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+
+
+# What the mocked dynamic resources "generate": recognisable, so tests can find
+# where a key or password went (ClusterCertificates, GeneratedPassword).
+FAKE_KEY_MARK = "PRIVATE KEY"
+FAKE_PASSWORD_MARK = "FAKEPW"
+
+
+def fake_pem(kind: str, body: str) -> str:
+    return f"-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n"
+
+
+def fake_generated(inputs: dict) -> dict:
+    """Outputs of the secured clusters' dynamic resources (else the inputs)."""
+    if {"cluster", "hosts"} <= inputs.keys():  # ClusterCertificates (None inputs are not sent)
+        cluster = inputs["cluster"]
+        ca = fake_pem("CERTIFICATE", f"FAKE-CA-{cluster}")
+        keystore = lambda role: (fake_pem(FAKE_KEY_MARK, f"FAKE-{role}-KEY-{cluster}")  # noqa: E731
+                                 + fake_pem("CERTIFICATE", f"FAKE-{role}-CERT-{cluster}") + ca)
+        return {**inputs, "ca_cert": ca, "server_pem": keystore("SERVER"), "client_pem": keystore("CLIENT")}
+    if inputs.keys() - {"__provider"} == {"length"}:  # GeneratedPassword
+        return {**inputs, "result": f"{FAKE_PASSWORD_MARK}-{inputs['length']}-s3cr3t"}
+    return inputs
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Records every registration; outputs are the inputs."""
+    """Records every registration; outputs are the inputs (the dynamic
+    resources of secured clusters return fake PEMs and passwords)."""
 
     def __init__(self):
         self.resources: list[pulumi.runtime.MockResourceArgs] = []
 
     def new_resource(self, args):
         self.resources.append(args)
-        return [args.name + "_id", args.inputs]
+        outputs = fake_generated(args.inputs) if args.typ == DYNAMIC else args.inputs
+        return [args.name + "_id", outputs]
 
     def call(self, args):
         return {}, None
@@ -72,6 +98,39 @@ def deploy(make_platform, topology=None, stack: str = STACK):
 
     program()
     return mocks, built
+
+
+def secret_text_in(value) -> list[str]:
+    """The strings in `value` holding a (fake) PEM key or generated password."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in secret_text_in(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in secret_text_in(v)]
+    return [value] if isinstance(value, str) and (FAKE_KEY_MARK in value or FAKE_PASSWORD_MARK in value) else []
+
+
+def holds_secret_text(value) -> bool:
+    return bool(secret_text_in(value))
+
+
+def plain_parts(value, path: str = ""):
+    """(path, value) of every part of a mocked resource's inputs that is not a
+    Pulumi secret (secret values arrive wrapped in SECRET_SIG)."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return
+        for k, v in value.items():
+            yield from plain_parts(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from plain_parts(v, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def leaks(mocks: RecordingMocks) -> list[tuple[str, str]]:
+    """(resource name, input path) of every non-secret input holding a key or password."""
+    return [(r.name, path) for r in mocks.resources for path, v in plain_parts(r.inputs) if holds_secret_text(v)]
 
 
 def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
@@ -238,9 +297,6 @@ def k8s_run():
 @pytest.fixture(scope="module")
 def k8s_in_cluster_run():
     return deploy(lambda: KubernetesPlatform(STACK, rest_access="in-cluster"))
-
-
-SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
 
 
 def _ints(value):

@@ -34,9 +34,9 @@ def schema_errors(value) -> list[tuple[str, str]]:
     return sorted((e.json_path, e.message) for e in validator.iter_errors(value))
 
 
-def test_the_seven_stacks_are_there():
+def test_the_eight_stacks_are_there():
     assert STACKS == ["active-active", "active-passive", "aggregation", "dev-copy", "fan-out", "forwarding",
-                      "migration"]
+                      "migration", "secure"]
 
 
 def test_schema_is_a_valid_2020_12_schema():
@@ -128,6 +128,21 @@ def test_one_container_or_statefulset_per_service(built):
                              + sum(cc.workers for cc in topology.connect.values()))
 
 
+def secured_clusters(topology) -> set[str]:
+    """Deployed secured clusters (generated CA, keys and password). External
+    clusters get client files only from mirrorstack:clusterSecrets, which
+    these builds do not set."""
+    return {alias for alias, c in topology.clusters.items() if not c.is_external and c.security.secured}
+
+
+def expected_secrets(topology) -> int:
+    """Secrets besides the validation job's and Grafana's: one per node of a
+    secured cluster, per Connect worker of one, and the cluster's client Secret."""
+    secured = secured_clusters(topology)
+    return (sum(2 + topology.clusters[a].brokers for a in secured)
+            + sum(cc.workers for cc in topology.connect.values() if cc.kafka in secured))
+
+
 def test_kubernetes_manifests_validate_strictly(built):
     topology, _, out = built
     if topology.platform != "kubernetes":
@@ -135,7 +150,21 @@ def test_kubernetes_manifests_validate_strictly(built):
         return
     # namespace; per service configmap, service, statefulset; the validation job's secret, configmap, job
     # monitoring: prometheus configmap, service, deployment; grafana secret, configmap, service, deployment
+    # secured clusters: a Secret per node and Connect worker, a client Secret per cluster
     assert len(out["manifests"]) == (1 + 3 * len(expected_services(topology)) + 3 * (topology.validation is not None)
-                                     + 7 * (topology.monitoring is not None))
+                                     + 7 * (topology.monitoring is not None) + expected_secrets(topology))
     for manifest in out["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)
+
+
+def test_no_key_or_password_outside_secrets(built):
+    """Whatever the stack: the generated PEM keys and passwords appear in no
+    resource input that is not a Pulumi secret (ConfigMaps, commands, env,
+    connector configs), and on kubernetes only in Secret objects."""
+    topology, mocks, out = built
+    assert mocked.leaks(mocks) == []
+    if topology.platform == "kubernetes":
+        holders = {(m["kind"], m["metadata"]["name"]) for m in out["manifests"] if mocked.holds_secret_text(m)}
+        assert {kind for kind, _ in holders} <= {"Secret"}, holders
+        # (Grafana's generated admin password is in its Secret too.)
+        assert {f"{a}-client" for a in secured_clusters(topology)} <= {name for _, name in holders}

@@ -37,10 +37,17 @@ MIRROR_CONNECTOR_CLASSES = (
 )
 
 
-def connect_ready(rest_url: str, timeout: float = 5.0) -> bool:
+def rest_credentials(credentials_file: str) -> tuple[str, str]:
+    """(user, password) from a Connect basic-auth credentials file (`user: password`)."""
+    user, _, password = open(credentials_file).read().strip().splitlines()[0].partition(":")
+    return user.strip(), password.strip()
+
+
+def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = None) -> bool:
     """Connect's REST API answers and lists the three MirrorMaker 2 connectors
     (plugin scanning is the slow part of a worker's start)."""
-    plugins = requests.get(f"{rest_url}/connector-plugins", timeout=timeout).json()
+    auth = rest_credentials(auth_file) if auth_file else None
+    plugins = requests.get(f"{rest_url}/connector-plugins", timeout=timeout, auth=auth).json()
     return set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}
 
 
@@ -55,5 +62,5 @@ def check(spec: dict) -> bool:
         client = {k.removeprefix("client."): v for k, v in spec.items() if k.startswith("client.")}
         return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")), client=client)
     if kind == "connect":
-        return connect_ready(spec["url"])
+        return connect_ready(spec["url"], auth_file=spec.get("auth_file"))
     raise ValueError(f"unknown health check kind {kind!r}")

@@ -61,14 +61,14 @@ class LocalPlatform:
         return str(self.base_dir / service / "data")
 
     def _java(self, service: str, main: str, args: list[str], heap: str, short_lived: bool = False,
-              metrics: bool = False) -> list[str]:
+              metrics: bool = False, system_properties: list[str] = ()) -> list[str]:
         agent = None
         if metrics:  # the JMX exporter agent from .tools, serving on the service's metrics port
             host, port = self.metrics_address(service)
             agent = (str(toolchain.jmx_agent_jar()), host, port, f"{self.service_dir(service)}/jmx-exporter.yaml")
         return jvm.java_command(toolchain.java_binary(), main, args, classpath=toolchain.kafka_classpath(),
                                 heap=heap, log4j_file=f"{self.service_dir(service)}/log4j2.properties",
-                                short_lived=short_lived, jmx_agent=agent)
+                                short_lived=short_lived, jmx_agent=agent, system_properties=system_properties)
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
@@ -85,14 +85,15 @@ class LocalPlatform:
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), metrics: bool = False,
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        opts: pulumi.ResourceOptions | None = None) -> LocalService:
         """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
         (run once healthy) may use `{dir}` for the service's own folder, where
         `files` and the 0600 `secret_files` (a secret dict) are written.
         `uses_clients`: aliases whose client folders it reads (shared on this
-        host; containers mount them). With `metrics`, the JMX exporter serves
-        on `metrics_address(service)`."""
+        host; containers mount them). `jvm_options`: `-D...` system properties
+        of the service's JVM (`{dir}` allowed). With `metrics`, the JMX exporter
+        serves on `metrics_address(service)`."""
         folder = self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
@@ -100,14 +101,15 @@ class LocalPlatform:
             files["jmx-exporter.yaml"] = jmx_exporter_config()
         return LocalService(
             service, workdir=folder, files=files,
-            argv=self._java(service, main, fill(args), heap, metrics=metrics),
+            argv=self._java(service, main, fill(args), heap, metrics=metrics, system_properties=fill(jvm_options)),
             prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
             after_start=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in after_start] or None,
             secret_files=secret_files, health=health, opts=opts)
 
     def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
-                      opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
-        """Run the validation job with this project's PySpark; `report` is its summary."""
+                      uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
+        """Run the validation job with this project's PySpark; `report` is its summary.
+        (`uses_clients`' folders are on this host already.)"""
         return LocalSparkJob(
             name, job_file=str(job_file), job_sha256=job_sha256, config=config,
             workdir=str(self.base_dir / name), report_only=settings.report_only,

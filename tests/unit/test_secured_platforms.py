@@ -1,0 +1,294 @@
+"""The `secure` stack (SASL_SSL clusters: SCRAM on edge, PLAIN + mTLS on
+central; Connect with REST basic auth) on docker and kubernetes under Pulumi
+mocks. The mocked certificates and passwords are recognisable fakes
+(test_platforms_mocked.fake_generated), so the tests can follow them: they
+must only ever be in Pulumi secrets, 0600 uploads and Kubernetes Secrets."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.model import load_topology
+from components.platforms.docker import (
+    AFTER_START_DONE, DockerPlatform, container_script, health_client_properties, probe_command,
+)
+from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from tests.unit.test_platforms_mocked import (
+    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, deploy, holds_secret_text, leaks,
+)
+
+STACK = "secure"
+ROOT = Path(__file__).resolve().parents[2]
+NODES = {"edge-controller", "edge-broker-0", "central-controller", "central-broker-0"}
+WORKER = "connect-central-0"
+SERVICES = NODES | {WORKER}
+JOB = "validation-job"
+CLIENTS = "/etc/mirrorstack/clients"
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+RUN_CLASS = "/opt/kafka/bin/kafka-run-class.sh"
+
+
+def secure_topology(platform: str):
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    return load_topology({**document["config"]["mirrorstack:topology"], "platform": platform})
+
+
+def folder(service: str) -> str:
+    return f"/opt/mirrorstack/{service}"
+
+
+# ---------------------------------------------------------------- docker
+
+@pytest.fixture(scope="module")
+def docker_secure():
+    return deploy(lambda: DockerPlatform(STACK), topology=secure_topology("docker"), stack=STACK)
+
+
+def docker_containers(mocks) -> dict[str, dict]:
+    return mocks.of_type("docker:index/container:Container")
+
+
+def uploads_of(container: dict) -> dict[str, dict]:
+    """file → upload entry; the uploads are a secret as a whole when any content is."""
+    return {u["file"]: u for u in _ints(container["uploads"])}
+
+
+def test_docker_nothing_secret_outside_pulumi_secrets(docker_secure):
+    mocks, _ = docker_secure
+    assert leaks(mocks) == []
+    for name, container in docker_containers(mocks).items():
+        for field in ("command", "envs", "healthcheck", "labels", "entrypoints"):
+            assert not holds_secret_text(_ints(container.get(field))), (name, field)
+
+
+def test_docker_secret_files_are_secret_0600_uploads_of_the_image_user(docker_secure):
+    mocks, _ = docker_secure
+    containers = docker_containers(mocks)
+    for service in SERVICES:
+        container = containers[service]
+        assert SECRET_SIG in container["uploads"], service  # the content is a secret in state
+        uploads = uploads_of(container)
+        for path, entry in uploads.items():
+            secret_place = path.startswith(f"{folder(service)}/secrets/") or path.startswith(f"{CLIENTS}/")
+            assert secret_place == (entry.get("permissions") == "0600"), path
+            if secret_place:
+                assert (entry["owner"], entry["group"]) == ("1000", "1000"), path
+            else:  # plain files (configs, log4j, the probe's settings) hold no key or password
+                assert not holds_secret_text(entry.get("content")), path
+    for node in NODES:
+        uploads = uploads_of(containers[node])
+        assert FAKE_KEY_MARK in uploads[f"{folder(node)}/secrets/server.pem"]["content"]
+        assert "FAKE-CA-" in uploads[f"{folder(node)}/secrets/ca.pem"]["content"]
+    scram = uploads_of(containers["edge-broker-0"])[f"{folder('edge-broker-0')}/secrets/scram.properties"]["content"]
+    assert scram.startswith(f"SCRAM-SHA-512=iterations=8192,password={FAKE_PASSWORD_MARK}")
+    plain = uploads_of(containers["central-broker-0"])[f"{folder('central-broker-0')}/secrets/broker.properties"]
+    assert FAKE_PASSWORD_MARK in plain["content"] and "PlainLoginModule" in plain["content"]
+
+
+def test_docker_connect_gets_the_client_folders_and_its_own_copy(docker_secure):
+    mocks, built = docker_secure
+    platform = built["platform"]
+    assert platform.client_dir("edge") == f"{CLIENTS}/edge"
+    uploads = uploads_of(docker_containers(mocks)[WORKER])
+    clients = {path for path in uploads if path.startswith(f"{CLIENTS}/")}
+    assert clients == {f"{CLIENTS}/edge/ca.pem", f"{CLIENTS}/edge/client.properties",  # SCRAM: no client key
+                       f"{CLIENTS}/central/ca.pem", f"{CLIENTS}/central/client.pem",  # mTLS
+                       f"{CLIENTS}/central/client.properties"}
+    assert FAKE_KEY_MARK in uploads[f"{CLIENTS}/central/client.pem"]["content"]
+    assert FAKE_PASSWORD_MARK in uploads[f"{CLIENTS}/edge/client.properties"]["content"]
+    # Its own cluster's client files (the worker's clients), and the REST credentials.
+    own = {p.removeprefix(f"{folder(WORKER)}/") for p in uploads if p.startswith(f"{folder(WORKER)}/secrets/")}
+    assert own == {"secrets/ca.pem", "secrets/client.pem", "secrets/client.properties",
+                   "secrets/rest-credentials.properties"}
+    worker = uploads[f"{folder(WORKER)}/worker.properties"]["content"]
+    assert f"config.providers.file.param.allowed.paths={CLIENTS}/edge,{CLIENTS}/central," in worker
+    # The connectors reference the client folders; no secret in their configs.
+    for config in connectors_of(mocks)["edge->central-connectors"]["connectors"].values():
+        assert config["source.cluster.sasl.jaas.config"] == f"${{file:{CLIENTS}/edge/client.properties:sasl.jaas.config}}"
+        assert config["target.cluster.ssl.keystore.location"] == f"{CLIENTS}/central/client.pem"
+
+
+def test_docker_connect_rest_auth_options_and_probe(docker_secure):
+    mocks, _ = docker_secure
+    worker = docker_containers(mocks)[WORKER]
+    assert f"KAFKA_OPTS=-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf" in worker["envs"]
+    probe = worker["healthcheck"]["tests"][-1]
+    assert f"< {folder(WORKER)}/secrets/rest-credentials.properties" in probe
+    assert "Authorization: Basic %s" in probe and "/connector-plugins" in probe
+
+
+def test_docker_scram_broker_creates_its_user_after_the_start(docker_secure):
+    mocks, _ = docker_secure
+    containers = docker_containers(mocks)
+    (script,) = containers["edge-broker-0"]["command"]
+    lines = script.splitlines()
+    start = lines.index(f"{RUN_CLASS} kafka.Kafka {folder('edge-broker-0')}/server.properties &")
+    step = next(i for i, line in enumerate(lines) if CONFIG_COMMAND in line)
+    assert "kafka.tools.StorageTool format" in script.split(" &\n")[0]  # formatted before the start
+    assert start < step < lines.index('wait "$pid"; status=$?')
+    assert lines[step].startswith("until ")  # retried until the broker takes it
+    assert f"--add-config-file {folder('edge-broker-0')}/secrets/scram.properties" in lines[step]
+    assert f"--command-config {folder('edge-broker-0')}/admin.properties" in lines[step]
+    assert "trap 'stopping=1; kill -TERM \"$pid\" 2>/dev/null' TERM INT" in lines[start + 1:step]
+    assert f"touch {AFTER_START_DONE}" in script and "exec " not in script
+    # Healthy only after the step, over the INTERNAL TLS listener with the node's own certificate.
+    check = containers["edge-broker-0"]["healthcheck"]["tests"]
+    assert check[:3] == ["CMD", "bash", "-c"] and check[3].startswith(f"test -f {AFTER_START_DONE} && exec ")
+    assert f"--command-config {folder('edge-broker-0')}/health-client.properties" in check[3]
+    probe_props = uploads_of(containers["edge-broker-0"])[f"{folder('edge-broker-0')}/health-client.properties"]
+    assert probe_props["content"].splitlines() == [
+        "security.protocol=SSL", "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={folder('edge-broker-0')}/secrets/ca.pem", "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={folder('edge-broker-0')}/secrets/server.pem"]
+    # PLAIN (central) has nothing to do after the start: the service is exec'd as before.
+    (plain,) = containers["central-broker-0"]["command"]
+    assert plain.split(" && ")[-1] == f"exec {RUN_CLASS} kafka.Kafka {folder('central-broker-0')}/server.properties"
+    assert containers["central-broker-0"]["healthcheck"]["tests"][-2:] == [
+        "--command-config", f"{folder('central-broker-0')}/health-client.properties"]
+
+
+def test_docker_validation_job_gets_the_client_folders(docker_secure):
+    mocks, _ = docker_secure
+    job = docker_containers(mocks)[JOB]
+    assert SECRET_SIG in job["uploads"]
+    uploads = uploads_of(job)
+    clients = {p: u for p, u in uploads.items() if p.startswith(f"{CLIENTS}/")}
+    assert set(clients) == {f"{CLIENTS}/edge/ca.pem", f"{CLIENTS}/edge/client.properties", f"{CLIENTS}/central/ca.pem",
+                            f"{CLIENTS}/central/client.pem", f"{CLIENTS}/central/client.properties"}
+    assert all((u["owner"], u["permissions"]) == ("185", "0600") for u in clients.values())  # the spark user
+    flows = json.loads(uploads["/opt/mirrorstack/validation/flows.json"]["content"])["flows"]
+    assert flows[0]["source_client"]["ssl.truststore.location"] == f"{CLIENTS}/edge/ca.pem"
+    assert not holds_secret_text(flows)
+
+
+# ---------------------------------------------------------------- kubernetes
+
+@pytest.fixture(scope="module")
+def k8s_secure():
+    return deploy(lambda: KubernetesPlatform(STACK), topology=secure_topology("kubernetes"), stack=STACK)
+
+
+def manifests(built, kind: str) -> dict[str, dict]:
+    return {m["metadata"]["name"]: m for m in built["manifests"] if m["kind"] == kind}
+
+
+def pod_of(built, service: str) -> dict:
+    return manifests(built, "StatefulSet")[service]["spec"]["template"]
+
+
+def test_k8s_secrets_are_secret_objects_never_configmaps(k8s_secure):
+    mocks, built = k8s_secure
+    assert leaks(mocks) == []
+    secrets = manifests(built, "Secret")
+    assert set(secrets) == {f"{s}-secrets" for s in SERVICES} | {"edge-client", "central-client", f"{JOB}-flows"}
+    for registered in (r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"):
+        assert SECRET_SIG in registered.inputs["stringData"], registered.name  # secret in state too
+    for name, config_map in manifests(built, "ConfigMap").items():
+        assert not holds_secret_text(config_map), name
+    holders = {(m["kind"], m["metadata"]["name"]) for m in built["manifests"] if holds_secret_text(m)}
+    assert holders == {("Secret", f"{s}-secrets") for s in SERVICES} | {("Secret", "edge-client"),
+                                                                       ("Secret", "central-client")}
+    assert set(secrets["edge-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "scram.properties"}
+    assert set(secrets["central-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "broker.properties"}
+    assert set(secrets["edge-controller-secrets"]["stringData"]) == {"server.pem", "ca.pem"}
+    assert set(secrets["central-client"]["stringData"]) == {"ca.pem", "client.pem", "client.properties"}
+    assert set(secrets["edge-client"]["stringData"]) == {"ca.pem", "client.properties"}
+
+
+def test_k8s_nodes_mount_their_secret_at_secrets(k8s_secure):
+    _, built = k8s_secure
+    for service in SERVICES:
+        pod = pod_of(built, service)
+        (container,) = pod["spec"]["containers"]
+        assert {"name": "secrets", "secret": {"secretName": f"{service}-secrets", "defaultMode": 0o400}} \
+            in pod["spec"]["volumes"]
+        assert {"name": "secrets", "mountPath": f"{folder(service)}/secrets", "readOnly": True} \
+            in container["volumeMounts"]
+        assert pod["spec"]["securityContext"]["fsGroup"] == 1000  # 0400 + fsGroup: readable by appuser only
+        assert pod["metadata"]["annotations"]["mirrorstack.io/secrets-version"] is not None  # restart on rotation
+        assert not holds_secret_text(container)
+
+
+def test_k8s_connect_mounts_the_client_secrets_at_client_dir(k8s_secure):
+    _, built = k8s_secure
+    pod = pod_of(built, WORKER)
+    (container,) = pod["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    for alias in ("edge", "central"):
+        assert built["platform"].client_dir(alias) == f"{CLIENTS}/{alias}"
+        volume = volumes[mounts[f"{CLIENTS}/{alias}"]]
+        assert volume["secret"] == {"secretName": f"{alias}-client", "defaultMode": 0o400}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KAFKA_OPTS"] == f"-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf"
+    probe = container["readinessProbe"]["exec"]["command"][-1]
+    assert f"{folder(WORKER)}/secrets/rest-credentials.properties" in probe
+
+
+def test_k8s_scram_broker_script_and_probe(k8s_secure):
+    _, built = k8s_secure
+    (broker,) = pod_of(built, "edge-broker-0")["spec"]["containers"]
+    assert broker["command"][:2] == ["/bin/sh", "-c"]
+    script = broker["command"][2]
+    assert script.index(f"kafka.Kafka {folder('edge-broker-0')}/server.properties &") < script.index(CONFIG_COMMAND)
+    assert script.index(CONFIG_COMMAND) < script.index('wait "$pid"')
+    probe = broker["readinessProbe"]["exec"]["command"]
+    internal_host = f"edge-broker-0.mirrorstack-{STACK}.svc.cluster.local"
+    assert probe[2].startswith(f"test -f {AFTER_START_DONE} && exec ")
+    assert f"--bootstrap-server {internal_host}:" in probe[2]
+    assert f"--command-config {folder('edge-broker-0')}/health-client.properties" in probe[2]
+    files = manifests(built, "ConfigMap")["edge-broker-0-files"]["data"]
+    assert {"server.properties", "admin.properties", "health-client.properties"} <= set(files)
+    # The controller keeps the kubelet's TCP check; the internal port is listed on the broker.
+    (controller,) = pod_of(built, "edge-controller")["spec"]["containers"]
+    assert "tcpSocket" in controller["readinessProbe"]
+    ports = {p["name"] for p in manifests(built, "Service")["edge-broker-0"]["spec"]["ports"]}
+    assert {"kafka", "internal"} <= ports
+
+
+def test_k8s_validation_job_mounts_the_client_secrets(k8s_secure):
+    _, built = k8s_secure
+    pod = manifests(built, "Job")[JOB]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    for alias in ("edge", "central"):
+        assert volumes[mounts[f"{CLIENTS}/{alias}"]]["secret"]["secretName"] == f"{alias}-client"
+    assert pod["spec"]["securityContext"]["fsGroup"] == 185  # the spark user reads the 0400 files
+
+
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])
+def test_k8s_secure_manifests_validate_strictly(k8s_secure, version):
+    _, built = k8s_secure
+    for manifest in built["manifests"]:
+        kubernetes_validate.validate(manifest, desired_version=version, strict=True)
+
+
+# ---------------------------------------------------------------- shared helpers
+
+HEALTH = {"kind": "kafka", "bootstrap": "b:9100", "brokers": "1", "client.security.protocol": "ssl",
+          "client.ssl.ca.location": "/x/secrets/ca.pem", "client.ssl.certificate.location": "/x/secrets/server.pem",
+          "client.ssl.key.location": "/x/secrets/server.pem"}
+
+
+def test_health_client_settings_map_to_the_java_client():
+    assert health_client_properties({"kind": "kafka", "bootstrap": "b:9092"}) is None
+    assert health_client_properties(HEALTH) == {
+        "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/x/secrets/ca.pem",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": "/x/secrets/server.pem"}
+    with pytest.raises(ValueError, match="one file"):
+        health_client_properties({**HEALTH, "client.ssl.key.location": "/x/secrets/key.pem"})
+    with pytest.raises(ValueError, match="client.sasl.password"):
+        health_client_properties({**HEALTH, "client.sasl.password": "x"})
+    with pytest.raises(ValueError, match="command_config"):
+        probe_command(HEALTH, lambda h, p: (h, p))
+
+
+def test_script_without_after_start_is_unchanged():
+    script = container_script("kafka.Kafka", ["/d/server.properties"], [("kafka.tools.StorageTool", ["format"])])
+    assert script == (f"KAFKA_OPTS= KAFKA_HEAP_OPTS=-Xmx256m {RUN_CLASS} kafka.tools.StorageTool format"
+                      f" && exec {RUN_CLASS} kafka.Kafka /d/server.properties")
