@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
@@ -219,15 +220,25 @@ class Flow(_Model):
         return f"{self.source}->{self.target}"
 
 
-class Tolerance(_Model):
-    """Maxima the validation accepts; null means no limit."""
+def _unlimited(value: Any) -> Any:
+    # Pulumi drops null values from structured stack config, so a YAML `null`
+    # would silently become the default 0: "no limit" is spelled `unlimited`.
+    return None if value == "unlimited" else value
 
-    missing: int | None = Field(0, ge=0, description="Source records absent from the target.")
-    duplicates: int | None = Field(0, ge=0, description="Target copies beyond the source's multiplicity.")
-    extras: int | None = Field(0, ge=0, description="Target records no source record matches.")
-    out_of_order: int | None = Field(0, ge=0, description="Pairs out of source order within a partition.")
-    in_flight: int | None = Field(None, ge=0, description="Records not yet replicated when the wait bound expired.")
-    lost: int | None = Field(0, ge=0, description="Records a consumer group would skip failing over.")
+
+Limit = Annotated[int | None, BeforeValidator(_unlimited), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}]})]
+
+
+class Tolerance(_Model):
+    """Maxima the validation accepts; `unlimited` means no limit."""
+
+    missing: Limit = Field(0, ge=0, description="Source records absent from the target.")
+    duplicates: Limit = Field(0, ge=0, description="Target copies beyond the source's multiplicity.")
+    extras: Limit = Field(0, ge=0, description="Target records no source record matches.")
+    out_of_order: Limit = Field(0, ge=0, description="Pairs out of source order within a partition.")
+    in_flight: Limit = Field(None, ge=0, description="Records not yet replicated when the wait bound expired.")
+    lost: Limit = Field(0, ge=0, description="Records a consumer group would skip failing over.")
 
 
 class Validation(_Model):

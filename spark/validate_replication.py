@@ -391,10 +391,12 @@ def _unescape(text: str) -> str:
 
 
 def _non_negative_int(value: Any, where: str, problems: list[str], allow_null: bool) -> int | None:
-    if value is None and allow_null:
+    # "unlimited" says null where nulls do not survive (Pulumi drops them from inputs)
+    if (value is None or value == "unlimited") and allow_null:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.append(f"{where}: must be a non-negative integer{' or null' if allow_null else ''}")
+        alternatives = ' or null or "unlimited"' if allow_null else ""
+        problems.append(f"{where}: must be a non-negative integer{alternatives}")
         return 0
     return value
 

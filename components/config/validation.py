@@ -46,7 +46,8 @@ def validation_job_config(topology, servers: dict[str, str],
             entry["groups_required"] = False
         flows.append(entry)
     return {"flows": flows, "wait_seconds": settings.wait_seconds,
-            "tolerance": settings.tolerance.model_dump()}
+            # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
+            "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
 
 
 def validation_summary(report: dict[str, Any]) -> dict[str, Any]:

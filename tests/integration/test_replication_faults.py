@@ -38,7 +38,7 @@ TOPOLOGY = {
                 "alo": {"kafka": "central", "workers": 2, "settings": FAST_FAILOVER}},
     "flows": [{"source": "us", "target": "central", "connect": "eos", "exactly_once": True, **FLOW},
               {"source": "uk", "target": "central", "connect": "alo", **FLOW}],
-    "validation": {"wait_seconds": 300, "tolerance": {"duplicates": None}},
+    "validation": {"wait_seconds": 300, "tolerance": {"duplicates": "unlimited"}},
 }
 
 

@@ -46,8 +46,9 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
                   "groups": [".*"], "groups_required": False}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
+    # no limit is spelled "unlimited": a null would be dropped on its way through the engine
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
-                                   "in_flight": None, "lost": 0}
+                                   "in_flight": "unlimited", "lost": 0}
 
 
 def test_job_config_is_valid_input_for_the_job():

@@ -36,6 +36,8 @@ def test_defaults_and_tolerance():
     assert (group.topic, group.target_bootstrap) == ("us.orders", C)
     assert job.parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
                             wait_override=5).tolerance["extras"] == 3
+    # "unlimited" is null's spelling where nulls get dropped (Pulumi inputs)
+    assert job.parse_config({"flows": [flow()], "tolerance": {"duplicates": "unlimited"}}).tolerance["duplicates"] is None
 
 
 def test_identity_flows_into_one_target_topic_form_one_group():

@@ -112,7 +112,7 @@ class LocalService(Resource):
         super().__init__(LocalServiceProvider(), name, {
             "name": name, "workdir": workdir, "files": files, "argv": argv,
             "secret_files": pulumi.Output.secret(secret_files) if secret_files is not None else None,
-            "prepare": prepare or [], "after_start": after_start or [], "health": health,
+            "prepare": prepare or [], "after_start": after_start or None, "health": health,
             "timeout_seconds": str(timeout_seconds),
             "pid": None, "start_time": None, "log_file": None, "running": None,
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secret_files"])))
