@@ -138,14 +138,21 @@ def summarize(status: dict | None) -> dict[str, str]:
             "running_tasks": str(sum(t["state"] == "RUNNING" for t in tasks))}
 
 
-def wait_running(client: ConnectClient, names: list[str], timeout: float) -> dict[str, dict[str, str]]:
+RESTART_GRACE = 30  # seconds a just-restarted connector may still report its old FAILED state
+
+
+def wait_running(client: ConnectClient, names: list[str], timeout: float,
+                 restarted: set[str] = frozenset()) -> dict[str, dict[str, str]]:
     """Until every connector and all its tasks run; fails at once naming a
-    FAILED connector or task with Connect's stack trace."""
+    FAILED connector or task with Connect's stack trace. Connect restarts
+    asynchronously, so `restarted` connectors may show FAILED for a grace period."""
     started = time.monotonic()
     next_progress = started + 10
     while True:
         statuses = {name: client.status(name) for name in names}
         for name, status in statuses.items():
+            if name in restarted and time.monotonic() - started < RESTART_GRACE:
+                continue
             for part in [status["connector"] if status else None, *(status or {}).get("tasks", [])]:
                 if part and part.get("state") == "FAILED":
                     label = f"task {part['id']}" if "id" in part and part is not status["connector"] else "connector"
@@ -259,16 +266,19 @@ class MirrorMaker2Provider(ResourceProvider):
         # Secrets reach Connect as `${file:...}` references, resolved when a connector
         # starts: a rotated secret (a new digest) needs a restart to be read.
         restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
+        restarted = set()
         for name in new:
             if name in changed:
                 continue
             state = (olds.get("states") or {}).get(name) or {}
             if restart:
                 client.restart(name)
+                restarted.add(name)
             elif name in live_failed or state.get("state") == "FAILED" or \
                     state.get("running_tasks") != state.get("tasks"):
                 _restart_failed(client, name)
-        states = wait_running(client, list(new), float(news["timeout_seconds"]))
+                restarted.add(name)
+        states = wait_running(client, list(new), float(news["timeout_seconds"]), restarted=restarted)
         return UpdateResult(outs={**news, "states": states})
 
     def delete(self, _id, props):
