@@ -38,7 +38,7 @@ class ConnectCluster(pulumi.ComponentResource):
         self.scrape_targets: list[ScrapeTarget] = []
         clients = [c for c in clients if c.client_files is not None]
         self.rest_credentials = None
-        if getattr(spec, "rest_auth", False):
+        if spec.rest_auth:
             password = GeneratedPassword(f"connect-{name}-rest-password", opts=pulumi.ResourceOptions(parent=self))
             self.rest_credentials = pulumi.Output.secret(
                 password.result.apply(lambda pw: {"username": REST_USER, "password": pw}))
@@ -65,8 +65,7 @@ class ConnectCluster(pulumi.ComponentResource):
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,
-                uses_clients=[c.alias for c in clients], health=health, metrics=metrics,
-                **({"jvm_options": jvm_options} if jvm_options else {}),
+                uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=metrics,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)
