@@ -189,13 +189,13 @@ def _answers(url: str, headers: dict) -> bool:
         return False
 
 
-def _client(props, url_key: str = "connect_url") -> ConnectClient:
+def _client(props) -> ConnectClient:
     """A client of the first worker that answers: any worker of the group serves
     (and forwards to the leader) the whole REST API, so a dead worker 0 must not
     stop `up`, `refresh` or `destroy`. With none answering, the first one's URL
     is used, and its error names it. Basic auth when the workers require it."""
     import urllib3
-    urls = [props[url_key]] + [u for u in (props.get("connect_urls") or []) if u != props[url_key]]
+    urls = [props["connect_url"]] + [u for u in (props.get("connect_urls") or []) if u != props["connect_url"]]
     auth = props.get("connect_auth")
     headers = urllib3.make_headers(basic_auth=f"{auth['username']}:{auth['password']}") if auth else {}
     url = next((u for u in urls if len(urls) > 1 and _answers(u, headers)), urls[0])
@@ -204,13 +204,13 @@ def _client(props, url_key: str = "connect_url") -> ConnectClient:
     return client
 
 
-def _live_failures(props) -> list[str]:
+def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
     """Connectors missing or with a FAILED part right now, in one quick call
     (`GET /connectors?expand=status`); [] when Connect does not answer (the
     update itself will then say so), so a preview never hangs on it."""
     import urllib3
     try:
-        client = _client(props)
+        client = client or _client(props)
         reply = client.http.request("GET", f"{client.url}/connectors?expand=status", retries=False,
                                     timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         if reply.status != 200:
@@ -256,11 +256,13 @@ class MirrorMaker2Provider(ResourceProvider):
         old, new = olds.get("connectors") or {}, news["connectors"]
         moved = olds.get("connect_url") != news["connect_url"]
         changed = {name: cfg for name, cfg in new.items() if moved or old.get(name) != cfg}
-        live_failed = set() if moved else set(_live_failures(news))
+        live_failed = set() if moved else set(_live_failures(news, client))
         changed.update({name: new[name] for name in live_failed if client.get_config(name) is None})  # deleted
         _validate_all(client, changed)
-        for name in old.keys() - new.keys():
-            _client(olds).delete(name)
+        gone = old.keys() - new.keys()
+        old_client = _client(olds) if gone else None
+        for name in gone:
+            old_client.delete(name)
         for name, config in changed.items():
             client.put_config(name, config)
         # Secrets reach Connect as `${file:...}` references, resolved when a connector

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from components.config.properties import render_properties
+
 FILE_PROVIDER = {
     "config.providers": "file",
     "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
@@ -131,5 +133,4 @@ def client_settings(protocol: str, *, mechanism: str | None, folder: str, mtls: 
 
 def secret_properties(values: Mapping[str, str]) -> str:
     """A client.properties of secret settings, escaped as Java properties."""
-    from components.config.properties import render_properties
     return render_properties(dict(values))
