@@ -9,6 +9,8 @@ Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
   mirrorstack:grafanaAdminPassword  (secret) Grafana's admin password on docker/kubernetes; without it one
                           is generated and kept in state as a secret (stack output grafana_admin_password)
+  mirrorstack:connectSecrets  (secret) per external Connect cluster, its REST password:
+                          pulumi config set --secret --path 'mirrorstack:connectSecrets.<name>.password' ...
   mirrorstack:clusterSecrets  (secret) per cluster alias, secret client settings, e.g.
                           pulumi config set --secret --path 'mirrorstack:clusterSecrets.us["sasl.jaas.config"]' ...
   mirrorstack:validationRunId  a new value re-runs the validation job (overrides validation.run_id),
@@ -22,6 +24,7 @@ from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
 from components.platforms import make_platform
 from components.secrets import cluster_secret_keys
+from components.stack_history import connect_group_ids
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -29,8 +32,12 @@ stack = pulumi.get_stack()
 topology = load_topology(config.require_object("topology"))  # raises before any resource exists
 # The secret's KEYS shape the graph and are checked now; its values stay in a secret Output.
 secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:clusterSecrets"))
-if problems := secret_problems(topology, secret_keys):
+connect_secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:connectSecrets"),
+                                          "mirrorstack:connectSecrets", "Connect cluster names", "name")
+if problems := secret_problems(topology, secret_keys, connect_secret_keys):
     raise TopologyError(problems)
+for warning in topology.warnings:
+    pulumi.log.warn(warning)
 
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
@@ -40,11 +47,14 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   validation_run_id=config.get("validationRunId"),
                                   grafana_password=config.get_secret("grafanaAdminPassword"),
                                   cluster_secrets=config.get_secret_object("clusterSecrets"),
-                                  cluster_secret_keys=secret_keys)
+                                  cluster_secret_keys=secret_keys,
+                                  connect_secrets=config.get_secret_object("connectSecrets"),
+                                  connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external]))
 
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
+pulumi.export("connect_groups", replication.connect_groups)
 if replication.connect_credentials is not None:  # Connect REST basic auth (rest_auth), a secret
     pulumi.export("connect_credentials", replication.connect_credentials)
 if replication.monitoring is not None:

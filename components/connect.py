@@ -32,12 +32,25 @@ class ConnectCluster(pulumi.ComponentResource):
     rest_url: pulumi.Output[str]
 
     def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False, exactly_once: bool = False,
-                 clients: list = (), opts: pulumi.ResourceOptions | None = None):
+                 clients: list = (), group_id: pulumi.Input[str] | None = None, override_allowlist: list[str] = (),
+                 rest_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:connect:ConnectCluster", name, None, opts)
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
+        self.group_id = pulumi.Output.from_input(spec.group_id or group_id or f"mirrorstack-{name}")
+        self.ca_file = None
         clients = [c for c in clients if c.client_files is not None]
         self.rest_credentials = None
+        if spec.external is not None:  # an existing group: nothing deployed, only how to reach it
+            ext = spec.external
+            self.workers, self.ca_file = [], ext.ca_file
+            if ext.username is not None:
+                self.rest_credentials = pulumi.Output.secret(pulumi.Output.from_input(rest_password).apply(
+                    lambda pw: {"username": ext.username, "password": pw}))
+            self.rest_url = pulumi.Output.from_input(ext.urls[0])
+            self.rest_urls = pulumi.Output.from_input(list(ext.urls))
+            self.register_outputs({"rest_url": self.rest_url, "rest_urls": self.rest_urls})
+            return
         if spec.rest_auth:
             password = GeneratedPassword(f"connect-{name}-rest-password", opts=pulumi.ResourceOptions(parent=self))
             self.rest_credentials = pulumi.Output.secret(
@@ -47,6 +60,9 @@ class ConnectCluster(pulumi.ComponentResource):
             host, port = platform.address(worker, "rest")
             urls.append("http://%s:%d" % platform.host_address(worker, "rest"))
             extra, secret_files = self._client_overrides(worker, kafka, clients, platform, exactly_once)
+            if override_allowlist:  # push flows: their connectors may override exactly these client settings
+                extra.update({"connector.client.config.override.policy": "Allowlist",
+                              "connector.client.config.override.allowlist": ",".join(override_allowlist)})
             files, jvm_options, health = {}, [], {"kind": "connect", "url": f"http://{host}:{port}"}
             if self.rest_credentials is not None:
                 folder = platform.service_dir(worker)
@@ -56,8 +72,9 @@ class ConnectCluster(pulumi.ComponentResource):
                 health["auth_file"] = f"{folder}/{REST_CREDENTIALS}"
                 secret_files = pulumi.Output.all(secret_files, self.rest_credentials).apply(
                     lambda a: {**(a[0] or {}), REST_CREDENTIALS: f"{a[1]['username']}: {a[1]['password']}\n"})
-            props = kafka.bootstrap_servers.apply(lambda servers, host=host, port=port, extra=extra: render_properties(
-                connect.worker_properties(f"mirrorstack-{name}", bootstrap_servers=servers, host=host,
+            props = pulumi.Output.all(kafka.bootstrap_servers, self.group_id).apply(
+                lambda a, host=host, port=port, extra=extra: render_properties(
+                connect.worker_properties(a[1], bootstrap_servers=a[0], host=host,
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
                                           listen_host=platform.listen_host,
                                           overrides={**extra, **spec.settings})))

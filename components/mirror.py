@@ -61,11 +61,12 @@ class ConnectClient:
                 exc.attempts = len(self.history) + 1
                 raise
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, ca_file: str | None = None):
         import urllib3
 
         self.url = url.rstrip("/")
-        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT))
+        tls = {"ca_certs": ca_file} if ca_file else {}
+        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT), **tls)
 
     def _call(self, method: str, path: str, **kwargs):
         from urllib3.exceptions import HTTPError, NewConnectionError
@@ -90,6 +91,10 @@ class ConnectClient:
                                f"{waited:.0f}s ({tried}); {advice}") from exc
 
     def _ok(self, reply, what: str):
+        if reply.status == 401:
+            raise ConnectError(f"{what}: Kafka Connect at {self.url} refused the credentials (401 Unauthorized); "
+                               "fix: check the REST user and its password (an external Connect cluster's is "
+                               "mirrorstack:connectSecrets.<name>.password)")
         if reply.status >= 400:
             text = reply.data.decode(errors="replace")[:2000]
             raise ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")
@@ -125,6 +130,39 @@ class ConnectClient:
         if reply.status != 404:
             self._ok(reply, f"deleting {name}")
 
+    def create_stopped(self, name: str, config: dict[str, str]) -> None:
+        """Create a connector that does not start (KIP-980), to give it offsets first."""
+        self._ok(self._call("POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}),
+                 f"creating {name} stopped")
+
+    def stop(self, name: str, timeout: float = 120) -> None:
+        """Stop a connector (KIP-875): its tasks commit their offsets and go away."""
+        self._ok(self._call("PUT", f"/connectors/{quote(name, safe='')}/stop"), f"stopping {name}")
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(name) or {}
+            if status.get("connector", {}).get("state") == "STOPPED" and not status.get("tasks"):
+                return
+            if time.monotonic() > deadline:
+                raise ConnectError(f"{name} on {self.url} did not stop within {timeout:.0f}s: {summarize(status)}")
+            time.sleep(0.5)
+
+    def resume(self, name: str) -> None:
+        self._ok(self._call("PUT", f"/connectors/{quote(name, safe='')}/resume"), f"resuming {name}")
+
+    def offsets(self, name: str) -> list[dict]:
+        """The connector's committed source offsets: [{partition, offset}]."""
+        return self._ok(self._call("GET", f"/connectors/{quote(name, safe='')}/offsets"),
+                        f"reading the offsets of {name}")["offsets"]
+
+    def set_offsets(self, name: str, offsets: list[dict]) -> None:
+        self._ok(self._call("PATCH", f"/connectors/{quote(name, safe='')}/offsets", json={"offsets": offsets}),
+                 f"writing the offsets of {name}")
+
+    def plugins(self) -> list[str]:
+        return [p["class"] for p in self._ok(self._call("GET", "/connector-plugins?connectorsOnly=true"),
+                                              "listing the connector plugins")]
+
     def restart(self, name: str) -> None:
         self._ok(self._call("POST", f"/connectors/{quote(name, safe='')}/restart?includeTasks=true&onlyFailed=false"),
                  f"restarting {name}")
@@ -139,6 +177,7 @@ def summarize(status: dict | None) -> dict[str, str]:
 
 
 RESTART_GRACE = 30  # seconds a just-restarted connector may still report its old FAILED state
+VANISH_GRACE = 10  # seconds a just-configured connector may be missing from a (forwarding) worker's status
 
 
 def wait_running(client: ConnectClient, names: list[str], timeout: float,
@@ -157,6 +196,12 @@ def wait_running(client: ConnectClient, names: list[str], timeout: float,
                 if part and part.get("state") == "FAILED":
                     label = f"task {part['id']}" if "id" in part and part is not status["connector"] else "connector"
                     raise ConnectError(f"{name} {label} FAILED on {part.get('worker_id')}:\n{part.get('trace', '')[:4000]}")
+        vanished = [name for name, status in statuses.items() if status is None]
+        if vanished and time.monotonic() - started > VANISH_GRACE:
+            raise ConnectError(f"{', '.join(vanished)} vanished from Kafka Connect at {client.url} after being "
+                               "configured: something deletes connectors created over REST (Strimzi with the "
+                               "annotation strimzi.io/use-connector-resources: \"true\" does); fix: run the flow "
+                               "on a Connect cluster whose connectors are managed over REST")
         summary = {name: summarize(status) for name, status in statuses.items()}
         # No tasks is normal: no matching topic (or group) exists yet.
         if all(s["state"] == "RUNNING" and s["running_tasks"] == s["tasks"] for s in summary.values()):
@@ -179,10 +224,10 @@ def _validate_all(client: ConnectClient, connectors: dict[str, dict[str, str]]) 
 PROBE_TIMEOUT = 3  # seconds: is a worker answering at all (failover, live checks in diff)
 
 
-def _answers(url: str, headers: dict) -> bool:
+def _answers(url: str, headers: dict, ca_file: str | None = None) -> bool:
     import urllib3
     try:
-        reply = urllib3.PoolManager().request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
+        reply = urllib3.PoolManager(**({"ca_certs": ca_file} if ca_file else {})).request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
                                               timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         return reply.status < 500
     except urllib3.exceptions.HTTPError:
@@ -193,15 +238,31 @@ def _client(props) -> ConnectClient:
     """A client of the first worker that answers: any worker of the group serves
     (and forwards to the leader) the whole REST API, so a dead worker 0 must not
     stop `up`, `refresh` or `destroy`. With none answering, the first one's URL
-    is used, and its error names it. Basic auth when the workers require it."""
+    is used, and its error names it. Basic auth when the workers require it,
+    HTTPS checked against `connect_ca_file` when given."""
     import urllib3
     urls = [props["connect_url"]] + [u for u in (props.get("connect_urls") or []) if u != props["connect_url"]]
     auth = props.get("connect_auth")
+    ca_file = props.get("connect_ca_file") or None
     headers = urllib3.make_headers(basic_auth=f"{auth['username']}:{auth['password']}") if auth else {}
-    url = next((u for u in urls if len(urls) > 1 and _answers(u, headers)), urls[0])
-    client = ConnectClient(url)
+    url = next((u for u in urls if len(urls) > 1 and _answers(u, headers, ca_file)), urls[0])
+    client = ConnectClient(url, ca_file)
     client.http.headers = {**client.http.headers, **headers}
     return client
+
+
+MIRROR_PLUGINS = tuple(f"org.apache.kafka.connect.mirror.{kind}"
+                       for kind in ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"))
+
+
+def check_workers(client: ConnectClient) -> None:
+    """Before anything changes: the workers answer, accept the credentials and
+    have the three MirrorMaker 2 connector plugins."""
+    missing = [p.rsplit(".", 1)[1] for p in MIRROR_PLUGINS if p not in client.plugins()]
+    if missing:
+        raise ConnectError(f"Kafka Connect at {client.url} has no {', '.join(missing)} plugin; fix: put Kafka's "
+                           "connect-mirror and connect-mirror-client jars on every worker's plugin.path (or "
+                           "classpath) and restart the workers, or run the flow on another Connect cluster")
 
 
 def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
@@ -233,19 +294,83 @@ def _restart_failed(client: ConnectClient, name: str) -> None:
                f"restarting the failed tasks of {name}")
 
 
+OWNER_KEY = "mirrorstack.stack"  # components.config.mirror.OWNER_KEY (the provider is pickled on its own)
+
+
+def _owner_problems(client: ConnectClient, connectors: dict[str, dict], adopt: list[str]) -> list[str]:
+    """Connectors of these names that exist already and are not this stack's to
+    configure: another stack's, or made by hand without being adopted."""
+    problems = []
+    for name, config in connectors.items():
+        live = client.get_config(name)
+        if live is None:
+            continue
+        ours, theirs = config.get(OWNER_KEY), live.get(OWNER_KEY)
+        if theirs is not None and theirs != ours:
+            problems.append(f"{name} on {client.url} belongs to the stack {theirs!r}; fix: give this flow other "
+                            "connector names (connector_names), or remove the flow from that stack first")
+        elif theirs is None and name not in adopt:
+            problems.append(f"{name} on {client.url} exists and was made outside mirrorstack; fix: adopt it "
+                            "(flow connector_names) to reconfigure it in place, take it over (take_over) under "
+                            "mirrorstack's names, or delete it")
+    return problems
+
+
+def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None) -> int:
+    """Replace connector `old` by `new` without replication starting over:
+    stop `old` (its tasks commit), copy its source offsets to `new` (created
+    stopped, or stopped), start `new`, delete `old`. `config` None: only delete
+    `old`. Returns the number of source partitions carried over."""
+    if old_client.status(old) is None:
+        return 0  # already done (a re-run after a failure part-way)
+    old_client.stop(old)
+    if old == new and config is not None and (client.status(new) or {}).get("connector", {}).get("state") == "STOPPED":
+        client.put_config(new, config)  # one Connect group after all (its workers moved): nothing to carry
+        client.resume(new)
+        return 0
+    offsets = old_client.offsets(old) if config is not None else []
+    if config is not None:
+        if client.get_config(new) is None:
+            client.create_stopped(new, config)
+        else:
+            client.stop(new)
+            client.put_config(new, config)
+        if offsets:
+            client.set_offsets(new, offsets)
+        client.resume(new)
+    old_client.delete(old)
+    where = "" if old_client.url == client.url else f" on {old_client.url}"
+    _progress(f"{old}{where} replaced by {new} on {client.url}, {len(offsets)} source offsets carried over"
+              if config is not None else f"{old}{where} deleted (taken over)")
+    return len(offsets)
+
+
+def _by_class(connectors: dict[str, dict]) -> dict[str, str]:
+    return {config.get("connector.class"): name for name, config in connectors.items()}
+
+
 class MirrorMaker2Provider(ResourceProvider):
     def create(self, props):
         client = _client(props)
+        check_workers(client)
         connectors = props["connectors"]
         _validate_all(client, connectors)
+        if problems := _owner_problems(client, connectors, props.get("adopt") or []):
+            raise ConnectError("\n".join(problems))
+        taken = set()
+        for old, new in (props.get("take_over") or {}).items():
+            carry_over(client, old, client, new, connectors.get(new) if new else None)
+            taken.add(new)
         for name, config in connectors.items():
-            client.put_config(name, config)
+            if name not in taken:
+                client.put_config(name, config)
         states = wait_running(client, list(connectors), float(props["timeout_seconds"]))
         return CreateResult(id_=props["flow"], outs={**props, "states": states})
 
     def diff(self, _id, olds, news):
         replaces = ["flow"] if olds.get("flow") != news.get("flow") else []
-        changed = [k for k in ("connect_url", "connectors", "secrets_digest", "restart_trigger")
+        changed = [k for k in ("connect", "connect_url", "connect_urls", "connectors", "secrets_digest",
+                               "restart_trigger", "take_over")
                    if (olds.get(k) or None) != (news.get(k) or None)]
         if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()) or _live_failures(olds):
             changed.append("states")  # failed or missing out of band (seen by refresh, or live now): up repairs
@@ -253,24 +378,44 @@ class MirrorMaker2Provider(ResourceProvider):
 
     def update(self, _id, olds, news):
         client = _client(news)
+        check_workers(client)
         old, new = olds.get("connectors") or {}, news["connectors"]
-        moved = olds.get("connect_url") != news["connect_url"]
-        changed = {name: cfg for name, cfg in new.items() if moved or old.get(name) != cfg}
-        live_failed = set() if moved else set(_live_failures(news, client))
+        # Another Connect cluster: every connector moves there, offsets carried over
+        # (state written before `connect` was recorded: a new URL is the sign).
+        url_changed = olds.get("connect_url") != news["connect_url"]
+        moved = olds.get("connect") != news.get("connect") if olds.get("connect") else url_changed
+        changed = {name: cfg for name, cfg in new.items() if url_changed or moved or old.get(name) != cfg}
+        live_failed = set() if url_changed or moved else set(_live_failures(news, client))
         changed.update({name: new[name] for name in live_failed if client.get_config(name) is None})  # deleted
         _validate_all(client, changed)
-        gone = old.keys() - new.keys()
-        old_client = _client(olds) if gone else None
-        for name in gone:
-            old_client.delete(name)
+        if problems := _owner_problems(client, {n: changed[n] for n in changed.keys() - old.keys()},
+                                       news.get("adopt") or []):
+            raise ConnectError("\n".join(problems))
+        # Old connectors that go away (moved or renamed): the new one of the same
+        # class carries their offsets on, so nothing is copied twice or from the start.
+        gone = old.keys() if moved else old.keys() - new.keys()
+        old_client = (_client(olds) if moved else client) if gone else None
+        new_by_class, taken = _by_class(new), set()
+        for name in sorted(gone):
+            successor = new_by_class.get(old[name].get("connector.class"))
+            if successor and (moved or successor not in old):
+                carry_over(old_client, name, client, successor, new[successor])
+                taken.add(successor)
+            else:
+                old_client.delete(name)
+        for stale, successor in (news.get("take_over") or {}).items():
+            if client.status(stale) is not None:
+                carry_over(client, stale, client, successor, new.get(successor) if successor else None)
+                taken.add(successor)
         for name, config in changed.items():
-            client.put_config(name, config)
+            if name not in taken:
+                client.put_config(name, config)
         # Secrets reach Connect as `${file:...}` references, resolved when a connector
         # starts: a rotated secret (a new digest) needs a restart to be read.
         restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
         restarted = set()
         for name in new:
-            if name in changed:
+            if name in changed or name in taken:
                 continue
             state = (olds.get("states") or {}).get(name) or {}
             if restart:
@@ -299,6 +444,49 @@ class MirrorMaker2Provider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, "connectors": live, "states": states})
 
 
+def takeover_plan(props) -> list[str]:
+    """What `up` will do to existing connectors of a flow (adopted or taken
+    over), read live, for the preview; says so when Connect cannot be asked."""
+    import urllib3
+    adopt, take_over = props.get("adopt") or [], props.get("take_over") or {}
+    if not adopt and not take_over:
+        return []
+    try:
+        client = _client(props)
+        client._call = _quick(client)
+        status = {name: client.status(name) for name in [*adopt, *take_over]}
+        owners = {name: (client.get_config(name) or {}).get(OWNER_KEY) for name in adopt if status[name]}
+    except (ConnectError, urllib3.exceptions.HTTPError) as exc:
+        return [f"could not ask Kafka Connect which of {', '.join([*adopt, *take_over])} exist ({exc}); up adopts "
+                "or takes over those it finds"]
+    lines = []
+    for name in adopt:
+        if status[name] is None:
+            lines.append(f"{name}: does not exist; up creates it")
+        elif owners.get(name) is None:
+            lines.append(f"{name}: exists ({summarize(status[name])['state']}, made outside mirrorstack); up adopts "
+                         "it: its config is replaced in place, its source offsets are kept")
+    for old, new in take_over.items():
+        if status[old] is None:
+            lines.append(f"{old}: not found; nothing to take over (remove it from take_over)")
+        elif new:
+            lines.append(f"{old}: exists ({summarize(status[old])['state']}); up stops it, copies its source offsets "
+                         f"to {new}, starts {new} and deletes {old}")
+        else:
+            lines.append(f"{old}: exists; up stops and deletes it (the flow runs no connector of its kind)")
+    return lines
+
+
+def _quick(client: ConnectClient):
+    """A `_call` without retries and with short timeouts: a preview never waits on Connect."""
+    import urllib3
+
+    def call(method, path, **kwargs):
+        return client.http.request(method, f"{client.url}{path}", retries=False,
+                                   timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT), **kwargs)
+    return call
+
+
 class MirrorMaker2Connectors(Resource):
     """The source, checkpoint and heartbeat connectors of one flow, as one resource.
     Outputs: `connectors` (name → config), `states` (name → state, task counts).
@@ -314,10 +502,13 @@ class MirrorMaker2Connectors(Resource):
     def __init__(self, name: str, *, flow: str, connect_url: pulumi.Input[str],
                  connectors: pulumi.Input[dict], secrets_digest: pulumi.Input[str] | None = None,
                  connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
-                 timeout_seconds: int = 300, restart_trigger: str = "",
-                 opts: pulumi.ResourceOptions | None = None):
+                 timeout_seconds: int = 300, restart_trigger: str = "", connect: str | None = None,
+                 connect_ca_file: str | None = None, adopt: list[str] | None = None,
+                 take_over: dict[str, str] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__(MirrorMaker2Provider(), name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
+            "connect": connect, "connect_ca_file": connect_ca_file, "adopt": adopt or None,
+            "take_over": take_over or None,
             "secrets_digest": pulumi.Output.secret(secrets_digest) if secrets_digest is not None else None,
             "connect_urls": connect_urls,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth is not None else None,
@@ -335,12 +526,22 @@ class MirrorMaker2(pulumi.ComponentResource):
     def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
                  secrets_digest: pulumi.Input[str] | None = None, restart_trigger: str = "",
                  connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
+                 connect: str | None = None, connect_ca_file: str | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:mirror:MirrorMaker2", flow.name, None, opts)
+        from components.config.mirror import take_over_names
+        adopt = sorted(flow.connector_names.by_kind().values()) if flow.connector_names else None
+        take_over = take_over_names(flow)
         self.connectors = MirrorMaker2Connectors(
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
             secrets_digest=secrets_digest, connect_urls=connect_urls, connect_auth=connect_auth,
-            restart_trigger=restart_trigger, opts=pulumi.ResourceOptions(parent=self))
+            restart_trigger=restart_trigger, connect=connect, connect_ca_file=connect_ca_file, adopt=adopt,
+            take_over=take_over, opts=pulumi.ResourceOptions(parent=self))
+        if adopt or take_over:  # say in the preview what happens to connectors made by hand
+            plan = pulumi.Output.all(connect_url, connect_urls, connect_auth).apply(
+                lambda a: takeover_plan({"connect_url": a[0], "connect_urls": a[1], "connect_auth": a[2],
+                                         "connect_ca_file": connect_ca_file, "adopt": adopt, "take_over": take_over}))
+            plan.apply(lambda lines: [pulumi.log.info(f"{flow.name}: {line}", resource=self) for line in lines])
         self.connector_names = self.connectors.connectors.apply(lambda c: sorted(c or {}))
         self.states = self.connectors.states
         self.register_outputs({"connector_names": self.connector_names, "states": self.states})

@@ -18,14 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, WithJsonSchema,
+                      field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
 # Aliases prefix remote topics (`us.orders`) and MM2 splits those on the separator.
 ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
+
+
+# Deprecated keys met while validating (old name, new name): the program warns.
+_DEPRECATED: ContextVar[list[tuple[str, str]] | None] = ContextVar("mirrorstack_deprecated", default=None)
+
+
+def deprecated(old: str, new: str) -> None:
+    found = _DEPRECATED.get()
+    if found is not None:
+        found.append((old, new))
 
 
 class TopologyError(ValueError):
@@ -152,16 +162,83 @@ class Cluster(_Model):
         return self.external is not None
 
 
+CONNECT_URL = re.compile(r"https?://[^/\s:]+(:[0-9]{1,5})?/?")
+# A reference to a config provider the Connect workers have: `${provider:[path:]key}`.
+PROVIDER_REFERENCE = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
+
+
+class ExternalConnect(_Model):
+    """An existing Connect cluster: the stack manages only its own MirrorMaker 2
+    connectors there, never the workers (no restart, no worker setting)."""
+
+    urls: list[Annotated[str, Field(pattern=CONNECT_URL.pattern)]] = Field(min_length=1, examples=[
+        ["https://connect-1:8083", "https://connect-2:8083"]], description=(
+        "REST URLs of the workers (http:// or https://); any worker that answers serves the whole API, so "
+        "list several to survive one being down."))
+    username: str | None = Field(None, min_length=1, description=(
+        "HTTP basic auth user of the REST API; the password is the secret "
+        "`mirrorstack:connectSecrets.<name>.password` (`pulumi config set --secret --path ...`)."))
+    ca_file: str | None = Field(None, min_length=1, description=(
+        "PEM file (on the machine running pulumi) of the CA that signed the workers' HTTPS certificates; "
+        "default: the system's trusted CAs."))
+    secret_references: dict[str, Properties] = Field({}, description=(
+        "Per cluster alias, how these workers read that cluster's secret client settings: a reference to a "
+        "config provider the workers already have, e.g. {\"sasl.jaas.config\": "
+        "\"${file:/etc/kafka/secrets/us.properties:sasl.jaas.config}\"}. mirrorstack cannot write files on "
+        "workers it does not run, and Connect's config topic must never hold a secret in plaintext, so a "
+        "secured cluster's secrets reach foreign workers only this way."))
+
+
 class ConnectCluster(_Model):
-    kafka: str = Field(description="Alias of the cluster holding its config, offset and status topics.")
-    workers: int = Field(1, ge=1, le=9, description="Connect workers in the group.")
-    settings: Properties = Field({}, description="Raw Connect worker properties; values are strings.")
+    kafka: str = Field(description=(
+        "Alias of the Kafka cluster the workers bootstrap to (their config, offset and status topics); for an "
+        "external Connect cluster, the one its workers use."))
+    workers: int = Field(1, ge=1, le=9, description="Connect workers in the group (deployed Connect only).")
+    settings: Properties = Field({}, description="Raw Connect worker properties (deployed Connect only); values are strings.")
     rest_auth: bool = Field(False, description=(
         "The Connect REST API requires HTTP basic auth (user `mirrorstack`, a generated password kept secret; "
-        "stack output connect_credentials)."))
-    remote_target: bool = Field(False, description=(
-        "Run flows whose target is not this Connect cluster's Kafka cluster: records are produced across "
-        "the network, and MM2 recommends running next to the target."))
+        "stack output connect_credentials). Deployed Connect only."))
+    group_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description=(
+        "The workers' group.id; storage topics are <group_id>-configs|-offsets|-status. Default "
+        "mirrorstack-<stack>-<name>, so stacks sharing a Kafka cluster never join one group (stacks deployed "
+        "before the stack was part of it keep mirrorstack-<name>). Deployed Connect only."))
+    push: bool = Field(False, description=(
+        "Allow flows whose target is not this Connect cluster's kafka (push replication). Pull, the default: "
+        "Connect next to the target consumes across the link and produces locally, so a slow or broken link "
+        "delays reads but never half-written batches, and the workers' own topics share the target's fate. "
+        "Push: Connect next to the source produces across the link (the target's bootstrap servers and client "
+        "security become producer overrides of every connector of the flow); for edge sites that accept no "
+        "inbound connections. Producing across a high-latency link needs more in-flight data, and an "
+        "exactly-once flow keeps its source offsets in a connector-specific offsets topic on the target."))
+    external: ExternalConnect | None = Field(None, description=(
+        "Set to use an existing Connect cluster instead of deploying one."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_remote_target(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "remote_target" in data:
+            data = dict(data)
+            value = data.pop("remote_target")
+            if "push" in data:
+                raise ValueError("remote_target is the old name of push; fix: remove remote_target")
+            data["push"] = value
+            deprecated("remote_target", "push")
+        return data
+
+    @property
+    def is_external(self) -> bool:
+        return self.external is not None
+
+
+class ConnectorNames(_Model):
+    """Connector names by kind; a kind left out keeps mirrorstack's name."""
+
+    source: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorSourceConnector's name.")
+    checkpoint: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorCheckpointConnector's name.")
+    heartbeat: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorHeartbeatConnector's name.")
+
+    def by_kind(self) -> dict[str, str]:
+        return {kind: name for kind, name in self.model_dump().items() if name is not None}
 
 
 class ConnectorOverrides(_Model):
@@ -214,10 +291,26 @@ class Flow(_Model):
     restart_trigger: str = Field("", description=(
         "Change this value (e.g. a date) to restart the flow's connectors and tasks on the next up "
         "(mm2.sh's redeploy)."))
+    connector_names: ConnectorNames | None = Field(None, examples=[
+        {"source": "mm2-msc-us", "checkpoint": "mm2-cpc-us", "heartbeat": "mm2-hbc-us"}], description=(
+        "Keep these connector names instead of mirrorstack's (`<flow>.MirrorSourceConnector`): connectors "
+        "of these names made by hand (mm2.sh) are adopted and reconfigured in place on the next up, their "
+        "source offsets kept."))
+    take_over: ConnectorNames | None = Field(None, examples=[
+        {"source": "mm2-msc-us", "checkpoint": "mm2-cpc-us", "heartbeat": "mm2-hbc-us"}], description=(
+        "Existing connectors (made by hand) this flow replaces: on the next up each is stopped, its source "
+        "offsets are copied to the flow's connector of the same kind (Kafka's offsets REST API, KIP-875), and "
+        "it is deleted, so replication goes on where it stopped. Remove it after that up."))
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
+
+    def connector_name(self, kind: str) -> str:
+        """The connector of a kind (source, checkpoint, heartbeat) of this flow."""
+        from components.config.mirror import KINDS, connector_name  # pure, as this module
+        given = self.connector_names.by_kind() if self.connector_names else {}
+        return given.get(kind) or connector_name(self.name, KINDS[kind])
 
 
 def _unlimited(value: Any) -> Any:
@@ -282,6 +375,12 @@ class Monitoring(_Model):
 
 class Topology(_Model):
     """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
+
+    _warnings: list[str] = PrivateAttr(default_factory=list)  # deprecated keys, set by load_topology
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._warnings
 
     platform: Literal["local", "docker", "kubernetes"] = Field("local", description="Where the clusters run.")
     clusters: dict[str, Cluster] = Field(min_length=1, description="Kafka clusters by alias.")
@@ -559,9 +658,14 @@ def _pydantic_problem(err: dict) -> str:
 
 
 def load_topology(data: Mapping) -> Topology:
-    """Validate the stack's topology config; raise TopologyError listing every problem."""
+    """Validate the stack's topology config; raise TopologyError listing every
+    problem. Deprecated keys still work: `Topology.warnings` names them."""
+    token = _DEPRECATED.set([])
     try:
-        return Topology.model_validate(data)
+        topology = Topology.model_validate(data)
+        topology._warnings = [f"mirrorstack:topology: `{old}` is deprecated; fix: rename it to `{new}` (same meaning)"
+                             for old, new in dict.fromkeys(_DEPRECATED.get())]
+        return topology
     except ValidationError as e:
         origins = _ORIGINS.get() or ()  # of this validation: point into the stack file, not the expansion
         problems = []
@@ -575,6 +679,8 @@ def load_topology(data: Mapping) -> Topology:
                 err = {**err, "loc": origins[loc[1]].loc(loc[2:])}
             problems.append(_pydantic_problem(err))
         raise TopologyError(list(dict.fromkeys(problems))) from None
+    finally:
+        _DEPRECATED.reset(token)
 
 
 def topology_json_schema() -> dict:

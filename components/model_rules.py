@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 
-from components.model import ALIAS, Flow, FlowOrigin, Topology, _path
+from components.model import ALIAS, PROVIDER_REFERENCE, Flow, FlowOrigin, Topology, _path
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
 MAX_CYCLES = 10  # reported per topology; a dense identity mesh has thousands
@@ -45,6 +45,8 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _plaintext_secrets(t, origins)
     yield from _security_problems(t)
     yield from _exactly_once_problems(t, origins)
+    yield from _connect_problems(t)
+    yield from _connector_name_problems(t, origins)
     if t.monitoring is not None and t.platform == "local":
         for extra in ("kafka_ui", "kafka_exporter"):
             if getattr(t.monitoring, extra):
@@ -151,16 +153,64 @@ def _validation_problems(t: Topology) -> Iterator[str]:
 
 
 def _placement_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
-    # MM2 consumes remotely and produces locally: a Connect cluster on another
-    # Kafka cluster produces every record across the network, so it is opt-in.
+    # Pull (Connect next to the target) is the default; push is opt-in per Connect cluster.
     name = f.connect or f.target
     cc = t.connect.get(name)
-    if cc is None or cc.remote_target or cc.kafka == f.target or not {cc.kafka, f.target} <= t.clusters.keys():
+    if cc is None or cc.push or cc.kafka == f.target or not {cc.kafka, f.target} <= t.clusters.keys():
         return
     yield (f"{o.path('connect')}: Connect cluster {name!r} runs on {cc.kafka!r} ({_path(('connect', name, 'kafka'))}), "
-           f"not on this flow's target {f.target!r}, so it would produce every record across the network; fix: run "
-           f"the flow on a Connect cluster whose kafka is {f.target!r}, or set "
-           f"{_path(('connect', name, 'remote_target'))}: true")
+           f"not on this flow's target {f.target!r}, so it would produce every record across the network (push); "
+           f"fix: run the flow on a Connect cluster whose kafka is {f.target!r}, or set "
+           f"{_path(('connect', name, 'push'))}: true")
+
+
+def _connect_problems(t: Topology) -> Iterator[str]:
+    for name, cc in t.connect.items():
+        where = ("connect", name)
+        if not cc.is_external:
+            continue
+        for field in ("workers", "settings", "rest_auth", "group_id"):
+            if field in cc.model_fields_set:
+                yield (f"{_path((*where, field))}: an external Connect cluster's workers are not managed by the stack; "
+                       "fix: remove it (set it where the workers are deployed)")
+        ext = cc.external
+        if ext.ca_file and not any(u.startswith("https://") for u in ext.urls):
+            yield (f"{_path((*where, 'external', 'ca_file'))}: no https:// URL to check it against; "
+                   "fix: use https:// URLs, or remove ca_file")
+        for alias, refs in ext.secret_references.items():
+            if alias not in t.clusters:
+                yield (f"{_path((*where, 'external', 'secret_references', alias))}: unknown cluster {alias!r}; "
+                       f"fix: use one of {', '.join(sorted(t.clusters))}")
+            for key, value in refs.items():
+                if SECRET_KEY.search(key) and not PROVIDER_REFERENCE.fullmatch(value.strip()):
+                    yield (f"{_path((*where, 'external', 'secret_references', alias, key))}: not a config provider "
+                           "reference, and a secret must never reach Connect's config topic in plaintext; fix: write "
+                           "a reference the workers resolve, e.g. \"${file:/etc/kafka/secrets/" + alias + ".properties:"
+                           + key + "}\"")
+
+
+def _connector_name_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """Connector names are unique on a Connect cluster; a taken-over connector
+    is another one (keeping a name is connector_names)."""
+    from components.config.mirror import connector_names
+    owners: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(t.flows):
+        for name in connector_names(f):
+            key = (f.connect or f.target, name)
+            if key in owners and t.flows[owners[key]].name != f.name:  # a duplicate flow is reported as such
+                yield (f"{origins[i].path('connector_names')}: connector {name!r} is also {origins[owners[key]].path()}'s "
+                       f"on Connect cluster {key[0]!r}; fix: give each flow its own names")
+            owners.setdefault(key, i)
+    for i, f in enumerate(t.flows):
+        if f.take_over is None:
+            continue
+        for kind, old in f.take_over.by_kind().items():
+            where = _path(origins[i].loc(("take_over", kind)))
+            if old == f.connector_name(kind):
+                yield (f"{where}: {old!r} is this flow's own {kind} connector name; fix: to keep the name, move it "
+                       f"to {origins[i].path('connector_names')}.{kind} (adopted in place)")
+            elif (f.connect or f.target, old) in owners:
+                yield f"{where}: {old!r} is a connector of a flow of this stack; fix: name a connector made by hand"
 
 
 def _fullmatch_any(patterns: list[str], name: str) -> bool:
@@ -282,11 +332,55 @@ KEY_KEYS = ("ssl.keystore.key", "ssl.keystore.location")
 KEY_PROPERTIES = ("ssl.keystore.location",)
 
 
-def secret_problems(t: Topology, secret_keys: dict[str, set[str]]) -> list[str]:
-    """Checks of `mirrorstack:clusterSecrets` against the topology, made from its
-    KEYS only (the values never reach a message): unknown aliases, deployed
-    clusters (their credentials are generated), missing passwords and keys."""
-    problems = []
+def files_on_own_hosts(t: Topology, alias: str, secret_keys: set[str]) -> list[str]:
+    """A cluster's client settings that point at files mirrorstack writes on its
+    own hosts (certificates, `${file:...}` secrets): workers it does not run need
+    references of their own for them (connect.<name>.external.secret_references)."""
+    c = t.clusters[alias]
+    if c.is_external:
+        return sorted({"sasl.jaas.config" if k == "password" else k for k in secret_keys})
+    sec = c.security
+    if not sec.secured:
+        return []
+    return ["ssl.truststore.location", *["ssl.keystore.location"] * sec.mtls, *["sasl.jaas.config"] * bool(sec.sasl_mechanism)]
+
+
+def _external_connect_secrets(t: Topology, secret_keys: dict[str, set[str]],
+                              connect_secret_keys: dict[str, set[str]]) -> Iterator[str]:
+    known = ", ".join(sorted(n for n, c in t.connect.items() if c.is_external)) or "none (no external Connect cluster)"
+    for name in sorted(connect_secret_keys):
+        cc = t.connect.get(name)
+        if cc is None or not cc.is_external:
+            yield (f"mirrorstack:connectSecrets.{name}: no external Connect cluster {name!r}; fix: use one of {known} "
+                   f"(`pulumi config rm --path 'mirrorstack:connectSecrets.{name}'`)")
+        elif cc.external.username is None:
+            yield (f"mirrorstack:connectSecrets.{name}.password: without connect.{name}.external.username; "
+                   f"fix: set username: <REST user>, or remove the password")
+    for name, cc in t.connect.items():
+        if not cc.is_external:
+            continue
+        if cc.external.username is not None and "password" not in connect_secret_keys.get(name, set()):
+            yield (f"mirrorstack:connectSecrets.{name}.password: required with connect.{name}.external.username; fix: "
+                   f"`pulumi config set --secret --path 'mirrorstack:connectSecrets.{name}.password' <password>`")
+        aliases = dict.fromkeys(a for f in t.flows if f.connect == name for a in (f.source, f.target))
+        for alias in aliases:
+            given = cc.external.secret_references.get(alias, {})
+            missing = [k for k in files_on_own_hosts(t, alias, secret_keys.get(alias, set())) if k not in given]
+            if missing:
+                example = ", ".join(f'"{k}": "${{file:/etc/kafka/secrets/{alias}.properties:{k}}}"' for k in missing)
+                yield (f"connect.{name}.external.secret_references.{alias}: the workers of {name!r} cannot read "
+                       f"{', '.join(missing)} of {alias!r} from files mirrorstack writes on its own hosts; fix: put "
+                       f"them where those workers' config provider reads them and reference them: {{{example}}}")
+
+
+def secret_problems(t: Topology, secret_keys: dict[str, set[str]],
+                    connect_secret_keys: dict[str, set[str]] | None = None) -> list[str]:
+    """Checks of `mirrorstack:clusterSecrets` and `mirrorstack:connectSecrets`
+    against the topology, made from their KEYS only (the values never reach a
+    message): unknown aliases, deployed clusters (their credentials are
+    generated), missing passwords and keys, secrets external Connect workers
+    cannot reach."""
+    problems = list(_external_connect_secrets(t, secret_keys, connect_secret_keys or {}))
     known = ", ".join(sorted(t.clusters))
     for alias in sorted(secret_keys):
         if alias not in t.clusters:
@@ -323,12 +417,8 @@ def _exactly_once_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iter
         flow = origins[i].path("exactly_once")
         name = f.connect or f.target
         cc = t.connect.get(name)
-        if cc is not None and cc.remote_target:
-            yield (f"{flow}: Connect cluster {name!r} runs on {cc.kafka!r}, not on the target {f.target!r}; "
-                   "exactly-once commits records and source offsets in one transaction on the Connect cluster's "
-                   f"Kafka; fix: run the flow on a Connect cluster whose kafka is {f.target!r}, or remove exactly_once")
         support = "exactly.once.source.support"
-        if cc is not None and cc.settings.get(support, "enabled") != "enabled":
+        if cc is not None and not cc.is_external and cc.settings.get(support, "enabled") != "enabled":
             yield (f"{_path(('connect', name, 'settings', support))}: {cc.settings[support]!r}, but {flow} is true "
                    "and needs it enabled on the workers; fix: remove that setting (mirrorstack enables it), or remove "
                    f"{flow}")

@@ -28,18 +28,19 @@ class GeneratedPassword(Resource):
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["result"])))
 
 
-def cluster_secret_keys(raw: str | None) -> dict[str, set[str]]:
+def cluster_secret_keys(raw: str | None, config_key: str = "mirrorstack:clusterSecrets",
+                        owners: str = "cluster aliases", owner: str = "alias") -> dict[str, set[str]]:
     """alias → the setting names of `mirrorstack:clusterSecrets` (its raw JSON);
-    the values are dropped here, so nothing printed from this can leak them."""
+    the values are dropped here, so nothing printed from this can leak them.
+    Also reads `mirrorstack:connectSecrets` (owner: a Connect cluster's name)."""
     import json
     if not raw:
         return {}
+    fix = f"`pulumi config set --secret --path '{config_key}.<{owner}>.password' <value>`"
     try:
         data = json.loads(raw)
     except ValueError:
-        raise ValueError("mirrorstack:clusterSecrets: not an object of aliases; fix: set it with "
-                         "`pulumi config set --secret --path 'mirrorstack:clusterSecrets.<alias>.password' <value>`") from None
+        raise ValueError(f"{config_key}: not an object of {owners}; fix: set it with {fix}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ValueError("mirrorstack:clusterSecrets: must map cluster aliases to {setting: value}; fix: "
-                         "`pulumi config set --secret --path 'mirrorstack:clusterSecrets.<alias>.password' <value>`")
+        raise ValueError(f"{config_key}: must map {owners} to {{setting: value}}; fix: {fix}")
     return {alias: set(values) for alias, values in data.items()}

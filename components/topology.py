@@ -6,7 +6,7 @@ import pulumi
 import hashlib
 import json
 
-from components.config.mirror import mirror_connector_configs
+from components.config.mirror import mirror_connector_configs, push_overrides
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
@@ -25,9 +25,24 @@ class ReplicationTopology(pulumi.ComponentResource):
     built from (a secret's value is known only at deployment).
     `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
+    def _override_allowlist(self, topology, flows) -> list[str]:
+        """Client settings the connectors of these flows override: a push flow's
+        target address and security, and any `*.override.*` the flows set. []
+        (Kafka's default policy) when they override nothing."""
+        keys = set()
+        for flow in flows:
+            if topology.connect[flow.connect].kafka != flow.target:
+                target = self.clusters[flow.target]
+                keys |= {k.removeprefix("producer.override.") for k in push_overrides("-", target.client_settings)}
+            for kind in ("source", "checkpoint", "heartbeat"):
+                keys |= {k.split(".override.", 1)[1] for k in getattr(flow.overrides, kind)
+                         if k.startswith(("producer.override.", "consumer.override.", "admin.override."))}
+        return sorted(keys)
+
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
                  grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
-                 cluster_secret_keys: dict[str, set[str]] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 cluster_secret_keys: dict[str, set[str]] | None = None, connect_secrets: pulumi.Input[dict] | None = None,
+                 connect_groups: dict[str, pulumi.Input[str]] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
@@ -37,10 +52,19 @@ class ReplicationTopology(pulumi.ComponentResource):
             secrets=pulumi.Output.from_input(cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
             if keys.get(alias) else None, opts=child) for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
+        # Group ids carry the stack (components.stack_history) unless the spec names one.
+        groups = {name: pulumi.Output.from_input(spec.group_id or (connect_groups or {}).get(name)
+                                                 or f"mirrorstack-{stack}-{name}")
+                  for name, spec in topology.connect.items()}
+        secrets_of_connect = pulumi.Output.secret(pulumi.Output.from_input(connect_secrets).apply(lambda d: d or {})) \
+            if connect_secrets is not None else None
         self.connect = {name: ConnectCluster(
             name, spec, self.clusters[spec.kafka], platform, metrics=metrics,
             exactly_once=any(f.exactly_once for f in by_connect[name]),
             clients=[self.clusters[a] for a in dict.fromkeys(x for f in by_connect[name] for x in (f.source, f.target))],
+            group_id=groups[name], override_allowlist=self._override_allowlist(topology, by_connect[name]),
+            rest_password=secrets_of_connect.apply(lambda d, n=name: (d.get(n) or {}).get("password"))
+            if secrets_of_connect is not None else None,
             opts=child) for name, spec in topology.connect.items()}
         for target, merged in topology.identity_merges().items():
             # Allowed (the classic aggregation), but say it where a reviewer looks.
@@ -49,16 +73,21 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.flows = {}
         for flow in topology.flows:
             source, target = self.clusters[flow.source], self.clusters[flow.target]
-            connect = self.connect[flow.connect]
-            configs = pulumi.Output.all(source.bootstrap_servers, target.bootstrap_servers).apply(
-                lambda servers, flow=flow, source=source, target=target: mirror_connector_configs(
+            connect, spec = self.connect[flow.connect], topology.connect[flow.connect]
+            # Workers mirrorstack does not run read secrets through references of their own.
+            refs = spec.external.secret_references if spec.is_external else {}
+            clients = {side.alias: {**side.client_settings, **refs.get(side.alias, {})} for side in (source, target)}
+            configs = pulumi.Output.all(source.bootstrap_servers, target.bootstrap_servers, groups[flow.connect]).apply(
+                lambda args, flow=flow, clients=clients, push=spec.kafka != flow.target: mirror_connector_configs(
                     flow, replication_factor=topology.replication_factor(flow),
-                    source_bootstrap=servers[0], target_bootstrap=servers[1],
-                    source_client=source.client_settings, target_client=target.client_settings))
+                    source_bootstrap=args[0], target_bootstrap=args[1],
+                    source_client=clients[flow.source], target_client=clients[flow.target],
+                    owner=stack, push=push, offsets_topic=f"{args[2]}-offsets"))
             self.flows[flow.name] = MirrorMaker2(
-                flow, connect_url=connect.rest_url, connectors=configs, secrets_digest=_secrets_digest(source, target),
-                connect_urls=connect.rest_urls if len(connect.workers) > 1 else None,
-                connect_auth=connect.rest_credentials,
+                flow, connect_url=connect.rest_url, connectors=configs,
+                secrets_digest=None if spec.is_external else _secrets_digest(source, target),
+                connect_urls=connect.rest_urls if len(connect.workers) > 1 or spec.is_external else None,
+                connect_auth=connect.rest_credentials, connect=flow.connect, connect_ca_file=connect.ca_file,
                 restart_trigger=flow.restart_trigger,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
 
@@ -80,6 +109,8 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.connect_credentials = pulumi.Output.secret(pulumi.Output.all(**credentials)) if credentials else None
         self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})
         self.validation_output = self.validation.report if self.validation else None
+        self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
+                                                   if not topology.connect[n].is_external})
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output})
 

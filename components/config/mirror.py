@@ -18,6 +18,44 @@ POLICY_CLASSES = {
 }
 
 
+KINDS = {"source": SOURCE, "checkpoint": CHECKPOINT, "heartbeat": HEARTBEAT}
+# Which stack a connector belongs to: a key Connect keeps with the config and MM2
+# ignores. A connector without it was made outside mirrorstack (mm2.sh).
+OWNER_KEY = "mirrorstack.stack"
+# MM2's defaults (DefaultTopicFilter, DefaultGroupFilter): a flow's excludes add to them.
+MM2_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+MM2_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
+# Kafka Connect's storage topics (<group>-configs|offsets|status): mirrorstack's groups,
+# Kafka's sample names and Strimzi's. MM2's internal-topic filter does not know them.
+CONNECT_STORAGE_TOPICS = (r"mirrorstack-.+-(configs|offsets|status)", r"(.+[-.])?connect(-cluster)?-(configs|offsets|status)")
+# Producer settings a push flow overrides, besides the target's client settings.
+PRODUCER_OVERRIDE = "producer.override."
+
+
+def topics_exclude(flow) -> list[str]:
+    """Everything a flow never replicates: MM2's defaults, Connect's storage topics, its own."""
+    return list(dict.fromkeys([*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, *flow.topics_exclude]))
+
+
+def groups_exclude(flow) -> list[str]:
+    return list(dict.fromkeys([*MM2_GROUPS_EXCLUDE, *flow.groups_exclude]))
+
+
+def push_overrides(target_bootstrap: str, target_client: Mapping[str, str] | None) -> dict[str, str]:
+    """Producer overrides that make a connector's task producer write to the
+    target rather than to the Connect workers' own Kafka cluster (push)."""
+    return {f"{PRODUCER_OVERRIDE}{key}": value
+            for key, value in {"bootstrap.servers": target_bootstrap, **(target_client or {})}.items()}
+
+
+def override_allowlist(configs: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The client settings these connectors override (`producer.override.x` → x),
+    for a worker's Allowlist override policy."""
+    prefixes = (PRODUCER_OVERRIDE, "consumer.override.", "admin.override.")
+    return sorted({key.split(".override.", 1)[1] for config in configs.values() for key in config
+                   if key.startswith(prefixes)})
+
+
 def connector_name(flow_name: str, kind: str) -> str:
     """`us->central.MirrorSourceConnector`: the flow, then MM2's own class name."""
     return f"{flow_name}.{kind}"
@@ -37,9 +75,14 @@ def mirror_connector_configs(
     flow, *, replication_factor: int,
     source_bootstrap: str, target_bootstrap: str,
     source_client: Mapping[str, str] | None = None, target_client: Mapping[str, str] | None = None,
+    owner: str | None = None, push: bool = False, offsets_topic: str | None = None,
 ) -> dict[str, dict[str, str]]:
     """Configs for the connectors this flow enables (source always; checkpoint
-    and heartbeat when switched on), in that order."""
+    and heartbeat when switched on), in that order, under the flow's connector
+    names. `owner`: the stack (OWNER_KEY). `push`: the Connect cluster's Kafka
+    is not the target, so every connector produces to the target through
+    producer overrides; an exactly-once source then keeps its offsets in
+    `offsets_topic` on the target, in the same transactions as the records."""
     rf = str(replication_factor)
     common = {
         "source.cluster.alias": flow.source,
@@ -54,6 +97,8 @@ def mirror_connector_configs(
         # Offset syncs on the target: MM2 needs no write access to the source.
         "offset-syncs.topic.location": "target",
         "offset-syncs.topic.replication.factor": rf,
+        **(push_overrides(target_bootstrap, target_client) if push else {}),
+        **({OWNER_KEY: owner} if owner else {}),
     }
     source = {
         "connector.class": f"{MIRROR_PACKAGE}.{SOURCE}",
@@ -63,13 +108,14 @@ def mirror_connector_configs(
         "replication.factor": rf,
         "sync.topic.configs.enabled": _flag(flow.sync_topic_configs),
         "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
+        "topics.exclude": ",".join(topics_exclude(flow)),
     }
-    if flow.topics_exclude:
-        source["topics.exclude"] = ",".join(flow.topics_exclude)
-    if getattr(flow, "exactly_once", False):  # KIP-618; the workers enable exactly.once.source.support
+    if flow.exactly_once:  # KIP-618; the workers enable exactly.once.source.support
         source["exactly.once.support"] = "required"
         source["source.consumer.isolation.level"] = "read_committed"  # never copy aborted records
-    configs = {connector_name(flow.name, SOURCE): {**source, **flow.overrides.source}}
+        if push and offsets_topic:
+            source["offsets.storage.topic"] = offsets_topic
+    configs = {flow.connector_name("source"): {**source, **flow.overrides.source}}
 
     if flow.checkpoints:
         checkpoint = {
@@ -80,10 +126,9 @@ def mirror_connector_configs(
             "emit.checkpoints.enabled": "true",
             "sync.group.offsets.enabled": _flag(flow.sync_group_offsets),
             "checkpoints.topic.replication.factor": rf,
+            "groups.exclude": ",".join(groups_exclude(flow)),
         }
-        if flow.groups_exclude:
-            checkpoint["groups.exclude"] = ",".join(flow.groups_exclude)
-        configs[connector_name(flow.name, CHECKPOINT)] = {**checkpoint, **flow.overrides.checkpoint}
+        configs[flow.connector_name("checkpoint")] = {**checkpoint, **flow.overrides.checkpoint}
 
     if flow.heartbeats:
         heartbeat = {
@@ -92,11 +137,21 @@ def mirror_connector_configs(
             "tasks.max": "1",  # one heartbeat stream per flow
             "heartbeats.topic.replication.factor": rf,
         }
-        configs[connector_name(flow.name, HEARTBEAT)] = {**heartbeat, **flow.overrides.heartbeat}
+        configs[flow.connector_name("heartbeat")] = {**heartbeat, **flow.overrides.heartbeat}
     return configs
 
 
 def connector_names(flow) -> list[str]:
     """The connectors a flow runs: source always, checkpoint and heartbeat when on."""
-    kinds = [SOURCE, *[CHECKPOINT] * flow.checkpoints, *[HEARTBEAT] * flow.heartbeats]
-    return [connector_name(flow.name, kind) for kind in kinds]
+    kinds = ["source", *["checkpoint"] * flow.checkpoints, *["heartbeat"] * flow.heartbeats]
+    return [flow.connector_name(kind) for kind in kinds]
+
+
+def take_over_names(flow) -> dict[str, str]:
+    """{existing connector: the flow's connector that carries its offsets on},
+    '' for a taken-over kind the flow does not run (it is only deleted)."""
+    if flow.take_over is None:
+        return {}
+    running = set(connector_names(flow))
+    return {old: (flow.connector_name(kind) if flow.connector_name(kind) in running else "")
+            for kind, old in flow.take_over.by_kind().items()}

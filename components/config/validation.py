@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.config.mirror import groups_exclude, topics_exclude
+
 CHECKPOINTS_SUFFIX = ".checkpoints.internal"  # MM2: `<source alias>.checkpoints.internal`, whatever the separator
 
 
@@ -29,8 +31,7 @@ def validation_job_config(topology, servers: dict[str, str],
             "name": flow.name, "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target],
             "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
             "separator": flow.separator, "topic_patterns": list(flow.topics)}
-        if flow.topics_exclude:
-            entry["topics_exclude"] = list(flow.topics_exclude)
+        entry["topics_exclude"] = topics_exclude(flow)  # what MM2 leaves out (Connect's storage topics too)
         for side in ("source", "target"):
             if clients.get(getattr(flow, side)):
                 entry[f"{side}_client"] = dict(clients[getattr(flow, side)])
@@ -40,8 +41,7 @@ def validation_job_config(topology, servers: dict[str, str],
         if flow.checkpoints:
             entry["checkpoints_topic"] = f"{flow.source}{CHECKPOINTS_SUFFIX}"
             entry["groups"] = list(flow.groups)
-            if flow.groups_exclude:
-                entry["groups_exclude"] = list(flow.groups_exclude)
+            entry["groups_exclude"] = groups_exclude(flow)
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
         flows.append(entry)

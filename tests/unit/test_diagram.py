@@ -13,7 +13,7 @@ STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (R
 MIXED = load_topology({
     "clusters": {"legacy": {"external": {"bootstrap_servers": "h:9092"}}, "us-east": {"brokers": 3},
                  "us_east": {}},
-    "connect": {"mm2": {"kafka": "us-east", "workers": 2, "remote_target": True}},
+    "connect": {"mm2": {"kafka": "us-east", "workers": 2, "push": True}},
     "flows": [{"source": "legacy", "target": "us-east", "connect": "mm2", "replication_policy": "identity",
                "topics": ["orders", "clicks.*", "a|b"], "topics_exclude": ['x"y']},
               {"source": "legacy", "target": "us_east", "connect": "mm2", "topics": ["<app>#1"]}],

@@ -263,7 +263,7 @@ config:
       mm2: {kafka: legacy}
     flows:
       - {source: legacy, target: new, connect: mm2}
-""", "flows[0].connect", "connect.mm2.remote_target: true", id="connect-away-from-target"),
+""", "flows[0].connect", "connect.mm2.push: true", id="connect-away-from-target"),
     # ------------------------------------------------------------ external addresses
     pytest.param("""
 config:
@@ -372,17 +372,6 @@ config:
 """, 'clusters.legacy.external.security.properties["security.protocol"]', "write protocol: SSL",
         id="security-protocol-in-properties"),
     # ------------------------------------------------------------ exactly-once that cannot hold
-    pytest.param("""
-config:
-  mirrorstack:topology:
-    clusters:
-      legacy: {}
-      new: {}
-    connect:
-      mm2: {kafka: legacy, remote_target: true}
-    flows:
-      - {source: legacy, target: new, connect: mm2, exactly_once: true}
-""", "flows[0].exactly_once", "whose kafka is 'new'", id="exactly-once-on-remote-connect"),
     pytest.param("""
 config:
   mirrorstack:topology:

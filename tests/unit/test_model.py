@@ -432,7 +432,9 @@ def test_schema_describes_the_shorthand_and_remote_connect():
     assert flow["allOf"] == [{"oneOf": [{"required": ["source"]}, {"required": ["sources"]}]},
                              {"oneOf": [{"required": ["target"]}, {"required": ["targets"]}]}]
     assert flow["not"] == {"required": ["sources", "targets"]}
-    assert schema["ConnectCluster"]["properties"]["remote_target"]["default"] is False
+    assert schema["ConnectCluster"]["properties"]["push"]["default"] is False
+    assert "remote_target" not in schema["ConnectCluster"]["properties"]  # the old key: accepted, not advertised
+    assert "Pull, the default" in schema["ConnectCluster"]["properties"]["push"]["description"]
 
 
 # ---------------------------------------------------------------- forwarding chains
@@ -513,8 +515,8 @@ def test_connect_away_from_the_target_needs_opt_in():
     [found] = problems({**PLACED, "connect": {"mm2": {"kafka": "legacy"}}})
     assert found == (
         "flows[0].connect: Connect cluster 'mm2' runs on 'legacy' (connect.mm2.kafka), not on this flow's target "
-        "'new', so it would produce every record across the network; fix: run the flow on a Connect cluster whose "
-        "kafka is 'new', or set connect.mm2.remote_target: true")
+        "'new', so it would produce every record across the network (push); fix: run the flow on a Connect cluster "
+        "whose kafka is 'new', or set connect.mm2.push: true")
 
 
 def test_connect_named_after_the_target_but_elsewhere_needs_opt_in_too():
@@ -524,7 +526,12 @@ def test_connect_named_after_the_target_but_elsewhere_needs_opt_in_too():
     assert found.startswith("flows[0].connect: Connect cluster 'new' runs on 'legacy' (connect.new.kafka)")
 
 
-def test_remote_target_opts_in():
-    t = load_topology({**PLACED, "connect": {"mm2": {"kafka": "legacy", "remote_target": True}}})
-    assert t.flows[0].connect == "mm2" and t.connect["mm2"].remote_target
-    assert load_topology({**PLACED, "connect": {"mm2": {"kafka": "new"}}}).connect["mm2"].remote_target is False
+def test_push_opts_in_and_remote_target_still_works_with_a_deprecation():
+    t = load_topology({**PLACED, "connect": {"mm2": {"kafka": "legacy", "push": True}}})
+    assert t.flows[0].connect == "mm2" and t.connect["mm2"].push and t.warnings == []
+    assert load_topology({**PLACED, "connect": {"mm2": {"kafka": "new"}}}).connect["mm2"].push is False
+    old = load_topology({**PLACED, "connect": {"mm2": {"kafka": "legacy", "remote_target": True}}})
+    assert old.connect["mm2"].push is True
+    assert old.warnings == ["mirrorstack:topology: `remote_target` is deprecated; fix: rename it to `push` (same meaning)"]
+    with pytest.raises(TopologyError, match="remote_target is the old name of push; fix: remove remote_target"):
+        load_topology({**PLACED, "connect": {"mm2": {"kafka": "legacy", "push": True, "remote_target": True}}})

@@ -12,6 +12,8 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
+from components.config.mirror import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
+
 from components import toolchain
 from components.config.validation import validation_job_config, validation_summary
 from components.model import TopologyError, load_topology
@@ -41,9 +43,10 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     us, uk = config["flows"]
     assert us == {"name": "us->central", "source_bootstrap": "us:9092", "target_bootstrap": "central:9092",
                   "source_alias": "us", "target_alias": "central", "policy": "identity", "separator": ".",
-                  "topic_patterns": ["orders", "clicks.*"], "topics_exclude": ["clicks\\.tmp"],
+                  "topic_patterns": ["orders", "clicks.*"],
+                  "topics_exclude": [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
                   "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
-                  "groups": [".*"], "groups_required": False}
+                  "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
     # no limit is spelled "unlimited": a null would be dropped on its way through the engine
