@@ -82,7 +82,7 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
         assert _leaks(state, secrets) == []
         assert '"secure":' in state or "ciphertext" in state  # the secrets are there, encrypted
         # 2. Connect's config topic: references, never values.
-        configs = consume(central, "mirrorstack-central-configs", expected=10 ** 6, timeout=15, client=central_client)
+        configs = consume(central, f"{out['connect_groups']['central']}-configs", expected=10 ** 6, timeout=15, client=central_client)
         config_text = "\n".join((r.value or b"").decode(errors="ignore") for r in configs)
         assert "${file:" in config_text and "sasl.jaas.config" in config_text
         assert _leaks(config_text, secrets) == []

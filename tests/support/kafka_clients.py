@@ -91,8 +91,8 @@ def by_partition(records: list[Record]) -> dict[int, list[tuple]]:
     return out
 
 
-def topic_names(bootstrap: str) -> set[str]:
-    return set(admin(bootstrap).list_topics(timeout=10).topics)
+def topic_names(bootstrap: str, client: dict | None = None) -> set[str]:
+    return set(admin(bootstrap, client).list_topics(timeout=10).topics)
 
 
 def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 180.0) -> list[Record]:
@@ -124,9 +124,10 @@ def consume_group(bootstrap: str, topic: str, group: str, max_records: int, time
     return records
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int,
+                      client: dict | None = None) -> dict[int, int]:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    client = admin(bootstrap)
+    client = admin(bootstrap, client)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     result = client.list_consumer_group_offsets([request])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions}

@@ -57,11 +57,12 @@ class _JavaService:
         self.jmx_config = _write(self.base_dir / "jmx-exporter.yaml", jmx_exporter_config()) if jmx else None
         self.handles: list[launcher.ProcessHandle] = []
         self.jmx_ports: list[int] = []
+        self.system_properties: list[str] = []
 
     def command(self, main: str, args: list[str], jmx_port: int | None = None) -> list[str]:
         agent = (self.jmx_jar, HOST, jmx_port, self.jmx_config) if jmx_port else None
         return jvm.java_command(self.java, main, args, classpath=self.classpath, heap=self.heap,
-                                log4j_file=self.log4j, jmx_agent=agent)
+                                log4j_file=self.log4j, jmx_agent=agent, system_properties=self.system_properties)
 
     @property
     def jmx_targets(self) -> list[str]:
@@ -152,18 +153,27 @@ class ConnectGroup(_JavaService):
     """A distributed Connect worker group whose internal topics live on `kafka`."""
 
     def __init__(self, name: str, base_dir: Path, kafka: KafkaCluster, workers: int = 1, *,
-                 jmx: bool = False, heap: str = "512m", overrides: dict[str, str] | None = None):
+                 jmx: bool = False, heap: str = "512m", overrides: dict[str, str] | None = None,
+                 scheme: str = "http", ready=None, without_jars: tuple[str, ...] = ()):
+        """`scheme` https: `overrides` carry the listener's TLS settings; `ready(url)`
+        replaces the plain readiness check; `without_jars`: jar name prefixes left
+        off the classpath (a worker without some plugin)."""
         super().__init__(base_dir, jmx, heap)
         self.name = name
         self.kafka = kafka
         self.workers = workers
+        self.scheme = scheme
+        self.ready = ready or health.connect_ready
         self.overrides = {"offset.flush.interval.ms": "2000", **(overrides or {})}
+        if without_jars:
+            libs = toolchain.kafka_libs()
+            self.classpath = ":".join(str(j) for j in sorted(libs.glob("*.jar")) if not j.name.startswith(without_jars))
         ports = free_ports(workers * (2 if jmx else 1))
         self.rest_ports, self.jmx_ports = ports[:workers], ports[workers:]
 
     @property
     def rest_urls(self) -> list[str]:
-        return [f"http://{HOST}:{port}" for port in self.rest_ports]
+        return [f"{self.scheme}://{HOST}:{port}" for port in self.rest_ports]
 
     @property
     def rest_url(self) -> str:
@@ -174,13 +184,14 @@ class ConnectGroup(_JavaService):
             props = connect.worker_properties(
                 f"connect-{self.name}", bootstrap_servers=self.kafka.bootstrap_servers, host=HOST,
                 rest_port=port, kafka_broker_count=self.kafka.broker_count, overrides=self.overrides)
+            props["listeners"] = props["listeners"].replace("http://", f"{self.scheme}://")
             path = _write(self.base_dir / f"worker-{i}.properties", render_properties(props))
             jmx_port = self.jmx_ports[i] if self.jmx else None
             self.handles.append(launcher.start(
                 f"{self.name}/worker-{i}", self.command(jvm.CONNECT_DISTRIBUTED_MAIN, [path], jmx_port),
                 log_file=self.base_dir / f"worker-{i}.log"))
         for handle, url in zip(self.handles, self.rest_urls):
-            launcher.wait_until_healthy(handle, partial(health.connect_ready, url), timeout=timeout,
+            launcher.wait_until_healthy(handle, partial(self.ready, url), timeout=timeout,
                                         what=f"Connect worker {handle.name} REST at {url}")
         return self
 

@@ -34,9 +34,9 @@ def schema_errors(value) -> list[tuple[str, str]]:
     return sorted((e.json_path, e.message) for e in validator.iter_errors(value))
 
 
-def test_the_eight_stacks_are_there():
-    assert STACKS == ["active-active", "active-passive", "aggregation", "dev-copy", "fan-out", "forwarding",
-                      "migration", "secure"]
+def test_the_ten_stacks_are_there():
+    assert STACKS == ["active-active", "active-passive", "aggregation", "dev-copy", "edge-push", "existing-connect",
+                      "fan-out", "forwarding", "migration", "secure"]
 
 
 def test_schema_is_a_valid_2020_12_schema():
