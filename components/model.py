@@ -162,7 +162,7 @@ class Cluster(_Model):
         return self.external is not None
 
 
-CONNECT_URL = re.compile(r"https?://[^/\s:]+(:[0-9]{1,5})?/?")
+CONNECT_URL = re.compile(r"^https?://[^/\s:]+(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?$")
 # A reference to a config provider the Connect workers have: `${provider:[path:]key}`.
 PROVIDER_REFERENCE = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
 

@@ -170,7 +170,7 @@ def _connect_problems(t: Topology) -> Iterator[str]:
         if not cc.is_external:
             continue
         for field in ("workers", "settings", "rest_auth", "group_id"):
-            if field in cc.model_fields_set:
+            if getattr(cc, field) != cc.model_fields[field].default:  # a default (e.g. from a dump) is fine
                 yield (f"{_path((*where, field))}: an external Connect cluster's workers are not managed by the stack; "
                        "fix: remove it (set it where the workers are deployed)")
         ext = cc.external
@@ -195,7 +195,11 @@ def _connector_name_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> It
     from components.config.mirror import connector_names
     owners: dict[tuple[str, str], int] = {}
     for i, f in enumerate(t.flows):
-        for name in connector_names(f):
+        names = connector_names(f)
+        if len(set(names)) < len(names):
+            yield (f"{origins[i].path('connector_names')}: two connectors of this flow would share a name "
+                   f"({', '.join(sorted(n for n in set(names) if names.count(n) > 1))}); fix: give each kind its own name")
+        for name in names:
             key = (f.connect or f.target, name)
             if key in owners and t.flows[owners[key]].name != f.name:  # a duplicate flow is reported as such
                 yield (f"{origins[i].path('connector_names')}: connector {name!r} is also {origins[owners[key]].path()}'s "

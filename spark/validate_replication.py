@@ -165,6 +165,8 @@ TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
              "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
              "checkpoints_topic", "groups", "groups_exclude", "groups_required"}
+WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
+
 # Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
 # plus internal and heartbeat topics), so a pattern like ".*" never picks them.
 NEVER_REPLICATED = re.compile(r"__.*|.*[-.]internal|.*\.replica|(.*\.)?heartbeats")
@@ -774,8 +776,17 @@ class KafkaClientOffsets:
             raise RuntimeError(f"metadata of {topic} at {bootstrap}: {info.error}")
         out = {}
         for p in sorted(info.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
-            out[p] = (low, high)
+            for attempt in range(WATERMARK_ATTEMPTS):
+                try:
+                    out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+                    break
+                except KafkaException as exc:  # a topic created a moment ago may still be electing its leader
+                    error = exc.args[0]
+                    transient = error.retriable() or error.code() in (
+                        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+                    if not transient or attempt == WATERMARK_ATTEMPTS - 1:
+                        raise
+                    time.sleep(1)
         return out
 
     def topic_sizes(self, bootstrap: str, client: dict[str, str]) -> dict[str, int]:

@@ -32,8 +32,10 @@ class Site:
         tls, self.ca_file = rest_tls(base / "dc-rest")
         auth, jvm_props = basic_auth(base / "dc-rest", {USER: PASSWORD, "admin": "admin-pass"})
         self.auth = (USER, PASSWORD)
+        # The team's workers hand a lost worker's tasks to the others after 10 s (Kafka's default waits 5 min).
         self.dc = ConnectGroup("dc", base / "dc", self.kafka["central"], workers=2, scheme="https",
-                               overrides={**tls, **auth}, ready=ready_check(self.ca_file, self.auth))
+                               overrides={**tls, **auth, "scheduled.rebalance.max.delay.ms": "10000"},
+                               ready=ready_check(self.ca_file, self.auth))
         self.dc.system_properties = jvm_props
 
     def start(self):

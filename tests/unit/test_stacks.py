@@ -99,10 +99,13 @@ def test_one_mm2_resource_per_flow_with_its_connectors(built):
     assert set(resources) == {f"{flow.name}-connectors" for flow in topology.flows}
     for flow in topology.flows:
         mm2 = resources[f"{flow.name}-connectors"]
-        kinds = [SOURCE, *[CHECKPOINT] * flow.checkpoints, *[HEARTBEAT] * flow.heartbeats]
-        assert set(mm2["connectors"]) == {connector_name(flow.name, kind) for kind in kinds}
+        kinds = ["source", *["checkpoint"] * flow.checkpoints, *["heartbeat"] * flow.heartbeats]
+        assert set(mm2["connectors"]) == {flow.connector_name(kind) for kind in kinds}
+        if flow.connector_names is None:
+            assert set(mm2["connectors"]) == {connector_name(flow.name, k) for k in (SOURCE, CHECKPOINT, HEARTBEAT)
+                                              if k == SOURCE or (flow.checkpoints if k == CHECKPOINT else flow.heartbeats)}
         assert mm2["connect_url"] == out["connect"][flow.connect]
-        source = mm2["connectors"][connector_name(flow.name, SOURCE)]
+        source = mm2["connectors"][flow.connector_name("source")]
         assert source["topics"] == ",".join(flow.topics)
         assert source["replication.policy.class"] == POLICY_CLASSES[flow.replication_policy]
         assert (source["source.cluster.alias"], source["target.cluster.alias"]) == (flow.source, flow.target)
@@ -110,7 +113,8 @@ def test_one_mm2_resource_per_flow_with_its_connectors(built):
 
 def expected_services(topology) -> set[str]:
     """clusters x (1 controller + brokers), plus every Connect worker."""
-    services = {f"connect-{name}-{i}" for name, cc in topology.connect.items() for i in range(cc.workers)}
+    services = {f"connect-{name}-{i}" for name, cc in topology.connect.items() if not cc.is_external
+                for i in range(cc.workers)}
     for alias, cluster in topology.clusters.items():
         if not cluster.is_external:
             services |= {f"{alias}-controller", *(f"{alias}-broker-{i}" for i in range(cluster.brokers))}
@@ -124,8 +128,8 @@ def test_one_container_or_statefulset_per_service(built):
     else:
         services = set(mocks.of_type("kubernetes:apps/v1:StatefulSet"))
     assert services == expected_services(topology)
-    assert len(services) == (sum(1 + c.brokers for c in topology.clusters.values())
-                             + sum(cc.workers for cc in topology.connect.values()))
+    assert len(services) == (sum(1 + c.brokers for c in topology.clusters.values() if not c.is_external)
+                             + sum(cc.workers for cc in topology.connect.values() if not cc.is_external))
 
 
 def secured_clusters(topology) -> set[str]:
