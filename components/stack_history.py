@@ -16,11 +16,13 @@ def connect_group_ids(stack: str, names) -> dict[str, pulumi.Output[str]]:
         return {}
     own = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}")
 
-    def pick(outputs, name: str) -> str:
-        outputs = outputs or {}
-        if name in (outputs.get("connect_groups") or {}):
-            return outputs["connect_groups"][name]
-        if "connect_groups" not in outputs and name in (outputs.get("connect") or {}):
+    def pick(groups, connect, name: str) -> str:
+        if groups is not None:  # `[]` when every Connect cluster was external
+            return (groups or {}).get(name) or f"mirrorstack-{stack}-{name}"
+        if name in (connect or {}):
             return f"mirrorstack-{name}"  # deployed before group ids carried the stack
         return f"mirrorstack-{stack}-{name}"
-    return {name: own.outputs.apply(lambda o, n=name: pick(o, n)) for name in names}
+    # `outputs` is secret as soon as any output is; the two read here never are.
+    previous = pulumi.Output.unsecret(own.outputs)
+    return {name: previous.apply(lambda o, n=name: pick((o or {}).get("connect_groups"), (o or {}).get("connect"), n))
+            for name in names}
