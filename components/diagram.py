@@ -69,7 +69,8 @@ def mermaid(topology: Topology) -> str:
             size += "<br/>" + " ".join(filter(None, [sec.protocol, sec.mechanism, "mTLS" if sec.mtls else None]))
         lines.append(f'  {kafka[alias]}[("{_text(alias)}<br/>{size}")]')
     for name, cc in topology.connect.items():
-        lines.append(f'  {connect[name]}[["Connect {_text(name)}<br/>{_plural(cc.workers, "worker")}"]]')
+        size = f"existing, {_plural(len(cc.external.urls), 'URL')}" if cc.is_external else _plural(cc.workers, "worker")
+        lines.append(f'  {connect[name]}[["Connect {_text(name)}<br/>{size}"]]')
         lines.append(f"  {connect[name]} -.- {kafka[cc.kafka]}")
     for flow in topology.flows:
         label = _text(flow_label(flow))

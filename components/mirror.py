@@ -316,18 +316,19 @@ def _owner_problems(client: ConnectClient, connectors: dict[str, dict], adopt: l
     return problems
 
 
-def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None) -> int:
+def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None) -> bool:
     """Replace connector `old` by `new` without replication starting over:
     stop `old` (its tasks commit), copy its source offsets to `new` (created
     stopped, or stopped), start `new`, delete `old`. `config` None: only delete
-    `old`. Returns the number of source partitions carried over."""
+    `old`. False when there is no `old` (never was, or a re-run after a failure
+    part-way): `new` is then the caller's to configure."""
     if old_client.status(old) is None:
-        return 0  # already done (a re-run after a failure part-way)
+        return False
     old_client.stop(old)
     if old == new and config is not None and (client.status(new) or {}).get("connector", {}).get("state") == "STOPPED":
         client.put_config(new, config)  # one Connect group after all (its workers moved): nothing to carry
         client.resume(new)
-        return 0
+        return True
     offsets = old_client.offsets(old) if config is not None else []
     if config is not None:
         if client.get_config(new) is None:
@@ -342,7 +343,7 @@ def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: 
     where = "" if old_client.url == client.url else f" on {old_client.url}"
     _progress(f"{old}{where} replaced by {new} on {client.url}, {len(offsets)} source offsets carried over"
               if config is not None else f"{old}{where} deleted (taken over)")
-    return len(offsets)
+    return True
 
 
 def _by_class(connectors: dict[str, dict]) -> dict[str, str]:
@@ -359,8 +360,8 @@ class MirrorMaker2Provider(ResourceProvider):
             raise ConnectError("\n".join(problems))
         taken = set()
         for old, new in (props.get("take_over") or {}).items():
-            carry_over(client, old, client, new, connectors.get(new) if new else None)
-            taken.add(new)
+            if carry_over(client, old, client, new, connectors.get(new) if new else None):
+                taken.add(new)
         for name, config in connectors.items():
             if name not in taken:
                 client.put_config(name, config)
@@ -399,13 +400,12 @@ class MirrorMaker2Provider(ResourceProvider):
         for name in sorted(gone):
             successor = new_by_class.get(old[name].get("connector.class"))
             if successor and (moved or successor not in old):
-                carry_over(old_client, name, client, successor, new[successor])
-                taken.add(successor)
+                if carry_over(old_client, name, client, successor, new[successor]):
+                    taken.add(successor)
             else:
                 old_client.delete(name)
         for stale, successor in (news.get("take_over") or {}).items():
-            if client.status(stale) is not None:
-                carry_over(client, stale, client, successor, new.get(successor) if successor else None)
+            if carry_over(client, stale, client, successor, new.get(successor) if successor else None):
                 taken.add(successor)
         for name, config in changed.items():
             if name not in taken:

@@ -9,6 +9,7 @@ import requests
 
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.leftovers import leftover_processes
+from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -74,7 +75,7 @@ def test_aggregation_stack_end_to_end(aggregation):
     # a connector deleted by hand: refresh sees it, up repairs it
     requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
-    assert "1 updated" in refresh.stdout, refresh.stdout
+    assert refreshed(refresh.stdout) == {"uk->central-connectors"}, refresh.stdout
     project.run("up", "--yes", "--skip-preview", timeout=600)
     status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
     assert status["connector"]["state"] == "RUNNING"

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from components.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support.kafka_clients import admin, consume, create_topic, produce
+from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -167,7 +168,7 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
     state = _mm2_outputs(project)["states"][SOURCE]
     assert state["state"] == "RUNNING" and int(state["running_tasks"]) < int(state["tasks"]), state
-    assert "1 updated" in refresh.stdout, refresh.stdout  # the flow's connectors resource
+    assert refreshed(refresh.stdout) == {f"{FLOW}-connectors"}, refresh.stdout
 
     # up restarts the failed task: it runs again and the big record arrives
     started = time.monotonic()

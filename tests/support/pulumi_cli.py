@@ -71,3 +71,12 @@ class PulumiProject:
             raise AssertionError(f"`pulumi {' '.join(args)}` exited {done.returncode}\n"
                                  f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
         return done
+
+
+def refreshed(stdout: str) -> set[str]:
+    """Names of the resources a `pulumi refresh` updated, leaving out the stack's
+    reference to its own last outputs (components.stack_history), which reads
+    them anew whenever they changed."""
+    import re
+    return {name for kind, name in re.findall(r"~  (\S+) (\S+) updated", stdout)
+            if kind != "pulumi:pulumi:StackReference"}
