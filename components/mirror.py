@@ -17,6 +17,8 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from components.config.mirror import KINDS, MIRROR_PACKAGE, OWNER_KEY
+
 # Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
 # for the answer; connection errors, timeouts, 5xx and 409 (a rebalance in progress) are
 # retried with backoff until REQUEST_BUDGET is spent (no new attempt starts after it), then
@@ -227,8 +229,9 @@ PROBE_TIMEOUT = 3  # seconds: is a worker answering at all (failover, live check
 def _answers(url: str, headers: dict, ca_file: str | None = None) -> bool:
     import urllib3
     try:
-        reply = urllib3.PoolManager(**({"ca_certs": ca_file} if ca_file else {})).request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
-                                              timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
+        pool = urllib3.PoolManager(**({"ca_certs": ca_file} if ca_file else {}))
+        reply = pool.request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
+                             timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         return reply.status < 500
     except urllib3.exceptions.HTTPError:
         return False
@@ -251,14 +254,11 @@ def _client(props) -> ConnectClient:
     return client
 
 
-MIRROR_PLUGINS = tuple(f"org.apache.kafka.connect.mirror.{kind}"
-                       for kind in ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"))
-
-
 def check_workers(client: ConnectClient) -> None:
     """Before anything changes: the workers answer, accept the credentials and
     have the three MirrorMaker 2 connector plugins."""
-    missing = [p.rsplit(".", 1)[1] for p in MIRROR_PLUGINS if p not in client.plugins()]
+    plugins = client.plugins()
+    missing = [kind for kind in KINDS.values() if f"{MIRROR_PACKAGE}.{kind}" not in plugins]
     if missing:
         raise ConnectError(f"Kafka Connect at {client.url} has no {', '.join(missing)} plugin; fix: put Kafka's "
                            "connect-mirror and connect-mirror-client jars on every worker's plugin.path (or "
@@ -292,9 +292,6 @@ def _restart_failed(client: ConnectClient, name: str) -> None:
     """Connect's own restart of a connector's FAILED parts only (Strimzi's auto-restart)."""
     client._ok(client._call("POST", f"/connectors/{quote(name, safe='')}/restart?includeTasks=true&onlyFailed=true"),
                f"restarting the failed tasks of {name}")
-
-
-OWNER_KEY = "mirrorstack.stack"  # components.config.mirror.OWNER_KEY (the provider is pickled on its own)
 
 
 def _owner_problems(client: ConnectClient, connectors: dict[str, dict], adopt: list[str]) -> list[str]:
