@@ -104,3 +104,19 @@ def test_a_rotated_secret_restarts_the_connectors_without_touching_their_configs
         assert client.get_config(name) == {**props["connectors"][name]}  # and its config untouched
     finally:
         provider.delete(created.id, created.outs)
+
+
+def test_a_connector_deleted_behind_the_stack_while_it_starts_is_named_with_the_likely_cause(kafka_a, kafka_b,
+                                                                                               connect_b):
+    """What an operator that deletes REST-made connectors (Strimzi with
+    use-connector-resources) looks like from `up`: a clear error, not a timeout."""
+    from components.mirror import wait_running
+    props = _props(kafka_a, kafka_b, connect_b, topics=["vanishing"], checkpoints=False, heartbeats=False)
+    (name, config), = props["connectors"].items()
+    client = ConnectClient(connect_b.rest_url)
+    client.put_config(name, config)
+    client.delete(name)  # as the operator's reconcile loop does, right after
+    started = time.monotonic()
+    with pytest.raises(ConnectError, match=r"vanished from Kafka Connect .* strimzi.io/use-connector-resources"):
+        wait_running(client, [name], timeout=120)
+    assert time.monotonic() - started < 30  # long before the 120 s wait bound
