@@ -4,6 +4,7 @@ Java and tools paths replaced) for one flow's topics change, a new cluster, a
 secret, and a change that forces replacement. UPDATE_GOLDEN=1 rewrites them."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -120,3 +121,25 @@ def test_a_replacement_says_which_inputs_force_it(deployed):
         "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller")], reasons
     assert out.count("(replace)") == 5
     assert_golden("preview-replace.txt", out)
+
+
+def test_a_stack_deployed_before_group_ids_carried_the_stack_keeps_its_connect_group(deployed, tmp_path):
+    """The program reads its own last outputs: without `connect_groups` there (a
+    stack deployed by an older mirrorstack) the Connect group keeps its old id,
+    whose storage topics hold the connectors and their offsets."""
+    exported = deployed.run("stack", "export").stdout
+    state = json.loads(exported)
+    (root,) = [r for r in state["deployment"]["resources"] if r["type"] == "pulumi:pulumi:Stack"]
+    assert root["outputs"]["connect_groups"] == {"dev": "mirrorstack-dev-copy-dev"}
+    del root["outputs"]["connect_groups"]
+    (tmp_path / "older.json").write_text(json.dumps(state))
+    (tmp_path / "now.json").write_text(exported)
+    deployed.run("stack", "import", "--file", str(tmp_path / "older.json"))
+    try:
+        out = deployed.run("preview", "--diff").stdout
+    finally:
+        deployed.run("stack", "import", "--file", str(tmp_path / "now.json"))
+    # an older stack's group is mirrorstack-<name>: the worker would be reconfigured to it, not to a new group
+    assert re.search(r"- group\.id=mirrorstack-dev-copy-dev\s+\+ group\.id=mirrorstack-dev\n", out), out[-4000:]
+    assert "connect-dev-0" in out
+    deployed.run("preview", "--expect-no-changes")  # its own outputs back: its own group again
