@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: demo down versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine test unit clean
+.PHONY: demo down versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy test unit bench clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -24,14 +24,16 @@ help:
 	@echo "  make spark-kafka  spark-sql-kafka for Spark $(SPARK_VERSION) -> .tools/spark-kafka"
 	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
 	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
+	@echo "  make toxiproxy    Toxiproxy $(TOXIPROXY_VERSION) (emulated WAN links for benchmarks) -> .tools/bin (built from Go modules)"
 	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
 	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
 
-setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine
+setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy
 
 preflight:
 	@tools/preflight.sh
@@ -70,6 +72,15 @@ $(TOOLS)/bin/.engine-$(PULUMI_VERSION): $(ENGINE_SOURCES)
 	@tools/build-pulumi.sh $(PULUMI_VERSION) $(TOOLS)/bin $(TOOLS)/pulumi-build
 	@rm -f $(TOOLS)/bin/.engine-* && touch $@
 
+toxiproxy: $(TOOLS)/bin/toxiproxy-server-$(TOXIPROXY_VERSION)
+$(TOOLS)/bin/toxiproxy-server-$(TOXIPROXY_VERSION):
+	@command -v go >/dev/null || { echo "toxiproxy: Go not found; install Go (Debian: apt-get install golang)" >&2; exit 1; }
+	@echo "toxiproxy: building v$(TOXIPROXY_VERSION) from Go modules (~40 s, then cached)"
+	@rm -rf $(TOOLS)/toxiproxy-build && mkdir -p $(TOOLS)/toxiproxy-build $(TOOLS)/bin
+	@cd $(TOOLS)/toxiproxy-build && GOFLAGS=-mod=mod GOTOOLCHAIN=local GOBIN=$(TOOLS)/toxiproxy-build \
+	  go install github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXIPROXY_VERSION)
+	@mv $(TOOLS)/toxiproxy-build/server $@ && rm -rf $(TOOLS)/toxiproxy-build
+
 # The Pulumi engine with local state (see env.sh for every variable).
 WITH_ENGINE := . ./env.sh &&
 
@@ -81,6 +92,11 @@ down:
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# The whole comparison (see benchmarks/replication.py); BENCH_ARGS=--quick for a smoke run.
+BENCH_ARGS ?=
+bench: setup
+	$(VENV)/bin/python -m benchmarks.replication --out benchmarks/replication-last-run.json $(BENCH_ARGS)
 
 unit: setup
 	$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
@@ -101,5 +117,6 @@ clean:
 versions:
 	@echo "KAFKA_VERSION=$(KAFKA_VERSION)"
 	@echo "JMX_EXPORTER_VERSION=$(JMX_EXPORTER_VERSION)"
+	@echo "TOXIPROXY_VERSION=$(TOXIPROXY_VERSION)"
 	@echo "SPARK_VERSION=$(SPARK_VERSION)"
 	@echo "PULUMI_VERSION=$(PULUMI_VERSION)"

@@ -1,196 +1,416 @@
-"""Replication throughput and latency of one MM2 flow on the local platform.
+"""Replication throughput, CPU cost and latency of one MM2 flow, per scenario
+and configuration, on the local platform (real brokers, real Connect workers).
 
-In one run, on the same machines and target cluster:
-  baseline   Kafka's ProducerPerformance writing straight into the target
-  mirrorstack  a flow with mirrorstack's generated connector configs
-  seed       the same flow with the seed's configuration (tasks.max 2, MM2 defaults)
-Throughput: a backlog of N records in the source, time until all are in the
-target. Latency: after catch-up, records produced at a steady rate; target
-arrival time minus the record's create timestamp (MM2 keeps timestamps).
+Scenarios (a source and a target cluster of 1 broker each):
+  lan       Connect next to the target, everything on loopback
+  wan-pull  Connect next to the target, consuming across an emulated link (40 ms round trip)
+  wan-push  Connect next to the source, producing across that link (producer overrides)
+The link is Toxiproxy (benchmarks/link.py); brokers reached across it
+advertise a listener through the proxy.
 
-  .venv/bin/python -m benchmarks.replication [--records 500000] [--out report.json]
+Configurations, each on its own Connect worker (so worker settings and CPU
+are its own), all in the same run, rounds interleaved (the order rotates):
+  mirrorstack  the product's defaults (components.model.Throughput, worker_defaults)
+  seed         the seed's mm2.sh: tasks.max 2, everything else Kafka's defaults
+  strimzi      Strimzi's documented high-volume MM2 example
+  per-partition  mirrorstack's defaults with one task per partition (the old default)
+
+Throughput: a backlog filled once per scenario by Kafka's ProducerPerformance
+(its rate is the baseline); each run replicates it under a new source alias
+for `--seconds` after the first record arrives. CPU: the Connect worker JVM's
+utime+stime (/proc) over the same window, per million records. Latency:
+afterwards, records produced at half the configuration's median throughput;
+arrival at a consumer of the target minus the record's create timestamp.
+
+  .venv/bin/python -m benchmarks.replication [--quick] [--out report.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform as host_platform
 import re
 import statistics
 import subprocess
 import tempfile
 import threading
-from contextlib import contextmanager
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from benchmarks.link import Link, wan_listener
 from components import toolchain
-from components.config.mirror import mirror_connector_configs
+from components.config.connect import worker_defaults
+from components.config.mirror import mirror_connector_configs, throughput_settings
 from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
-from tests.support.kafka_clients import create_topic
+from tests.support.kafka_clients import admin, create_topic
+from tests.support.ports import free_ports
 from tests.support.services import ConnectGroup, KafkaCluster
 
 PARTITIONS = 6
-SEED_FLOW = {"tasks_max": 2}  # the seed's connector settings; everything else MM2's defaults
 RECORD_SIZE = 512
+TOPIC = "bench"
+RTT_MS = 40
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LIGHT_SHARE = 0.1  # the light latency rate: this share of the slowest configuration's throughput
 
 
-@contextmanager
-def replication_pair(prefix: str):
-    """A source and a target cluster (1 broker each) and a Connect worker next
-    to the target, on 127.0.0.1; all stopped afterwards."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        base = Path(tmp)
-        services = [KafkaCluster("src", base / "src", 1, heap="1g"), KafkaCluster("dst", base / "dst", 1, heap="1g")]
-        try:
-            for service in services:
-                service.start()
-            services.append(ConnectGroup("bench", base / "connect", services[1], heap="1g").start())
-            yield services
-        finally:
-            for service in reversed(services):
-                service.stop()
+@dataclass(frozen=True)
+class Configuration:
+    name: str
+    flow: dict = field(default_factory=dict)  # flow fields of the model (tasks_max, throughput, overrides)
+    worker: dict = field(default_factory=dict)  # Connect worker settings
+    kafka_defaults: bool = False  # drop mirrorstack's throughput settings: Kafka's own defaults
+
+
+KAFKA_WORKER = {"offset.flush.interval.ms": "60000"}  # Kafka's default (the test harness sets 2 s)
+CONFIGURATIONS = {
+    "mirrorstack": Configuration("mirrorstack", worker=worker_defaults()),
+    "seed": Configuration("seed", {"tasks_max": 2}, KAFKA_WORKER, kafka_defaults=True),
+    # Streams for Apache Kafka (Strimzi) 2.5, "Configuring MirrorMaker 2 for high volume messages".
+    "strimzi": Configuration("strimzi", {"tasks_max": 2, "overrides": {"source": {
+        "producer.override.batch.size": "327680", "producer.override.linger.ms": "100",
+        "consumer.fetch.max.bytes": "52428800", "consumer.max.partition.fetch.bytes": "1048576",
+        "consumer.max.poll.records": "500"}}}, {**KAFKA_WORKER, "offset.flush.timeout.ms": "10000"},
+        kafka_defaults=True),
+    "per-partition": Configuration("per-partition", {"tasks_max": PARTITIONS}, worker_defaults()),
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    link: bool  # an emulated WAN link between the data centres
+    connect_near: str  # "target" (pull) or "source" (push)
+
+
+SCENARIOS = {
+    "lan": Scenario("lan", False, "target"),
+    "wan-pull": Scenario("wan-pull", True, "target"),
+    "wan-push": Scenario("wan-push", True, "source"),
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def host_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
+def host_busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float:
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
+def peak_rss_mib(pid: int) -> float:
+    match = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+class Site:
+    """Two clusters, the link between them, one Connect worker per configuration."""
+
+    def __init__(self, scenario: Scenario, base: Path, configurations: list[Configuration]):
+        self.scenario = scenario
+        self.src = KafkaCluster("src", base / "src", 1, heap="1g")
+        self.dst = KafkaCluster("dst", base / "dst", 1, heap="1g")
+        self.link = Link(base / "link", RTT_MS) if scenario.link else None
+        remote = self.dst if scenario.connect_near == "source" else self.src
+        self.remote_bootstrap = remote.bootstrap_servers
+        if self.link:
+            wan_port, proxy_port = free_ports(2)
+            remote.broker_overrides.update(wan_listener(remote.broker_ports[0], wan_port, proxy_port))
+            self.remote_bootstrap = f"127.0.0.1:{proxy_port}"
+            self._proxy = (wan_port, proxy_port)
+        near = self.src if scenario.connect_near == "source" else self.dst
+        self.workers = {c.name: ConnectGroup(f"bench-{c.name}", base / f"connect-{c.name}", near, heap="1g",
+                                             overrides={**KAFKA_WORKER, **c.worker}) for c in configurations}
+
+    def start(self, stack: ExitStack) -> Site:
+        for service in (self.src, self.dst):
+            service.start()
+            stack.callback(service.stop)
+        if self.link:
+            self.link.start()
+            stack.callback(self.link.stop)
+            self.link.proxy("wan", *self._proxy)
+        for worker in self.workers.values():
+            stack.callback(worker.stop)
+        with ThreadPoolExecutor(len(self.workers)) as pool:
+            list(pool.map(lambda worker: worker.start(), self.workers.values()))
+        return self
+
+    def bootstraps(self) -> tuple[str, str]:
+        """(source, target) bootstrap servers as the Connect workers reach them."""
+        if self.scenario.connect_near == "source":
+            return self.src.bootstrap_servers, self.remote_bootstrap
+        return self.remote_bootstrap, self.dst.bootstrap_servers
 
 
 def producer_performance(bootstrap: str, topic: str, records: int) -> float:
+    """Kafka's own producer at full speed (acks=all, as Connect's): the baseline."""
     out = subprocess.run([toolchain.java_binary(), "-Xmx512m", "-cp", toolchain.kafka_classpath(),
                           "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                           "--num-records", str(records), "--record-size", str(RECORD_SIZE),
-                          "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1"],
+                          "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all"],
                          capture_output=True, text=True, check=True).stdout
     return float(re.findall(r"([\d.]+) records/sec", out)[-1])
 
 
-def fill(bootstrap: str, topic: str, records: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 262144})
-    payload = b"x" * RECORD_SIZE
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=payload, key=str(i).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(120)
-
-
-def end_offsets(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
+def end_offsets(bootstrap: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
     try:
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(partitions))
+                   for p in range(PARTITIONS))
     except Exception:
         return 0  # remote topic not created yet
     finally:
         consumer.close()
 
 
-def run_flow(source: KafkaCluster, target: KafkaCluster, connect: ConnectGroup, topic: str,
-             records: int, flow_options: dict) -> dict:
-    create_topic(source.bootstrap_servers, topic, PARTITIONS, 1)
-    fill(source.bootstrap_servers, topic, records)
-    topology = load_topology({"clusters": {"src": {"brokers": 1}, "dst": {"brokers": 1}},
-                              "flows": [{"source": "src", "target": "dst", "topics": [topic], **flow_options}]})
+def connector_props(site: Site, config: Configuration, alias: str, topic: str) -> dict:
+    """The flow's connectors as mirrorstack generates them, under source alias `alias`."""
+    topology = load_topology({"clusters": {alias: {"brokers": 1}, "dst": {"brokers": 1}},
+                              "flows": [{"source": alias, "target": "dst", "topics": [topic], **config.flow}]})
     flow = topology.flows[0]
-    props = {"flow": flow.name, "connect_url": connect.rest_url, "timeout_seconds": "180", "restart_trigger": "",
-             "connectors": mirror_connector_configs(flow, replication_factor=1,
-                                                    source_bootstrap=source.bootstrap_servers,
-                                                    target_bootstrap=target.bootstrap_servers)}
-    provider = MirrorMaker2Provider()
-    remote = f"src.{topic}"
-    started = time.monotonic()
-    created = provider.create(props)
-    # The clock starts at the first replicated record: connector start-up and
-    # topic discovery are not throughput.
-    first_at, first_count = None, 0
-    while (count := end_offsets(target.bootstrap_servers, remote)) < records:
-        if first_at is None and count > 0:
-            first_at, first_count = time.monotonic(), count
-        if time.monotonic() - started > 900:
-            raise RuntimeError(f"{remote}: backlog not replicated in 900 s")
-        time.sleep(0.2)
-    if first_at is None:
-        raise RuntimeError(f"{remote}: backlog arrived in one poll; use more --records")
-    seconds = time.monotonic() - first_at
-    records -= first_count
-    latency = measure_latency(source.bootstrap_servers, target.bootstrap_servers, topic, remote)
-    tasks = int(created.outs["states"][f"{flow.name}.MirrorSourceConnector"]["tasks"])
+    source, target = site.bootstraps()
+    connectors = mirror_connector_configs(flow, replication_factor=1, source_bootstrap=source,
+                                          target_bootstrap=target, push=site.scenario.connect_near == "source")
+    if config.kafka_defaults:
+        tuned = throughput_settings(flow)
+        source_config = connectors[flow.connector_name("source")]
+        for key in tuned:
+            if key not in config.flow.get("overrides", {}).get("source", {}):
+                source_config.pop(key)
+    return {"flow": flow.name, "connect_url": site.workers[config.name].rest_url, "timeout_seconds": "180",
+            "restart_trigger": "", "connectors": connectors}
+
+
+def drop(site: Site, provider: MirrorMaker2Provider, created, alias: str, topic: str) -> None:
     provider.delete(created.id, created.outs)
-    return {"records_per_second": records / seconds, "seconds": seconds, "source_tasks": tasks, **latency}
+    futures = admin(site.dst.bootstrap_servers).delete_topics([f"{alias}.{topic}", f"{alias}.checkpoints.internal"])
+    for future in futures.values():
+        try:
+            future.result(30)
+        except Exception:
+            pass  # a topic this configuration never created
 
 
-def measure_latency(source: str, target: str, topic: str, remote: str, count: int = 2000, rate: int = 500) -> dict:
-    """Arrival time (taken by a consumer polling the target while the records
-    are produced) minus each record's create timestamp."""
-    consumer = Consumer({"bootstrap.servers": target, "group.id": f"bench-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "latest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-    consumer.subscribe([remote])
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(0.2)
-    marker = uuid.uuid4().hex.encode()
+def throughput_run(site: Site, config: Configuration, alias: str, records: int, seconds: float) -> dict:
+    provider = MirrorMaker2Provider()
+    remote = f"{alias}.{TOPIC}"
+    pid = site.workers[config.name].handles[0].pid
+    created = provider.create(connector_props(site, config, alias, TOPIC))
+    started = time.monotonic()
+    first = None
+    while True:  # the clock starts at the first replicated record: start-up is not throughput
+        count = end_offsets(site.dst.bootstrap_servers, remote)
+        now = time.monotonic()
+        if first is None and count > 0:
+            first = (now, count, cpu_seconds(pid))
+        elif first is not None and (count >= records or now - first[0] >= seconds):
+            break
+        if now - started > seconds + 300:
+            raise RuntimeError(f"{config.name}: {remote} got {count} records in {now - started:.0f} s")
+        time.sleep(0.25)
+    replicated, elapsed, cpu = count - first[1], now - first[0], cpu_seconds(pid) - first[2]
+    status = requests.get(f"{site.workers[config.name].rest_url}/connectors/{alias}->dst.MirrorSourceConnector/status",
+                          timeout=10).json()
+    tasks = sum(task["state"] == "RUNNING" for task in status["tasks"])
+    drop(site, provider, created, alias, TOPIC)
+    if replicated >= records - first[1] and elapsed < seconds * 0.5:
+        print(f"    warning: the backlog ran out after {elapsed:.1f} s; use more --records", flush=True)
+    return {"records_per_second": replicated / elapsed, "seconds": elapsed, "records": replicated,
+            "cpu_seconds_per_million": cpu / replicated * 1e6, "source_tasks": tasks,
+            "worker_peak_rss_mib": peak_rss_mib(pid)}
+
+
+def latency_run(site: Site, config: Configuration, alias: str, rate: float, seconds: float) -> dict:
+    """Kafka's ProducerPerformance writes at `rate` for `seconds` into a fresh
+    topic the flow mirrors; a consumer of the target's partition 0 (a sixth of
+    the records: a Python consumer of every record would take the CPU the flow
+    needs) takes arrival time minus each record's create timestamp."""
+    topic = f"lat-{alias}"
+    create_topic(site.src.bootstrap_servers, topic, PARTITIONS, 1)
+    provider = MirrorMaker2Provider()
+    created = provider.create(connector_props(site, config, alias, topic))
+    remote = f"{alias}.{topic}"
+    producer = Producer({"bootstrap.servers": site.src.bootstrap_servers})
+    deadline = time.monotonic() + 120
+    while end_offsets(site.dst.bootstrap_servers, remote) == 0:  # the flow runs end to end
+        producer.produce(topic, value=b"warmup")
+        producer.flush(10)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{config.name}: nothing reached {remote} in 120 s")
+        time.sleep(0.5)
+    del producer
+    sample = TopicPartition(topic, 0)
+    consumer = Consumer({"bootstrap.servers": site.dst.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+    source_watch = Consumer({"bootstrap.servers": site.src.bootstrap_servers, "group.id": "bench-watermarks"})
+    source_start = source_watch.get_watermark_offsets(sample, timeout=10)[1]
+    remote_start = consumer.get_watermark_offsets(TopicPartition(remote, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(remote, 0, remote_start)])
     latencies: list[float] = []
+    expected: list[int] = []  # known once the producer is done
     done = threading.Event()
 
     def collect():
-        stop_at = None
-        while len(latencies) < count:
+        quiet_until = None
+        while not expected or len(latencies) < expected[0]:
             if done.is_set():
-                stop_at = stop_at or time.monotonic() + 60
-                if time.monotonic() > stop_at:
+                quiet_until = quiet_until or time.monotonic() + 60
+                if time.monotonic() > quiet_until:
                     break
-            for msg in consumer.consume(100, timeout=0.05):
-                if not msg.error() and msg.value().startswith(marker):
+            for msg in consumer.consume(1000, timeout=0.05):
+                if not msg.error():
                     latencies.append(time.time() * 1000 - msg.timestamp()[1])
 
     collector = threading.Thread(target=collect)
     collector.start()
-    producer = Producer({"bootstrap.servers": source, "linger.ms": 0})
-    for i in range(count):
-        producer.produce(topic, value=marker + b"-" + str(i).encode())
-        producer.poll(0)
-        time.sleep(1 / rate)
-    producer.flush(60)
+    sent = int(rate * seconds)
+    busy_before = host_cpu()
+    subprocess.run([toolchain.java_binary(), "-Xmx256m", "-cp", toolchain.kafka_classpath(),
+                    "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(sent),
+                    "--record-size", str(RECORD_SIZE), "--throughput", str(int(rate)), "--producer-props",
+                    # 16 KB batches: the sticky partitioner moves on every batch, so partition 0 gets its share
+                    f"bootstrap.servers={site.src.bootstrap_servers}", "acks=1", "linger.ms=5", "batch.size=16384"],
+                   capture_output=True, check=True)
+    busy = host_busy_fraction(busy_before, host_cpu())
+    expected.append(source_watch.get_watermark_offsets(sample, timeout=10)[1] - source_start)
+    source_watch.close()
     done.set()
     collector.join()
     consumer.close()
+    drop(site, provider, created, alias, topic)
     latencies.sort()
-    return {"latency_ms_p50": statistics.median(latencies), "latency_ms_p99": latencies[int(len(latencies) * 0.99) - 1],
-            "latency_samples": len(latencies)}
+    if not latencies:
+        raise RuntimeError(f"{config.name}: no latency sample arrived")
+    return {"rate": rate, "latency_ms_p50": statistics.median(latencies),
+            "latency_ms_p99": latencies[max(0, int(len(latencies) * 0.99) - 1)],
+            "samples": len(latencies), "sent": sent, "host_cpu_busy": busy}
+
+
+def summary(runs: list[dict]) -> dict:
+    rates = [r["records_per_second"] for r in runs]
+    median = statistics.median(rates)
+    return {"records_per_second_median": median, "records_per_second_min": min(rates),
+            "records_per_second_max": max(rates),
+            # the issue's measure: how far the extremes lie from the median
+            "spread_pct": 100 * max(max(rates) - median, median - min(rates)) / median,
+            "cpu_seconds_per_million_median": statistics.median(r["cpu_seconds_per_million"] for r in runs),
+            "source_tasks": runs[0]["source_tasks"],
+            "worker_peak_rss_mib": max(r["worker_peak_rss_mib"] for r in runs)}
+
+
+def run_scenario(scenario: Scenario, configurations: list[Configuration], args) -> dict:
+    print(f"== {scenario.name}", flush=True)
+    with tempfile.TemporaryDirectory(prefix=f"mirrorstack-bench-{scenario.name}-") as tmp, ExitStack() as stack:
+        site = Site(scenario, Path(tmp), configurations).start(stack)
+        create_topic(site.src.bootstrap_servers, TOPIC, PARTITIONS, 1)
+        baseline = producer_performance(site.src.bootstrap_servers, TOPIC, args.records)
+        print(f"  ProducerPerformance (fills the backlog): {baseline:,.0f} rec/s", flush=True)
+        if not args.quick:  # the brokers' JIT and heap, then each worker's: not measured
+            throughput_run(site, configurations[0], f"w{uuid.uuid4().hex[:6]}", args.records, args.seconds)
+            for config in configurations:
+                throughput_run(site, config, f"w{uuid.uuid4().hex[:6]}", args.records, min(args.seconds, 10))
+        runs: dict[str, list[dict]] = {c.name: [] for c in configurations}
+        for round_ in range(args.rounds):
+            order = configurations[round_ % len(configurations):] + configurations[:round_ % len(configurations)]
+            for config in order:
+                run = throughput_run(site, config, f"r{round_}{uuid.uuid4().hex[:6]}", args.records, args.seconds)
+                runs[config.name].append(run)
+                print(f"  round {round_ + 1} {config.name:>13}: {run['records_per_second']:>9,.0f} rec/s "
+                      f"over {run['seconds']:.0f} s, {run['cpu_seconds_per_million']:.1f} CPU s/M records", flush=True)
+        result = {"baseline_producer_perf_records_per_second": baseline, "configurations": {}}
+        # A light rate every configuration carries: latency without the CPU limit of this host.
+        light = LIGHT_SHARE * min(summary(runs[c.name])["records_per_second_median"] for c in configurations)
+        for config in configurations:
+            figures = summary(runs[config.name])
+            half = figures["records_per_second_median"] / 2
+            figures.update(latency_run(site, config, f"l{uuid.uuid4().hex[:6]}", half, args.latency_seconds))
+            figures["light"] = latency_run(site, config, f"m{uuid.uuid4().hex[:6]}", light, args.latency_seconds)
+            print(f"  latency {config.name:>13} at {half:,.0f} rec/s: p50 {figures['latency_ms_p50']:.0f} ms, "
+                  f"p99 {figures['latency_ms_p99']:.0f} ms (host CPU {figures['host_cpu_busy']:.0%} busy); "
+                  f"at {light:,.0f} rec/s: p50 {figures['light']['latency_ms_p50']:.0f} ms, "
+                  f"p99 {figures['light']['latency_ms_p99']:.0f} ms", flush=True)
+            result["configurations"][config.name] = {**figures, "rounds": runs[config.name]}
+        ours = result["configurations"].get("mirrorstack")
+        if ours:
+            for other in result["configurations"]:
+                if other != "mirrorstack":
+                    theirs = result["configurations"][other]
+                    result[f"ratio_mirrorstack_to_{other}"] = (ours["records_per_second_median"]
+                                                               / theirs["records_per_second_median"])
+            result["ratio_mirrorstack_to_producer_perf"] = ours["records_per_second_median"] / baseline
+        return result
+
+
+def machine() -> dict:
+    cpu = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+    mem = re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text())
+    return {"cpus": os.cpu_count(), "cpu_model": cpu.group(1) if cpu else "?",
+            "memory_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None,
+            "kernel": host_platform.release(), "python": host_platform.python_version()}
+
+
+def markdown(report: dict) -> str:
+    lines = ["| scenario | configuration | tasks | rec/s median | spread | CPU s / M records | "
+             "latency p50 / p99 ms at half rate (host CPU busy) | at the light rate |", "|---|---|---|---|---|---|---|---|"]
+    for name, scenario in report["scenarios"].items():
+        lines.append(f"| {name} | ProducerPerformance | | {scenario['baseline_producer_perf_records_per_second']:,.0f} "
+                     "| | | |")
+        for config, f in scenario["configurations"].items():
+            lines.append(f"| {name} | {config} | {f['source_tasks']} | {f['records_per_second_median']:,.0f} | "
+                         f"±{f['spread_pct']:.0f}% | {f['cpu_seconds_per_million_median']:.1f} | "
+                         f"{f['latency_ms_p50']:.0f} / {f['latency_ms_p99']:.0f} ({f['host_cpu_busy']:.0%}) | "
+                         f"{f['light']['latency_ms_p50']:.0f} / {f['light']['latency_ms_p99']:.0f} "
+                         f"at {f['light']['rate']:,.0f}/s |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=500_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--records", type=int, default=12_000_000, help="backlog per scenario (outlasts 30 s)")
+    parser.add_argument("--seconds", type=float, default=30, help="measured window of each run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-seconds", type=float, default=20)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON", help=(
+        "also run mirrorstack's defaults with these flow fields, e.g. "
+        "'lz4={\"throughput\": {\"compression\": \"lz4\"}}' (repeatable)"))
+    parser.add_argument("--quick", action="store_true", help="a smoke run of the code: tiny, figures meaningless")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with replication_pair("mirrorstack-bench-") as services:
-        create_topic(services[1].bootstrap_servers, "baseline", PARTITIONS, 1)
-        baseline = producer_performance(services[1].bootstrap_servers, "baseline", args.records)
-        run_flow(*services[:3], "warmup", args.records // 5, {})  # JIT, not measured
-        # Alternate the two configurations and keep each one's best run, so
-        # neither gains from running later on a warmer JVM and page cache.
-        runs: dict[str, list[dict]] = {"mirrorstack": [], "seed": []}
-        for round_ in range(args.rounds):
-            runs["mirrorstack"].append(run_flow(*services[:3], f"bench-{round_}", args.records, {}))
-            runs["seed"].append(run_flow(*services[:3], f"bench-seed-{round_}", args.records, SEED_FLOW))
-        ours, seed = (max(runs[k], key=lambda r: r["records_per_second"]) for k in ("mirrorstack", "seed"))
-    report = {
-        "records": args.records, "record_size": RECORD_SIZE, "partitions": PARTITIONS,
-        "baseline_producer_perf_records_per_second": baseline,
-        "mirrorstack": ours, "seed_config": seed, "rounds": runs,
-        "ratio_mirrorstack_to_producer_perf": ours["records_per_second"] / baseline,
-        "ratio_mirrorstack_to_seed": ours["records_per_second"] / seed["records_per_second"],
-        "ratio_latency_p50_seed_to_mirrorstack": seed["latency_ms_p50"] / ours["latency_ms_p50"],
-    }
-    text = json.dumps(report, indent=2)
-    print(text)
+    if args.quick:
+        args.records, args.seconds, args.rounds, args.latency_seconds = 40_000, 2, 1, 2
+    configurations = [CONFIGURATIONS[name] for name in args.configurations.split(",") if name]
+    for variant in args.variant:
+        name, _, fields = variant.partition("=")
+        configurations.append(Configuration(name, json.loads(fields), worker_defaults()))
+    report = {"machine": machine(), "quick": args.quick, "records": args.records, "window_seconds": args.seconds,
+              "rounds": args.rounds, "record_size": RECORD_SIZE, "partitions": PARTITIONS, "rtt_ms": RTT_MS,
+              "scenarios": {}}
+    for name in args.scenarios.split(","):
+        report["scenarios"][name] = run_scenario(SCENARIOS[name], configurations, args)
+    report["table"] = markdown(report)
+    print(report["table"])
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

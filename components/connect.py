@@ -83,6 +83,7 @@ class ConnectCluster(pulumi.ComponentResource):
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,
                 uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=metrics,
+                resources=spec.resources,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)

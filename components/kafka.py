@@ -10,9 +10,12 @@ from components.certificates import ClusterCertificates
 from components.config import broker, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
+from components.model import Resources
 from components.secrets import GeneratedPassword
 
 CONTROLLER_ID = 1
+# The controller holds only the metadata log: a fixed small JVM.
+CONTROLLER_RESOURCES = Resources(heap="256m", memory_mib=768)
 
 
 def cluster_id(stack: str, alias: str) -> str:
@@ -74,7 +77,7 @@ class KafkaCluster(pulumi.ComponentResource):
             broker_count=cluster.brokers, listen_host=platform.listen_host,
             overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
         ctrl = platform.run_kafka_java(
-            controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], heap="256m",
+            controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
             files={"server.properties": render_properties(ctrl_props)},
             secret_files=self._node_secret_files(certs), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
             metrics=metrics, health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
@@ -101,6 +104,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": render_properties(props), **extra_files}, secret_files=secret_files,
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
+                resources=cluster.resources,
                 health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
             self._scrape(platform, name, "broker", metrics)
         self.ready = [ctrl, *brokers]

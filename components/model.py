@@ -139,11 +139,45 @@ class ExternalCluster(_Model):
         return value
 
 
+JAVA_SIZE = r"^[1-9][0-9]*[mg]$"
+
+
+def java_size_mib(size: str) -> int:
+    """`-Xmx` sizes (512m, 1g) in MiB."""
+    return int(size[:-1]) * (1024 if size[-1] == "g" else 1)
+
+
+class Resources(_Model):
+    """What each JVM of a deployed cluster (broker) or Connect group (worker) may use."""
+
+    heap: str = Field("1g", pattern=JAVA_SIZE, examples=["2g"], description=(
+        "-Xmx of each JVM. Default 1g (Kafka's own launcher default for brokers): 512m left a worker with "
+        "eight tasks' producer buffers and fetches too little room."))
+    cpus: float | None = Field(None, gt=0, le=256, description=(
+        "docker: the container's CPU limit (--cpus); kubernetes: the CPU request (no CPU limit: throttling "
+        "stalls JVMs). Default: no limit on docker, 250m requested on kubernetes. Ignored on local."))
+    memory_mib: int | None = Field(None, ge=256, le=1_048_576, description=(
+        "docker/kubernetes: the container's memory limit (kubernetes: also its request), in MiB. Default twice "
+        "the heap plus 256 (metaspace, direct buffers, thread stacks, a probe JVM). Ignored on local."))
+
+    @model_validator(mode="after")
+    def _room_for_the_heap(self) -> "Resources":
+        if self.memory_mib is not None and self.memory_mib < java_size_mib(self.heap) + 256:
+            raise ValueError(f"memory_mib {self.memory_mib} leaves no room beside a {self.heap} heap; fix: at least "
+                             f"{java_size_mib(self.heap) + 256} (heap + 256 MiB), or a smaller heap")
+        return self
+
+    @property
+    def container_memory_mib(self) -> int:
+        return self.memory_mib or 2 * java_size_mib(self.heap) + 256
+
+
 class Cluster(_Model):
     brokers: int = Field(1, ge=1, le=9, description=(
         "Brokers to deploy (default 1); for an external cluster, how many it has (default 3), "
         "which caps replication factors."))
     settings: Properties = Field({}, description="Raw broker properties for deployed clusters; values are strings.")
+    resources: Resources = Field(Resources(), description="Heap, CPUs and memory of each broker (deployed clusters).")
     external: ExternalCluster | None = Field(
         None, description="Set to use an existing cluster instead of deploying one.")
     security: Security = Field(Security(), description=(
@@ -195,6 +229,7 @@ class ConnectCluster(_Model):
         "external Connect cluster, the one its workers use."))
     workers: int = Field(1, ge=1, le=9, description="Connect workers in the group (deployed Connect only).")
     settings: Properties = Field({}, description="Raw Connect worker properties (deployed Connect only); values are strings.")
+    resources: Resources = Field(Resources(), description="Heap, CPUs and memory of each worker (deployed Connect only).")
     rest_auth: bool = Field(False, description=(
         "The Connect REST API requires HTTP basic auth (user `mirrorstack`, a generated password kept secret; "
         "stack output connect_credentials). Deployed Connect only."))
@@ -247,6 +282,26 @@ class ConnectorOverrides(_Model):
     heartbeat: Properties = Field({}, description="Raw MirrorHeartbeatConnector config keys.")
 
 
+class Throughput(_Model):
+    """The few settings that decide a flow's speed, typed and mapped to the Connect prefix that reaches the
+    client (the data producer is the worker's: `producer.override.*`; the source consumer: `source.consumer.*`).
+    Defaults measured by benchmarks/replication.py (README: Replication speed); raw `overrides` still win."""
+
+    batch_bytes: int = Field(262144, ge=1024, le=16 * 2**20, description=(
+        "producer.override.batch.size; Kafka's 16 KB sends one small batch per partition per round trip."))
+    linger_ms: int = Field(5, ge=0, le=10_000, description=(
+        "producer.override.linger.ms: how long the producer waits to fill a batch (adds at most this latency); "
+        "Kafka 4's 5 ms measured as fast as 20 ms with less latency."))
+    in_flight: int = Field(5, ge=1, le=5, description=(
+        "producer.override.max.in.flight.requests.per.connection with idempotence on (order kept up to 5); "
+        "Connect's default of 1 moves one request per round trip, which a WAN link turns into the limit."))
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field("none", description=(
+        "producer.override.compression.type: pays on a link whose bandwidth is the limit; costs CPU otherwise."))
+    poll_records: int = Field(500, ge=1, le=1_000_000, description=(
+        "source.consumer.max.poll.records: records a source task hands to its producer per poll (Kafka's 500 "
+        "measured faster than 2000)."))
+
+
 def _flow_schema(schema: dict) -> None:
     # The stack file may list several sources or targets in one entry; Topology
     # expands them before validation, so the model itself only has source/target.
@@ -280,10 +335,17 @@ class Flow(_Model):
     checkpoints: bool = Field(True, description="Run the checkpoint connector (consumer offset translation).")
     sync_group_offsets: bool = Field(
         False, description="Write translated offsets into the target's groups; needs checkpoints.")
-    tasks_max: int = Field(8, ge=1, le=256, description=(
-        "Cap on source tasks; MM2 creates min(tasks_max, partitions), so the default sizes to partitions."))
+    tasks_max: int = Field(2, ge=1, le=256, description=(
+        "Source tasks (MM2 creates min(tasks_max, partitions)) and checkpoint tasks. Default 2: measured on "
+        "2 cores, 2 tasks beat one task per partition (each task is a consumer and a producer); give a flow "
+        "about one task per core its Connect workers have."))
     replication_factor: int | None = Field(None, ge=1, description=(
         "For remote topics and MM2's internal topics; default min(3, target brokers)."))
+    throughput: Throughput = Field(Throughput(), description="Producer and consumer settings that decide speed.")
+    refresh_seconds: int = Field(60, ge=1, le=86_400, description=(
+        "How often MM2 looks for new topics (refresh.topics.interval.seconds) and groups "
+        "(refresh.groups.interval.seconds). Default 60 s: a new topic mirrors within a minute for two metadata "
+        "requests a minute (MM2's own default is 600 s); demos and tests use 10."))
     overrides: ConnectorOverrides = Field(ConnectorOverrides(), description="Raw connector configs, applied last.")
     exactly_once: bool = Field(False, description=(
         "Exactly-once replication (KIP-618): the Connect cluster's workers get exactly.once.source.support, "

@@ -27,6 +27,9 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         if cluster.is_external and cluster.settings:
             where = _path(("clusters", alias, "settings"))
             yield f"{where}: broker settings only apply to deployed clusters; fix: remove them"
+        if cluster.is_external and cluster.resources != type(cluster).model_fields["resources"].default:
+            where = _path(("clusters", alias, "resources"))
+            yield f"{where}: sizes only apply to deployed clusters; fix: remove them"
     for name, cc in t.connect.items():
         if cc.kafka not in t.clusters:
             yield f"{_path(('connect', name, 'kafka'))}: unknown cluster {cc.kafka!r}; fix: use one of {clusters}"
@@ -169,8 +172,8 @@ def _connect_problems(t: Topology) -> Iterator[str]:
         where = ("connect", name)
         if not cc.is_external:
             continue
-        for field in ("workers", "settings", "rest_auth", "group_id"):
-            if getattr(cc, field) != cc.model_fields[field].default:  # a default (e.g. from a dump) is fine
+        for field in ("workers", "settings", "resources", "rest_auth", "group_id"):
+            if getattr(cc, field) != type(cc).model_fields[field].default:  # a default (e.g. from a dump) is fine
                 yield (f"{_path((*where, field))}: an external Connect cluster's workers are not managed by the stack; "
                        "fix: remove it (set it where the workers are deployed)")
         ext = cc.external

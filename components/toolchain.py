@@ -79,6 +79,15 @@ def pulumi_binary() -> str:
     return cli
 
 
+def toxiproxy_binary() -> str:
+    """The latency-injecting TCP proxy the benchmarks put between data centres."""
+    version = versions.toxiproxy_version()
+    binary = tools_dir() / "bin" / f"toxiproxy-server-{version}"
+    if not os.access(binary, os.X_OK):
+        raise ToolMissing(f"Toxiproxy {version}", str(binary), "toxiproxy")
+    return str(binary)
+
+
 def _binary(name: str, step: str, env_var: str) -> str:
     found = os.environ.get(env_var) or shutil.which(name)
     if not found or not os.access(found, os.X_OK):

@@ -6,7 +6,7 @@ import pulumi
 import hashlib
 import json
 
-from components.config.mirror import mirror_connector_configs, push_overrides
+from components.config.mirror import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
 from components.connect import ConnectCluster
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
@@ -26,17 +26,22 @@ class ReplicationTopology(pulumi.ComponentResource):
     `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
 
     def _override_allowlist(self, topology, flows) -> list[str]:
-        """Client settings the connectors of these flows override: a push flow's
-        target address and security, and any `*.override.*` the flows set. []
-        (Kafka's default policy) when they override nothing."""
+        """Client settings the connectors of these flows override, when one of
+        them pushes (its target address and security, every flow's throughput
+        settings and any `*.override.*` the flows set); [] (Kafka's default
+        policy, All) when none pushes."""
+        push = [f for f in flows if topology.connect[f.connect].kafka != f.target]
+        if not push:
+            return []
         keys = set()
+        for flow in push:
+            target = self.clusters[flow.target]
+            keys |= {k.removeprefix(PRODUCER_OVERRIDE) for k in push_overrides("-", target.client_settings)}
         for flow in flows:
-            if topology.connect[flow.connect].kafka != flow.target:
-                target = self.clusters[flow.target]
-                keys |= {k.removeprefix("producer.override.") for k in push_overrides("-", target.client_settings)}
+            keys |= {k.removeprefix(PRODUCER_OVERRIDE) for k in throughput_settings(flow) if k.startswith(PRODUCER_OVERRIDE)}
             for kind in ("source", "checkpoint", "heartbeat"):
                 keys |= {k.split(".override.", 1)[1] for k in getattr(flow.overrides, kind)
-                         if k.startswith(("producer.override.", "consumer.override.", "admin.override."))}
+                         if k.startswith((PRODUCER_OVERRIDE, "consumer.override.", "admin.override."))}
         return sorted(keys)
 
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,

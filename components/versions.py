@@ -32,6 +32,10 @@ def jmx_exporter_version() -> str:
     return _pins()["JMX_EXPORTER_VERSION"]
 
 
+def toxiproxy_version() -> str:
+    return _pins()["TOXIPROXY_VERSION"]
+
+
 def image(name: str) -> str:
     """A pinned monitoring image: prometheus, grafana, kafka_ui, kafka_exporter, agent_fetch."""
     return _pins()[f"{name.upper()}_IMAGE"]

@@ -56,6 +56,27 @@ def override_allowlist(configs: Mapping[str, Mapping[str, str]]) -> list[str]:
                    if key.startswith(prefixes)})
 
 
+def throughput_settings(flow) -> dict[str, str]:
+    """The source connector's speed settings (flow.throughput), each under the
+    prefix that reaches its client: the data producer is the Connect worker's
+    task producer (`producer.override.*`; MM2's `target.producer.*` does nothing
+    in Connect mode), the records' consumer is MM2's (`source.consumer.*`)."""
+    t = flow.throughput
+    return {
+        f"{PRODUCER_OVERRIDE}batch.size": str(t.batch_bytes),
+        f"{PRODUCER_OVERRIDE}linger.ms": str(t.linger_ms),
+        # Idempotence keeps order with up to 5 requests in flight; Connect's default is 1 in flight.
+        f"{PRODUCER_OVERRIDE}enable.idempotence": "true",
+        f"{PRODUCER_OVERRIDE}max.in.flight.requests.per.connection": str(t.in_flight),
+        f"{PRODUCER_OVERRIDE}compression.type": t.compression,
+        "source.consumer.max.poll.records": str(t.poll_records),
+        # The OS sizes TCP buffers (-1): Kafka's fixed 128 KB send / 64 KB receive buffers cap a
+        # connection at one buffer per round trip (1.6 MB/s on a 40 ms link) whatever else is tuned.
+        f"{PRODUCER_OVERRIDE}send.buffer.bytes": "-1",
+        "source.consumer.receive.buffer.bytes": "-1",
+    }
+
+
 def connector_name(flow_name: str, kind: str) -> str:
     """`us->central.MirrorSourceConnector`: the flow, then MM2's own class name."""
     return f"{flow_name}.{kind}"
@@ -105,10 +126,12 @@ def mirror_connector_configs(
         **common,
         "tasks.max": str(flow.tasks_max),
         "topics": ",".join(flow.topics),
+        "refresh.topics.interval.seconds": str(flow.refresh_seconds),
         "replication.factor": rf,
         "sync.topic.configs.enabled": _flag(flow.sync_topic_configs),
         "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
         "topics.exclude": ",".join(topics_exclude(flow)),
+        **throughput_settings(flow),
     }
     if flow.exactly_once:  # KIP-618; the workers enable exactly.once.source.support
         source["exactly.once.support"] = "required"
@@ -123,6 +146,7 @@ def mirror_connector_configs(
             **common,
             "tasks.max": str(flow.tasks_max),
             "groups": ",".join(flow.groups),
+            "refresh.groups.interval.seconds": str(flow.refresh_seconds),
             "emit.checkpoints.enabled": "true",
             "sync.group.offsets.enabled": _flag(flow.sync_group_offsets),
             "checkpoints.topic.replication.factor": rf,

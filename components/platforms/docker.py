@@ -31,6 +31,7 @@ from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.properties import render_properties
 from components.config.validation import spark_image, spark_submit_argv
+from components.model import Resources
 from components.platforms.local.platform import PORT_SPAN, default_port_base
 from components.versions import image as versions_image
 from components.versions import kafka_version, spark_version
@@ -343,7 +344,7 @@ class DockerPlatform:
         return self._network, self._image
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        opts: pulumi.ResourceOptions | None = None) -> docker.Container:
@@ -384,7 +385,7 @@ class DockerPlatform:
             entrypoints=["/bin/sh", "-c"],  # bypass the image's launcher: we bring our own files
             command=[container_script(main, fill(args), [(m, fill(a)) for m, a in prepare],
                                       [(m, fill(a)) for m, a in after_start])],
-            envs=[f"KAFKA_HEAP_OPTS=-Xmx{heap}",
+            envs=[f"KAFKA_HEAP_OPTS=-Xmx{resources.heap}",
                   f"KAFKA_LOG4J_OPTS=-Dlog4j2.configurationFile={folder}/log4j2.properties", *envs],
             uploads=self._with_secret_uploads(
                 [*({"file": f"{folder}/{name}", "content": content} for name, content in files.items()), *uploads],
@@ -394,6 +395,8 @@ class DockerPlatform:
             healthcheck={"tests": ["CMD", *probe_command(health, self.in_network, command_config=command_config,
                                                          ready_file=AFTER_START_DONE if after_start else None)],
                          "interval": "5s", "timeout": "30s", "start_period": "120s", "retries": 5},
+            memory=resources.container_memory_mib,
+            **({"cpus": format(resources.cpus, "g")} if resources.cpus else {}),
             restart="unless-stopped",
             # Like the local platform, creation returns only once the service is healthy,
             # so `depends_on` on this container means "the service answers".

@@ -33,6 +33,7 @@ from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.validation import spark_image, spark_submit_argv
+from components.model import Resources
 from components.platforms.docker import (
     AFTER_START_DONE, CLIENTS_ROOT, HOST, container_port, container_script, dns_label,
     add_health_client_file, hashed_host_port, kafka_image, kafka_opts, probe_command,
@@ -216,7 +217,7 @@ class KubernetesPlatform:
         return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
@@ -262,7 +263,7 @@ class KubernetesPlatform:
                      "ports": [{"name": dns_label(n, 15), "port": p, "targetPort": p} for n, p in ports.items()]}},
             child)
 
-        memory = f"{2 * mebibytes(heap) + 256}Mi"  # heap + metaspace, buffers and a probe JVM
+        memory = f"{resources.container_memory_mib}Mi"  # heap + metaspace, buffers and a probe JVM
         mounts = [{"name": "files", "mountPath": folder, "readOnly": True}]
         claims = []
         if svc in self._with_data:
@@ -273,7 +274,7 @@ class KubernetesPlatform:
         # The pods restart when a file changes: a ConfigMap update alone would not.
         checksum = pulumi.Output.all(**files).apply(
             lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
-        env = [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{heap}"},
+        env = [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{resources.heap}"},
                {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}]
         volumes = [{"name": "files", "configMap": {"name": f"{svc}-files"}}]
         if secret_obj is not None:  # a Secret volume may sit inside the ConfigMap one (kubelet makes the mount point)
@@ -306,7 +307,8 @@ class KubernetesPlatform:
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
             "readinessProbe": self._probe(health, command_config, AFTER_START_DONE if after_start else None),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
-            "resources": {"requests": {"cpu": "250m", "memory": memory}, "limits": {"memory": memory}},
+            "resources": {"requests": {"cpu": format(resources.cpus, "g") if resources.cpus else "250m",
+                                       "memory": memory}, "limits": {"memory": memory}},
             "volumeMounts": mounts,
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         }

@@ -5,10 +5,19 @@ import random
 from contextlib import contextmanager
 from pathlib import Path
 
+import yaml
+
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
 REPO = Path(__file__).resolve().parents[2]
+TEST_REFRESH_SECONDS = 10
+
+
+def fast_discovery(topology: dict) -> None:
+    """Tests create topics after `up`: MM2 looks for them every 10 s, not the default 60 s."""
+    for flow in topology.get("flows", []):
+        flow.setdefault("refresh_seconds", TEST_REFRESH_SECONDS)
 
 
 @contextmanager
@@ -17,12 +26,12 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     folder and port range; destroyed afterwards if anything still runs.
     `topology` replaces the stack file's (a test's own topology)."""
     project = PulumiProject.of_repo(REPO, stack, tmp_path, engine_env(tmp_path / "pulumi"))
+    stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(stack_file.read_text())
     if topology is not None:
-        import yaml
-        stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
-        document = yaml.safe_load(stack_file.read_text())
         document["config"]["mirrorstack:topology"] = topology
-        stack_file.write_text(yaml.safe_dump(document))
+    fast_discovery(document["config"]["mirrorstack:topology"])
+    stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
     project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))

@@ -50,7 +50,7 @@ def test_aggregation_loads_with_defaults_filled():
     us, uk = t.flows
     assert us.name == "us->central"
     assert t.target_brokers(us) == 2 and t.replication_factor(us) == 2  # min(3, 2)
-    assert us.tasks_max == 8 and uk.tasks_max == 4
+    assert us.tasks_max == 2 and uk.tasks_max == 4
     assert us.topics == ["orders.*", "payments"] and uk.topics == [".*"]
     assert t.remote_topic(us, "orders") == "orders"
     assert t.clusters["central"].settings == {"num.partitions": "3"}

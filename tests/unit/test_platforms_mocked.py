@@ -206,7 +206,7 @@ def test_docker_command_formats_storage_once_then_execs_the_service(docker_run):
     assert run == "/opt/kafka/bin/kafka-run-class.sh kafka.Kafka /opt/mirrorstack/us-broker-0/server.properties"
     assert {u["file"] for u in broker["uploads"]} == {
         "/opt/mirrorstack/us-broker-0/server.properties", "/opt/mirrorstack/us-broker-0/log4j2.properties"}
-    assert "KAFKA_HEAP_OPTS=-Xmx512m" in broker["envs"]
+    assert "KAFKA_HEAP_OPTS=-Xmx1g" in broker["envs"] and broker["memory"] == 2304 and "cpus" not in broker
     assert "KAFKA_HEAP_OPTS=-Xmx256m" in containers(mocks)["us-controller"]["envs"]
     assert containers(mocks)["connect-central-0"]["command"][0].startswith("exec ")  # nothing to prepare
 
@@ -392,7 +392,7 @@ def test_k8s_statefulsets_probe_mount_and_size_from_heap(k8s_run):
     broker = sets["us-broker-0"]["spec"]["template"]["spec"]["containers"][0]
     broker_probe = broker["readinessProbe"]["exec"]["command"]
     assert broker_probe[-2:] == ["--bootstrap-server", f"{FQDN.format('us-broker-0')}:9092"]
-    assert broker["resources"]["limits"]["memory"] == "1280Mi"
+    assert broker["resources"]["limits"]["memory"] == "2304Mi"  # 2 x 1g heap + 256Mi
     assert {"name": "data", "mountPath": "/var/lib/kafka/data"} in broker["volumeMounts"]
     assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec " in broker["command"][2]
     # The probe runs in the pod: it targets the in-cluster name even with port-forward access.

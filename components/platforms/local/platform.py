@@ -15,6 +15,7 @@ from components.config import jvm
 from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
+from components.model import Resources
 from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
 from components.platforms.local.spark_job import LocalSparkJob
@@ -83,7 +84,7 @@ class LocalPlatform:
         return LocalFiles(f"{alias}-client-files", folder=self.client_dir(alias), files=files, secret=True, opts=opts)
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], heap: str = "512m", prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        opts: pulumi.ResourceOptions | None = None) -> LocalService:
@@ -93,7 +94,8 @@ class LocalPlatform:
         `uses_clients`: aliases whose client folders it reads (shared on this
         host; containers mount them). `jvm_options`: `-D...` system properties
         of the service's JVM (`{dir}` allowed). With `metrics`, the JMX exporter
-        serves on `metrics_address(service)`."""
+        serves on `metrics_address(service)`. Of `resources` only the heap
+        applies here (no container)."""
         folder = self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
@@ -101,7 +103,7 @@ class LocalPlatform:
             files["jmx-exporter.yaml"] = jmx_exporter_config()
         return LocalService(
             service, workdir=folder, files=files,
-            argv=self._java(service, main, fill(args), heap, metrics=metrics, system_properties=fill(jvm_options)),
+            argv=self._java(service, main, fill(args), resources.heap, metrics=metrics, system_properties=fill(jvm_options)),
             prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
             after_start=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in after_start] or None,
             secret_files=secret_files, health=health, opts=opts)
