@@ -49,7 +49,7 @@ from benchmarks.link import Link, wan_listener
 from components import toolchain
 from components.config.connect import worker_defaults
 from components.config.mirror import mirror_connector_configs, throughput_settings
-from components.mirror import MirrorMaker2Provider
+from components.mirror import ConnectError, MirrorMaker2Provider
 from components.model import load_topology
 from tests.support.kafka_clients import admin, create_topic
 from tests.support.ports import free_ports
@@ -200,7 +200,13 @@ def connector_props(site: Site, config: Configuration, alias: str, topic: str) -
 
 
 def drop(site: Site, provider: MirrorMaker2Provider, created, alias: str, topic: str) -> None:
-    provider.delete(created.id, created.outs)
+    for attempt in range(3):  # a worker still draining a saturated run may take minutes to stop its tasks
+        try:
+            provider.delete(created.id, created.outs)
+            break
+        except ConnectError:
+            if attempt == 2:
+                raise
     futures = admin(site.dst.bootstrap_servers).delete_topics([f"{alias}.{topic}", f"{alias}.checkpoints.internal"])
     for future in futures.values():
         try:
@@ -209,7 +215,17 @@ def drop(site: Site, provider: MirrorMaker2Provider, created, alias: str, topic:
             pass  # a topic this configuration never created
 
 
+def settle() -> float:
+    """Write dirty pages back before a measured run: the last run's (or the
+    fill's) gigabytes of writeback would otherwise slow the next run, and the
+    figures would drift with the order of the runs."""
+    started = time.monotonic()
+    os.sync()
+    return time.monotonic() - started
+
+
 def throughput_run(site: Site, config: Configuration, alias: str, records: int, seconds: float) -> dict:
+    settle()
     provider = MirrorMaker2Provider()
     remote = f"{alias}.{TOPIC}"
     pid = site.workers[config.name].handles[0].pid
@@ -244,6 +260,7 @@ def latency_run(site: Site, config: Configuration, alias: str, rate: float, seco
     the records: a Python consumer of every record would take the CPU the flow
     needs) takes arrival time minus each record's create timestamp."""
     topic = f"lat-{alias}"
+    settle()
     create_topic(site.src.bootstrap_servers, topic, PARTITIONS, 1)
     provider = MirrorMaker2Provider()
     created = provider.create(connector_props(site, config, alias, topic))
@@ -322,7 +339,8 @@ def run_scenario(scenario: Scenario, configurations: list[Configuration], args) 
         site = Site(scenario, Path(tmp), configurations).start(stack)
         create_topic(site.src.bootstrap_servers, TOPIC, PARTITIONS, 1)
         baseline = producer_performance(site.src.bootstrap_servers, TOPIC, args.records)
-        print(f"  ProducerPerformance (fills the backlog): {baseline:,.0f} rec/s", flush=True)
+        print(f"  ProducerPerformance (fills the backlog): {baseline:,.0f} rec/s; "
+              f"its writeback took {settle():.0f} s more", flush=True)
         if not args.quick:  # the brokers' JIT and heap, then each worker's: not measured
             throughput_run(site, configurations[0], f"w{uuid.uuid4().hex[:6]}", args.records, args.seconds)
             for config in configurations:
