@@ -22,7 +22,7 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-from benchmarks.replication import (CONFIGURATIONS, PARTITIONS, RECORD_SIZE, SCENARIOS, Site, connector_props,
+from benchmarks.replication import (PARTITIONS, RECORD_SIZE, SCENARIOS, Configuration, Site, connector_props,
                                     end_offsets, machine)
 from components import toolchain
 from components.mirror import MirrorMaker2Provider
@@ -30,12 +30,12 @@ from components.platforms.local import launcher
 from tests.support.kafka_clients import create_topic
 
 
-def crash_run(site: Site, name: str, rate: int, seconds: int, kill_after: float) -> dict:
+def crash_run(site: Site, config: Configuration, rate: int, seconds: int, kill_after: float) -> dict:
     topic, alias = f"crash-{uuid.uuid4().hex[:6]}", f"c{uuid.uuid4().hex[:6]}"
-    worker = site.workers[name]
+    worker = site.workers[config.name]
     create_topic(site.src.bootstrap_servers, topic, PARTITIONS, 1)
     provider = MirrorMaker2Provider()
-    created = provider.create(connector_props(site, CONFIGURATIONS["mirrorstack"], alias, topic))
+    created = provider.create(connector_props(site, config, alias, topic))
     records = rate * seconds
     producer = subprocess.Popen([toolchain.java_binary(), "-Xmx256m", "-cp", toolchain.kafka_classpath(),
                                  "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
@@ -78,13 +78,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     intervals = [int(v) for v in args.intervals.split(",")]
-    configurations = [CONFIGURATIONS["mirrorstack"].__class__(f"flush-{ms}", {}, {"offset.flush.interval.ms": str(ms)})
-                      for ms in intervals]
+    # mirrorstack's flow defaults, on workers that differ only in the interval
+    configurations = [Configuration(f"flush-{ms}", {}, {"offset.flush.interval.ms": str(ms)}) for ms in intervals]
     report = {"machine": machine(), "runs": {}}
     with tempfile.TemporaryDirectory(prefix="mirrorstack-crash-") as tmp, ExitStack() as stack:
         site = Site(SCENARIOS["lan"], Path(tmp), configurations).start(stack)
         for config in configurations:
-            run = crash_run(site, config.name, args.rate, args.seconds, args.kill_after)
+            run = crash_run(site, config, args.rate, args.seconds, args.kill_after)
             report["runs"][config.name] = run
             print(f"{config.name}: killed after {args.kill_after:.0f} s, {run['duplicates']:,} duplicates "
                   f"({run['duplicates_in_seconds_of_traffic']:.1f} s of traffic)", flush=True)

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.config.mirror import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
-                                      topics_exclude)
+                                      throughput_settings, topics_exclude)
 from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
 from components.platforms.local.platform import LocalPlatform
@@ -360,17 +360,20 @@ def configs_of(flow, **kw):
 def test_push_overrides_the_producer_of_every_connector_with_the_target():
     configs = configs_of(flow_of(), push=True)
     assert len(configs) == 3
+    tuning = throughput_settings(flow_of())  # the source connector's speed settings, not the placement's
     for name, config in configs.items():
-        overrides = {k: v for k, v in config.items() if k.startswith("producer.override.")}
+        overrides = {k: v for k, v in config.items() if k.startswith("producer.override.") and k not in tuning}
         assert overrides == {"producer.override.bootstrap.servers": "core-1:9093,core-2:9093",
                              **{f"producer.override.{k}": v for k, v in TARGET_CLIENT.items()}}, name
         assert config["producer.override.sasl.jaas.config"].startswith("${file:")  # a reference, never a value
 
 
-def test_pull_sets_no_override():
+def test_pull_overrides_nothing_but_the_source_connectors_tuning():
+    tuning = throughput_settings(flow_of())
     for config in configs_of(flow_of(), push=False).values():
-        assert not [k for k in config if ".override." in k]
-    assert override_allowlist(configs_of(flow_of())) == []
+        assert not [k for k in config if ".override." in k and k not in tuning]
+    assert override_allowlist(configs_of(flow_of())) == sorted(
+        k.removeprefix("producer.override.") for k in tuning if k.startswith("producer.override."))
 
 
 def test_exactly_once_push_keeps_source_offsets_in_a_topic_on_the_target_for_the_source_only():
@@ -439,7 +442,9 @@ def test_override_allowlist_strips_the_override_prefixes():
                "b": {"consumer.override.isolation.level": "read_committed", "admin.override.acks": "1"}}
     assert override_allowlist(configs) == ["acks", "bootstrap.servers", "isolation.level"]
     pushed = override_allowlist(configs_of(flow_of(), push=True))
-    assert pushed == sorted(["bootstrap.servers", *TARGET_CLIENT])
+    tuning = [k.removeprefix("producer.override.") for k in throughput_settings(flow_of())
+              if k.startswith("producer.override.")]
+    assert pushed == sorted(["bootstrap.servers", *TARGET_CLIENT, *tuning])
 
 
 # ---------------------------------------------------------------- under Pulumi mocks
@@ -513,7 +518,8 @@ def test_push_connectors_produce_to_the_target_with_file_references(push_run):
         assert re.fullmatch(r"\$\{file:.+:sasl\.jaas\.config\}", config["producer.override.sasl.jaas.config"])
         assert config[OWNER_KEY] == "edge"
     pulled = service(mocks, "edge->dc-connectors")["connectors"]
-    assert all(not [k for k in c if k.startswith("producer.override.")] for c in pulled.values())
+    assert all("producer.override.bootstrap.servers" not in c and "producer.override.security.protocol" not in c
+               for c in pulled.values())  # a pulled flow's producer stays on the workers' own Kafka
 
 
 def test_a_plaintext_push_target_allows_bootstrap_servers(tmp_path):

@@ -70,6 +70,7 @@ def test_each_version_is_pinned_once_and_the_makefile_reads_the_same_pins():
         "JMX_EXPORTER_VERSION": versions.jmx_exporter_version(),
         "SPARK_VERSION": versions.spark_version(),
         "PULUMI_VERSION": versions.pulumi_version(),
+        "TOXIPROXY_VERSION": versions.toxiproxy_version(),
     }
     pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split()
                 if "==" in line)
@@ -81,3 +82,10 @@ def test_each_version_is_pinned_once_and_the_makefile_reads_the_same_pins():
 def test_prometheus_from_debian_answers():
     out = subprocess.run([toolchain.prometheus_binary(), "--version"], capture_output=True, text=True)
     assert "prometheus, version 2." in out.stdout + out.stderr
+
+
+def test_toxiproxy_is_the_pinned_build_and_runs():
+    binary = toolchain.toxiproxy_binary()
+    assert binary.endswith(f"toxiproxy-server-{versions.toxiproxy_version()}")
+    done = subprocess.run([binary, "-help"], capture_output=True, text=True, timeout=30)
+    assert "-port" in done.stdout + done.stderr  # a real toxiproxy server binary, not a placeholder
