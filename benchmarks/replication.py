@@ -390,7 +390,7 @@ def markdown(report: dict) -> str:
              "latency p50 / p99 ms at half rate (host CPU busy) | at the light rate |", "|---|---|---|---|---|---|---|---|"]
     for name, scenario in report["scenarios"].items():
         lines.append(f"| {name} | ProducerPerformance | | {scenario['baseline_producer_perf_records_per_second']:,.0f} "
-                     "| | | |")
+                     "| | | | |")
         for config, f in scenario["configurations"].items():
             lines.append(f"| {name} | {config} | {f['source_tasks']} | {f['records_per_second_median']:,.0f} | "
                          f"±{f['spread_pct']:.0f}% | {f['cpu_seconds_per_million_median']:.1f} | "
