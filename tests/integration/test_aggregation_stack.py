@@ -64,13 +64,13 @@ def test_aggregation_stack_end_to_end(aggregation):
     assert _connect_writes(project) == writes
 
     # changing one flow's tasks.max updates exactly that flow's resource
-    project.run("config", "set", "--path", "mirrorstack:topology.flows[1].tasks_max", "2")
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[1].tasks_max", "3")  # default 2
     changed = _update_steps(project.run("preview", "--json").stdout)
     assert len(changed) == 1 and changed[0].endswith("uk->central-connectors"), changed
     project.run("up", "--yes", "--skip-preview", timeout=600)
     source = "uk->central.MirrorSourceConnector"
     connect_url = out["connect"]["central"]
-    assert requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/config", timeout=10).json()["tasks.max"] == "2"
+    assert requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/config", timeout=10).json()["tasks.max"] == "3"
 
     # a connector deleted by hand: refresh sees it, up repairs it
     requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
