@@ -8,6 +8,8 @@ import pytest
 import requests
 import yaml
 
+from components.config.mirror import throughput_settings
+from components.model import Flow
 from tests.support.kafka_clients import committed_offsets, consume, consume_group, create_topic, produce, topic_names
 from tests.support.secured import librdkafka_client
 from tests.support.stacks import stack_project
@@ -57,9 +59,11 @@ def test_push_flows_write_to_their_targets_and_a_move_copies_nothing_twice(tmp_p
         worker = (project.local_dir / "connect-edge-0" / "worker.properties").read_text()
         assert "connector.client.config.override.policy=Allowlist" in worker
         allowlist = next(line for line in worker.splitlines() if line.startswith("connector.client.config.override.allowlist"))
+        tuning = {k.removeprefix("producer.override.") for k in throughput_settings(Flow(source="edge", target="x"))
+                  if k.startswith("producer.override.")}  # the flows' speed settings, also producer overrides
         assert set(allowlist.split("=", 1)[1].split(",")) == {
             "bootstrap.servers", "sasl.jaas.config", "sasl.mechanism", "security.protocol", "ssl.truststore.location",
-            "ssl.truststore.type"}
+            "ssl.truststore.type", *tuning}
 
         create_topic(edge, "orders", 3, 1)
         sent = produce(edge, "orders", FIRST, prefix="first")
