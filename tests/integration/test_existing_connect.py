@@ -8,6 +8,7 @@ two stacks whose Connect clusters share one Kafka cluster."""
 from __future__ import annotations
 
 import json
+import time
 import pytest
 import requests
 
@@ -52,8 +53,16 @@ class Site:
         return sorted(requests.get(f"{url}/connectors", timeout=10, verify=self.ca_file, auth=self.auth).json())
 
     def config(self, name: str) -> dict:
+        """The connector's config; while the group rebalances after an update a
+        worker answers 409 (stale configuration) for a few seconds: asked again."""
         url = next(u for u, h in zip(self.dc.rest_urls, self.dc.handles) if launcher.is_alive(h))
-        return requests.get(f"{url}/connectors/{name}/config", timeout=10, verify=self.ca_file, auth=self.auth).json()
+        deadline = time.monotonic() + 60
+        while True:
+            reply = requests.get(f"{url}/connectors/{name}/config", timeout=10, verify=self.ca_file, auth=self.auth)
+            if reply.status_code != 409 or time.monotonic() > deadline:
+                reply.raise_for_status()
+                return reply.json()
+            time.sleep(1)
 
     def servers(self, alias: str) -> str:
         return self.kafka[alias].bootstrap_servers
