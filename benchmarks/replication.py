@@ -355,9 +355,10 @@ def run_scenario(scenario: Scenario, configurations: list[Configuration], args) 
                       f"over {run['seconds']:.0f} s, {run['cpu_seconds_per_million']:.1f} CPU s/M records", flush=True)
         result = {"baseline_producer_perf_records_per_second": baseline, "configurations": {}}
         # A light rate every configuration carries: latency without the CPU limit of this host.
-        light = LIGHT_SHARE * min(summary(runs[c.name])["records_per_second_median"] for c in configurations)
+        summaries = {c.name: summary(runs[c.name]) for c in configurations}
+        light = LIGHT_SHARE * min(f["records_per_second_median"] for f in summaries.values())
         for config in configurations:
-            figures = summary(runs[config.name])
+            figures = summaries[config.name]
             half = figures["records_per_second_median"] / 2
             figures.update(latency_run(site, config, f"l{uuid.uuid4().hex[:6]}", half, args.latency_seconds))
             figures["light"] = latency_run(site, config, f"m{uuid.uuid4().hex[:6]}", light, args.latency_seconds)
