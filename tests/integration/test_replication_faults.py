@@ -1,7 +1,8 @@
 """Faults while replicating real records on the local platform, each checked by
 the Spark validation job (the stack output `validation` of a re-run `up`):
 
-- kill -9 one of two Connect workers in the middle of 1M records per flow:
+- kill -9 one of two Connect workers while 300k records per flow are produced at a
+  steady rate (replication is fast enough to drain a burst before the kill):
   0 missing on both flows; the at-least-once flow's duplicates are counted,
   the exactly-once flow has none;
 - kill -9 one broker of the 2-broker target (remote topics RF 2): 0 missing.
@@ -22,7 +23,8 @@ from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
 
-RECORDS = 1_000_000
+RECORDS = 300_000
+RATE = 15_000  # records/s per region: 20 s of production, the kill lands after about 2 s
 FAST_FAILOVER = {
     # A dead worker's tasks move after 5 s (Connect waits 5 minutes by default
     # for the worker to come back), and offsets are committed every 10 s.
@@ -99,7 +101,8 @@ def _worker_with_source_task(project, connect: str, flow: str) -> str:
 
 def _produce_in_background(project, count: int, prefix: str) -> list[threading.Thread]:
     threads = [threading.Thread(target=produce, args=(project.out["clusters"][region], "orders", count),
-                                kwargs={"prefix": f"{prefix}-{region}"}) for region in ("us", "uk")]
+                                kwargs={"prefix": f"{prefix}-{region}", "per_second": RATE})
+               for region in ("us", "uk")]
     for t in threads:
         t.start()
     return threads
@@ -119,6 +122,8 @@ def test_kill_one_of_two_connect_workers_mid_replication(faults):
     # Kill in the middle: once a tenth has arrived on each remote topic.
     for topic in ("us.orders", "uk.orders"):
         assert _committed_count(central, topic, RECORDS // 10, timeout=300) >= RECORDS // 10
+    # Still producing: records the dead tasks sent since their last offset commit are re-sent.
+    assert all(t.is_alive() for t in threads), "production ended before the kill: raise RECORDS or lower RATE"
     for victim in victims.values():
         _kill9(project, victim)
     for t in threads:

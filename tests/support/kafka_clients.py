@@ -38,8 +38,10 @@ def describe_partitions(bootstrap: str, topic: str) -> dict[int, tuple[list[int]
     return {p.id: (list(p.replicas), list(p.isrs)) for p in meta.partitions.values()}
 
 
-def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client: dict | None = None) -> list[Record]:
-    """Produce `count` keyed records, acks=all; returns them with their offsets."""
+def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client: dict | None = None,
+            per_second: float | None = None) -> list[Record]:
+    """Produce `count` keyed records, acks=all, at most `per_second` when given (so a fault
+    can land while records still flow); returns them with their offsets."""
     delivered: list[Record] = []
     errors: list = []
 
@@ -51,7 +53,10 @@ def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client:
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5, **(client or {})})
+    started = time.monotonic()
     for i in range(count):
+        if per_second and i % 1000 == 0:
+            time.sleep(max(0.0, started + i / per_second - time.monotonic()))
         producer.produce(topic, key=f"{prefix}-key-{i % 97}".encode(),
                          value=f"{prefix}-value-{i}-{uuid.uuid4().hex}".encode(),
                          on_delivery=on_delivery)
