@@ -179,7 +179,7 @@ def summarize(status: dict | None) -> dict[str, str]:
 
 
 RESTART_GRACE = 30  # seconds a just-restarted connector may still report its old FAILED state
-VANISH_GRACE = 10  # seconds a just-configured connector may be missing from a (forwarding) worker's status
+VANISH_GRACE = 20  # seconds a just-configured connector may be missing from a (forwarding) worker's status (10 s misfired on a loaded 2-core host)
 
 
 def wait_running(client: ConnectClient, names: list[str], timeout: float,
