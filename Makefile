@@ -87,8 +87,12 @@ WITH_ENGINE := . ./env.sh &&
 demo: setup
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py
 
+# The demo's stack config: a git-ignored copy of stacks/Pulumi.aggregation.yaml (tools/demo.py).
+DEMO_CONFIG := .mirrorstack/demo/Pulumi.aggregation.yaml
+
 down:
-	@$(WITH_ENGINE) pulumi destroy --stack aggregation --yes --non-interactive --skip-preview
+	@$(WITH_ENGINE) pulumi destroy --stack aggregation --yes --non-interactive --skip-preview \
+	  $(if $(wildcard $(DEMO_CONFIG)),--config-file $(DEMO_CONFIG))
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -29,13 +29,18 @@ from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
 stack = pulumi.get_stack()
-topology = load_topology(config.require_object("topology"))  # raises before any resource exists
-# The secret's KEYS shape the graph and are checked now; its values stay in a secret Output.
-secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:clusterSecrets"))
-connect_secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:connectSecrets"),
-                                          "mirrorstack:connectSecrets", "Connect cluster names", "name")
-if problems := secret_problems(topology, secret_keys, connect_secret_keys):
-    raise TopologyError(problems)
+try:  # refused before any resource exists
+    topology = load_topology(config.require_object("topology"))
+    # The secret's KEYS shape the graph and are checked now; its values stay in a secret Output.
+    secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:clusterSecrets"))
+    connect_secret_keys = cluster_secret_keys(pulumi.runtime.get_config("mirrorstack:connectSecrets"),
+                                              "mirrorstack:connectSecrets", "Connect cluster names", "name")
+    if problems := secret_problems(topology, secret_keys, connect_secret_keys):
+        raise TopologyError(problems)
+except ValueError as e:  # TopologyError, or malformed secret config
+    # RunError: the engine shows the problems and fails, without a Python traceback
+    # around them (a user's stack file is at fault, not the program).
+    raise pulumi.RunError(str(e)) from None
 for warning in topology.warnings:
     pulumi.log.warn(warning)
 

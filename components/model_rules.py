@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from components.java_regex import JavaRegexError, check_java_regex
 from components.model import ALIAS, PROVIDER_REFERENCE, Flow, FlowOrigin, Topology, _path
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
@@ -44,6 +45,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
                    "fix: merge them into one flow (list all topics there) or remove one")
         seen.setdefault((f.source, f.target), i)
     yield from _forwarding_problems(t, origins)
+    yield from _topic_name_problems(t, origins)
     yield from _validation_problems(t)
     yield from _plaintext_secrets(t, origins)
     yield from _security_problems(t)
@@ -84,12 +86,14 @@ def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_con
     for field in ("topics", "topics_exclude", "groups", "groups_exclude"):
         for j, regex in enumerate(getattr(f, field)):
             where = _path(o.loc((field, j)))
-            try:
-                re.compile(regex)
-            except re.error as e:
-                yield f"{where}: regex {regex!r} does not compile ({e}); fix: correct the regex"
+            try:  # MM2 compiles these with java.util.regex, not Python's re
+                check_java_regex(regex)
+            except JavaRegexError as e:
+                yield f"{where}: regex {regex!r} {e.reason} in java.util.regex (MM2's); fix: {e.fix}"
             if "," in regex:  # MM2 takes these as one comma-separated list
                 yield f"{where}: regex {regex!r} contains ','; fix: split it into separate entries"
+    yield from _separator_problems(o, f)
+    yield from _override_problems(t, o, f)
     if f.checkpoints is False and f.sync_group_offsets:
         yield (f"{o.path('sync_group_offsets')}: offset sync is done by the checkpoint connector; "
                "fix: set checkpoints: true, or sync_group_offsets: false")
@@ -444,3 +448,112 @@ def _exactly_once_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iter
                 yield (f"{_path(('clusters', alias, 'external', 'kafka_version'))}: {alias!r} ({role} of "
                        f"{origins[i].path()}) runs Kafka {version}, but {flow} needs Kafka 3.5 or later there; "
                        f"fix: upgrade {alias!r} and set this to its new version, or remove {flow}")
+
+
+# Kafka's legal topic-name characters and length (org.apache.kafka.common.internals.Topic).
+TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+MAX_TOPIC = 249
+
+
+def _separator_problems(o: FlowOrigin, f: Flow) -> Iterator[str]:
+    # The separator joins alias and topic in every remote topic name (`us.orders`).
+    if not TOPIC_CHARS.fullmatch(f.separator):
+        yield (f"{o.path('separator')}: {f.separator!r} cannot appear in a topic name (Kafka allows letters, digits, "
+               "'.', '_' and '-'); fix: use e.g. '.', '_' or '-'")
+    elif len(f"{f.source}{f.separator}heartbeats") > MAX_TOPIC:
+        yield (f"{o.path('separator')}: remote topic names like {f.source!r}{f.separator!r}'heartbeats' would pass "
+               f"Kafka's {MAX_TOPIC}-character limit; fix: use a one-character separator such as '.'")
+
+
+def _topic_name_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """Literal topics (the only names known before run time) under their remote
+    names: Kafka's length limit, and two names a target cannot hold together
+    because '.' and '_' collide in Kafka's metric names."""
+    by_target: dict[tuple[str, str], tuple[str, int]] = {}
+    for i, f in enumerate(t.flows):
+        for j, pattern in enumerate(f.topics):
+            if not LITERAL_TOPIC.fullmatch(pattern):
+                continue
+            remote = t.remote_topic(f, pattern.replace("\\.", "."))
+            where = _path(origins[i].loc(("topics", j)))
+            if len(remote) > MAX_TOPIC:
+                yield (f"{where}: arrives on {f.target!r} as a {len(remote)}-character topic name, more than Kafka's "
+                       f"{MAX_TOPIC}; fix: shorten the topic or the alias {f.source!r}, or use replication_policy: identity")
+                continue
+            key = (f.target, remote.replace(".", "_"))
+            other = by_target.setdefault(key, (remote, i))
+            if other[0] != remote:
+                yield (f"{where}: arrives on {f.target!r} as {remote!r}, which collides with {other[0]!r} of "
+                       f"{origins[other[1]].path()} ('.' and '_' are the same in Kafka's metric names, and Kafka "
+                       f"refuses the second topic); fix: choose another separator or topic name for one of them")
+
+
+# Connector keys mirrorstack sets from the model: an override would silently fight the
+# typed field (or break the flow), so each names the field to use instead.
+MANAGED_KEYS = {
+    "connector.class": "the connector kind (overrides.source, .checkpoint or .heartbeat); remove it",
+    "source.cluster.alias": "`source` (the cluster alias)",
+    "target.cluster.alias": "`target` (the cluster alias)",
+    "source.cluster.bootstrap.servers": "clusters.<source>.external.bootstrap_servers",
+    "target.cluster.bootstrap.servers": "clusters.<target>.external.bootstrap_servers",
+    "source.cluster.security.protocol": "clusters.<source>.external.security.protocol",
+    "target.cluster.security.protocol": "clusters.<target>.external.security.protocol",
+    "source.cluster.sasl.mechanism": "clusters.<source>.external.security.mechanism",
+    "target.cluster.sasl.mechanism": "clusters.<target>.external.security.mechanism",
+    "topics": "`topics` (a list of regexes)",
+    "topics.exclude": "`topics_exclude` (a list of regexes)",
+    "topics.blacklist": "`topics_exclude` (a list of regexes)",
+    "groups": "`groups` (a list of regexes)",
+    "groups.exclude": "`groups_exclude` (a list of regexes)",
+    "groups.blacklist": "`groups_exclude` (a list of regexes)",
+    "replication.policy.class": "`replication_policy: default | identity`",
+    "replication.policy.separator": "`separator`",
+    "key.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
+    "value.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
+    "header.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
+    "tasks.max": "`tasks_max`",
+    "sync.topic.configs.enabled": "`sync_topic_configs`",
+    "sync.topic.acls.enabled": "`sync_topic_acls`",
+    "sync.group.offsets.enabled": "`sync_group_offsets`",
+    "emit.heartbeats.enabled": "`heartbeats`",
+    "refresh.topics.interval.seconds": "`refresh_seconds`",
+    "refresh.groups.interval.seconds": "`refresh_seconds`",
+    "offset-syncs.topic.location": "nothing: mirrorstack keeps offset syncs on the target (no write access to the "
+                                   "source needed); remove it",
+    "producer.override.bootstrap.servers": "nothing: records go to the target (pull), or to its bootstrap servers "
+                                           "through push placement (connect.<name>.push); remove it",
+}
+PUSH_PRODUCER_KEY = re.compile(r"producer\.override\.(security\.protocol|sasl\..+|ssl\..+)")
+# MM2's typed keys (MirrorConnectorConfig, MirrorSourceConfig, MirrorCheckpointConfig): ConfigDef refuses a
+# value of the wrong type when the connector is created.
+BOOLEAN_KEY = re.compile(r".+\.enabled")
+LONG_KEY = re.compile(r".+\.interval\.seconds|offset\.lag\.max")
+
+
+def _override_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
+    from components.config.mirror import OWNER_KEY
+    push = (cc := t.connect.get(f.connect or f.target)) is not None and cc.push
+    for kind in ("source", "checkpoint", "heartbeat"):
+        props = getattr(f.overrides, kind)
+        for key, value in props.items():
+            where = _path(o.loc(("overrides", kind, key)))
+            field = MANAGED_KEYS.get(key)
+            if key == "tasks.max" and kind == "heartbeat":
+                field = "nothing: one heartbeat task per flow is enough; remove it"
+            if key == OWNER_KEY:
+                field = "nothing: it marks the connectors this stack owns; remove it"
+            if field is None and push and PUSH_PRODUCER_KEY.fullmatch(key):
+                field = f"clusters.{f.target}.security or clusters.{f.target}.external.security (push placement " \
+                        "copies the target's client security into these)"
+            if field is not None:
+                field = field.replace("<source>", f.source).replace("<target>", f.target)
+                yield f"{where}: set by mirrorstack from the model; fix: use {field}"
+            elif BOOLEAN_KEY.fullmatch(key) and value.strip().lower() not in ("true", "false"):
+                yield f"{where}: {value!r} is not a boolean; fix: write \"true\" or \"false\""
+            elif LONG_KEY.fullmatch(key) and not re.fullmatch(r"\s*-?[0-9]+\s*", value):
+                yield f"{where}: {value!r} is not a whole number of {key.rsplit('.', 1)[-1]}; fix: write e.g. \"60\" (-1 disables)"
+    emit = f.overrides.checkpoint.get("emit.checkpoints.enabled", "true").strip().lower()
+    if f.checkpoints and emit == "false" and not f.sync_group_offsets:
+        where = _path(o.loc(("overrides", "checkpoint", "emit.checkpoints.enabled")))
+        yield (f"{where}: with sync_group_offsets false too, the checkpoint connector has nothing to do and MM2 "
+               "refuses it; fix: set checkpoints: false to not run it, or sync_group_offsets: true")

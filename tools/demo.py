@@ -1,9 +1,15 @@
 """`make demo`: bring up the aggregation stack, send records into each source
 cluster, show them arriving, merged, in the central cluster, then re-run the
-stack's Spark validation job and show its report."""
+stack's Spark validation job and show its report.
+
+The demo leaves the checkout as it found it: its stack config is a git-ignored
+copy of stacks/Pulumi.aggregation.yaml (DEMO_CONFIG, passed with pulumi's
+--config-file; `make down` uses it too), which receives the passphrase
+provider's `encryptionsalt` and the validation run id instead of the tracked file."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -14,8 +20,41 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 STACK = "aggregation"
+STACK_FILE = Path("stacks") / f"Pulumi.{STACK}.yaml"
+DEMO_CONFIG = Path(".mirrorstack") / "demo" / f"Pulumi.{STACK}.yaml"  # the Makefile's `down` names it too
+# librdkafka's own log lines (`%6|...|BGQUEUE|...` when a client closes) go through
+# Python logging: warnings and errors are shown, its informational chatter is not.
+KAFKA_LOG = logging.getLogger("demo.librdkafka")
 TOPIC = "orders"
 PER_SOURCE = 1000
+
+
+def kafka_client(settings: dict) -> dict:
+    return {**settings, "logger": KAFKA_LOG}
+
+
+def prepare_stack() -> None:
+    """Select (or create) the stack, and write DEMO_CONFIG from the tracked
+    stack file. `pulumi stack init` has no --config-file: it writes a new
+    stack's salt into the tracked file, which is moved to the copy."""
+    tracked = STACK_FILE.read_text()
+    try:
+        subprocess.run(["pulumi", "stack", "select", "--create", STACK, "--non-interactive"], check=True)
+    finally:
+        created = STACK_FILE.read_text()
+        if created != tracked:
+            STACK_FILE.write_text(tracked)
+    salt = _salt(tracked) or _salt(created) or (_salt(DEMO_CONFIG.read_text()) if DEMO_CONFIG.is_file() else None)
+    DEMO_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    text = tracked if _salt(tracked) or salt is None else f"{tracked.rstrip()}\nencryptionsalt: {salt}\n"
+    DEMO_CONFIG.write_text(text)
+
+
+def _salt(stack_file: str) -> str | None:
+    for line in stack_file.splitlines():
+        if line.startswith("encryptionsalt:"):
+            return line.partition(":")[2].strip()
+    return None
 
 
 def pulumi(*args: str, capture: bool = False) -> str:
@@ -28,13 +67,13 @@ def pulumi(*args: str, capture: bool = False) -> str:
 
 
 def ensure_topic(bootstrap: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka_client({"bootstrap.servers": bootstrap}))
     if TOPIC not in admin.list_topics(timeout=10).topics:
         admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC].result(30)
 
 
 def send(bootstrap: str, region: str, run: str) -> set[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer = Producer(kafka_client({"bootstrap.servers": bootstrap, "acks": "all"}))
     values = {f"{run} {region} order {i}".encode() for i in range(PER_SOURCE)}
     for value in values:
         producer.produce(TOPIC, key=region.encode(), value=value)
@@ -43,8 +82,8 @@ def send(bootstrap: str, region: str, run: str) -> set[bytes]:
 
 
 def watch(bootstrap: str, expected: set[bytes], timeout: float = 180) -> set[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(kafka_client({"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex}",
+                                      "auto.offset.reset": "earliest", "enable.auto.commit": False}))
     consumer.subscribe([TOPIC])
     seen: set[bytes] = set()
     deadline, next_report = time.monotonic() + timeout, 0.0
@@ -65,7 +104,7 @@ def validate(run: str) -> bool:
     """Re-run the stack's SparkValidationJob (a new run id) and show its report."""
     print("\nvalidating with Spark: the stack's validation job reconciles every record of both flows", flush=True)
     cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", STACK, "--non-interactive",
-           "--config", f"mirrorstack:validationRunId={run}"]
+           "--config-file", str(DEMO_CONFIG), "--config", f"mirrorstack:validationRunId={run}"]
     print(f"$ {' '.join(cmd)}", flush=True)
     up_ok = subprocess.run(cmd).returncode == 0
     report_file = Path(".mirrorstack") / STACK / "validation-job" / "report.json"
@@ -80,8 +119,9 @@ def validate(run: str) -> bool:
 
 
 def main() -> None:
-    subprocess.run(["pulumi", "stack", "select", "--create", STACK, "--non-interactive"], check=True)
-    pulumi("up", "--yes", "--skip-preview")
+    logging.basicConfig(format="%(name)s: %(message)s", level=logging.WARNING)
+    prepare_stack()
+    pulumi("up", "--yes", "--skip-preview", "--config-file", str(DEMO_CONFIG))
     outputs = json.loads(pulumi("stack", "output", "--json", capture=True))
     clusters = outputs["clusters"]
     run = uuid.uuid4().hex[:8]
@@ -103,6 +143,7 @@ Next:
   . ./env.sh                                   # the engine, local state, passphrase
   pulumi stack output --stack aggregation      # bootstrap servers, Connect URL, states, validation
   pulumi preview --diff --stack aggregation    # after editing stacks/Pulumi.aggregation.yaml
+                                               # (the demo ran with a copy: .mirrorstack/demo/)
   make down                                    # destroy the stack (stops every process)""")
     if not passed:
         sys.exit("demo: the validation did not pass (see its report above)")

@@ -1,5 +1,6 @@
 """A malformed stack through the real Pulumi engine: `pulumi up` fails with
-every problem's field path, and the state holds no resource but the Stack."""
+every problem's field path and fix, shown as an error (no Python traceback),
+and the state holds no resource but the Stack."""
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
 
-# Two independent mistakes: both must be reported by the one failed `up`.
+# Independent mistakes: all must be reported by the one failed `up`.
 MALFORMED = yaml.safe_load("""
 platform: local
 clusters:
@@ -19,6 +20,7 @@ clusters:
     security: {protocol: SSL, mechanism: SCRAM-SHA-512}
 flows:
   - {source: us, target: centrl}
+  - {source: us, target: central, topics: ["(?P<region>orders)"], separator: "/"}
 """)
 
 
@@ -35,6 +37,11 @@ def test_malformed_topology_fails_up_before_any_resource(tmp_path):
         assert up.returncode != 0, output
         assert "flows[0].target: unknown cluster 'centrl'" in output, output
         assert "clusters.central.security.mechanism: a SASL mechanism needs protocol SASL_SSL" in output, output
+        assert "flows[1].topics[0]: regex '(?P<region>orders)' uses Python's named group" in output, output
+        assert "fix: write (?<region>...)" in output, output
+        assert "flows[1].separator: '/' cannot appear in a topic name" in output, output
+        # A clean error: the problems, not the program's stack trace around them.
+        assert "Traceback" not in output and "unhandled exception" not in output, output
 
         deployment = json.loads(project.run("stack", "export").stdout)["deployment"]
         types = [r["type"] for r in deployment.get("resources") or []]

@@ -182,7 +182,7 @@ config:
       - source: primary
         target: standby
         topics_exclude: ["(?P<tmp.*"]
-""", "flows[0].topics_exclude[0]", "correct the regex", id="bad-exclude-regex"),
+""", "flows[0].topics_exclude[0]", "write (?<tmp>...)", id="bad-exclude-regex"),
     pytest.param("""
 config:
   mirrorstack:topology:
@@ -578,6 +578,88 @@ config:
 """, "flows[0].source", "choose another separator", id="separator-inside-alias"),
 ]
 
+def flow_stack(flow: str, clusters: str = "us: {}\n      central: {}", extra: str = "") -> str:
+    """A stack file with one flow us -> central (YAML flow mapping fields in `flow`)."""
+    return f"""
+config:
+  mirrorstack:topology:
+    clusters:
+      {clusters}
+    flows:
+      - {{source: us, target: central, {flow}}}{extra}
+"""
+
+
+# What the JVM side (MM2's java.util.regex, Kafka's topic names, Connect's ConfigDefs)
+# would refuse after `up`: (stack file, path, what is wrong, fragment of the fix).
+JVM_CASES = [
+    pytest.param(flow_stack(r'topics: ["(?P<region>us|uk)\\..*"]'), "flows[0].topics[0]",
+                 "uses Python's named group (?P<name>...) in java.util.regex", "write (?<region>...)",
+                 id="python-named-group"),
+    pytest.param(flow_stack(r'groups: ["(?P<g>app)-(?P=g)"]'), "flows[0].groups[0]",
+                 "Python's named group", "write (?<g>...)", id="python-back-reference"),
+    pytest.param(flow_stack(r'groups_exclude: ["(?#test groups)test-.*"]'), "flows[0].groups_exclude[0]",
+                 "has a Python (?#...) comment", "remove the comment", id="python-regex-comment"),
+    pytest.param(flow_stack(r'topics: ["(?<my_region>us)\\..*"]'), "flows[0].topics[0]",
+                 "group name 'my_region' is not a Java group name", "(?<myregion>...)", id="java-group-name"),
+    pytest.param(flow_stack(r'topics_exclude: ["tmp{,3}"]'), "flows[0].topics_exclude[0]",
+                 "uses Python's {,n} quantifier", "write {0,3}", id="python-open-quantifier"),
+    pytest.param(flow_stack('separator: "/"'), "flows[0].separator",
+                 "'/' cannot appear in a topic name", "use e.g. '.', '_' or '-'", id="separator-not-in-topic-names"),
+    pytest.param(flow_stack(f'topics: ["{"o" * 247}"]'), "flows[0].topics[0]",
+                 "arrives on 'central' as a 250-character topic name, more than Kafka's 249",
+                 "shorten the topic or the alias 'us'", id="remote-topic-too-long"),
+    pytest.param(flow_stack('topics: ["orders"]', "us: {}\n      uk: {}\n      central: {}",
+                            '\n      - {source: uk, target: central, topics: ["us_orders"], '
+                            'replication_policy: identity}'),
+                 "flows[1].topics[0]", "as 'us_orders', which collides with 'us.orders' of flows[0]",
+                 "choose another separator or topic name", id="period-underscore-collision"),
+    pytest.param(flow_stack('overrides: {source: {topics: "orders,payments"}}'), 'flows[0].overrides.source.topics',
+                 "set by mirrorstack from the model", "use `topics` (a list of regexes)", id="override-topics"),
+    pytest.param(flow_stack('overrides: {checkpoint: {replication.policy.separator: "_"}}'),
+                 'flows[0].overrides.checkpoint["replication.policy.separator"]', "set by mirrorstack",
+                 "use `separator`", id="override-separator"),
+    pytest.param(flow_stack('overrides: {source: {connector.class: "org.example.MySource"}}'),
+                 'flows[0].overrides.source["connector.class"]', "set by mirrorstack", "the connector kind",
+                 id="override-connector-class"),
+    pytest.param(flow_stack('overrides: {source: {target.cluster.bootstrap.servers: "other:9092"}}'),
+                 'flows[0].overrides.source["target.cluster.bootstrap.servers"]', "set by mirrorstack",
+                 "clusters.central.external.bootstrap_servers", id="override-bootstrap"),
+    pytest.param(flow_stack('overrides: {source: {value.converter: "org.apache.kafka.connect.json.JsonConverter"}}'),
+                 'flows[0].overrides.source["value.converter"]', "set by mirrorstack", "MM2 copies bytes",
+                 id="override-converter"),
+    pytest.param(flow_stack('overrides: {heartbeat: {tasks.max: "4"}}'), 'flows[0].overrides.heartbeat["tasks.max"]',
+                 "set by mirrorstack", "one heartbeat task per flow", id="override-heartbeat-tasks"),
+    pytest.param(flow_stack('connect: mm2, overrides: {source: {producer.override.security.protocol: "SSL"}}',
+                            "us: {}\n      central: {}\n    connect:\n      mm2: {kafka: us, push: true}"),
+                 'flows[0].overrides.source["producer.override.security.protocol"]', "set by mirrorstack",
+                 "clusters.central.security", id="override-push-producer-security"),
+    pytest.param(flow_stack('overrides: {checkpoint: {emit.checkpoints.enabled: "false"}}'),
+                 'flows[0].overrides.checkpoint["emit.checkpoints.enabled"]', "MM2 refuses it",
+                 "set checkpoints: false to not run it, or sync_group_offsets: true", id="checkpoint-with-nothing-to-do"),
+    pytest.param(flow_stack('overrides: {checkpoint: {emit.checkpoints.enabled: "no"}}'),
+                 'flows[0].overrides.checkpoint["emit.checkpoints.enabled"]', "'no' is not a boolean",
+                 'write "true" or "false"', id="override-boolean"),
+    pytest.param(flow_stack('overrides: {checkpoint: {emit.checkpoints.interval.seconds: "5s"}}'),
+                 'flows[0].overrides.checkpoint["emit.checkpoints.interval.seconds"]',
+                 "'5s' is not a whole number of seconds", 'write e.g. "60"', id="override-interval-unit"),
+]
+
+
+@pytest.mark.parametrize("stack_file, path, message, fix", JVM_CASES)
+def test_what_the_jvm_would_refuse_is_refused_first(stack_file, path, message, fix):
+    problems = refusal(stack_file)
+    assert any(message in p and fix in fixes(p) for p in at(problems, path)), problems
+
+
+def test_java_regex_syntax_and_free_overrides_are_accepted():
+    # What MM2 accepts must not be refused, though Python's re would refuse it.
+    load_topology(topology_of(flow_stack(
+        r'topics: ["\\p{Lower}+\\.orders", "(?<r>us|uk)-\\k<r>", "\\Qa.b\\E", "pre(?i)fix"], separator: "_", '
+        'overrides: {source: {producer.override.linger.ms: "50", sync.topic.configs.interval.seconds: "-1"}, '
+        'checkpoint: {emit.checkpoints.interval.seconds: "5", emit.checkpoints.enabled: "true"}}')))
+
+
 # Refused by pydantic's type and constraint checks (strict: YAML's types are
 # final, "yes" is no boolean and "2" no integer): pydantic's message (the hint
 # here) and a fix that says what to write instead (the fragment after it).
@@ -740,8 +822,8 @@ def test_wrongly_typed_stack_is_refused_at_the_field_with_the_fix(stack_file, pa
     assert any(hint in p and fix in fixes(p) for p in at(problems, path)), problems
 
 
-@pytest.mark.parametrize("stack_file", [case.values[0] for case in [*CASES, *TYPE_CASES]],
-                         ids=[case.id for case in [*CASES, *TYPE_CASES]])
+@pytest.mark.parametrize("stack_file", [case.values[0] for case in [*CASES, *TYPE_CASES, *JVM_CASES]],
+                         ids=[case.id for case in [*CASES, *TYPE_CASES, *JVM_CASES]])
 def test_every_problem_ends_with_a_fix(stack_file):
     for problem in refusal(stack_file):
         assert fixes(problem).strip(), problem
