@@ -6,6 +6,7 @@ them against the source's topics when it runs.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from components.config.mirror import groups_exclude, topics_exclude
@@ -82,12 +83,21 @@ def spark_image(image: str | None, spark_version: str) -> str:
     return image or f"apache/spark:{spark_version}-python3"
 
 
+def job_modules(job_file) -> list:
+    """The modules the job's entry script imports: the `validation_*.py` files
+    beside it, shipped with it (spark-submit `--py-files`)."""
+    return sorted(Path(job_file).parent.glob("validation_*.py"))
+
+
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
-                      packages: str | None = None) -> list[str]:
+                      packages: str | None = None, py_files: list[str] = ()) -> list[str]:
     """spark-submit in a container (docker, kubernetes): local[*] inside it, the
-    offsets read through Spark's own Kafka client (no confluent_kafka there)."""
+    offsets read through Spark's own Kafka client (no confluent_kafka there);
+    `py_files`: the job's modules, on the driver's (and executors') sys.path."""
     argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
+    if py_files:
+        argv += ["--py-files", ",".join(py_files)]
     if jars:
         argv += ["--jars", ",".join(jars)]
     if packages:  # fetched from Maven Central by the pod; the ivy cache must be writable

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from components import toolchain
 from components.config.mirror import mirror_connector_configs
+from components.config.validation import job_modules
 from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
 from spark import validate_replication as job
@@ -468,13 +469,17 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit;
     # one record written straight into the target makes it fail: exit 1 through spark-submit
     produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"intruder", (), int(time.time() * 1000))])
+    # (its modules elsewhere, given to --py-files as the docker and kubernetes launchers do)
     lone = tmp_path / "shipped" / "validate_replication.py"
     lone.parent.mkdir()
     shutil.copy(script, lone)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    py_files = [str(shutil.copy(m, modules / m.name)) for m in job_modules(script)]
     submit_out = tmp_path / "submit-report.json"
     run = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()),
+         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--py-files", ",".join(py_files),
          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
          "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
          str(lone), "--config", str(cfg_file), "--out", str(submit_out)],

@@ -20,7 +20,8 @@ from components.model import TopologyError, load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
-from components.validation import JOB_FILE
+from components.config.validation import job_modules
+from components.validation import JOB_FILE, job_sha256
 from components.versions import spark_version
 from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
 
@@ -127,7 +128,8 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     (mocks, built), folder = local_run
     job = mocks.of_type("pulumi-python:dynamic:Resource")[JOB]
     assert job["job_file"] == str(JOB_FILE)
-    assert job["job_sha256"] == hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
+    # Covers the modules too: a change to any of them re-runs the job.
+    assert job["job_sha256"] == job_sha256() != hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
     assert job["workdir"] == str(folder.resolve() / JOB)
     assert job["jars"] == ",".join(str(j) for j in toolchain.spark_kafka_jars())
     assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
@@ -178,6 +180,13 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
     assert "--report-only" not in argv and "--packages" not in argv
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
+    # The job's modules are uploaded beside the entry script and given to --py-files.
+    modules = job_modules(JOB_FILE)
+    assert {m.name for m in modules} >= {"validation_config.py", "validation_reconcile.py", "validation_cli.py"}
+    for m in modules:
+        assert uploads[f"/opt/mirrorstack/validation/{m.name}"]["content"] == m.read_text()
+    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/{m.name}" for m in modules)
+    assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +223,14 @@ def test_kubernetes_flows_go_in_a_secret_the_job_file_in_a_configmap(k8s_run):
     (secret,) = _manifests(built, "Secret").values()
     flows = json.loads(secret["stringData"]["flows.json"])["flows"]
     assert flows[0]["source_bootstrap"] == "us-broker-0.mirrorstack-aggregation.svc.cluster.local:9092"
-    assert _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]["validate_replication.py"] == JOB_FILE.read_text()
+    data = _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]
+    assert data["validate_replication.py"] == JOB_FILE.read_text()
+    # Its modules beside it in the same ConfigMap (mounted at .../job), given to --py-files.
+    modules = job_modules(JOB_FILE)
+    assert modules and all(data[m.name] == m.read_text() for m in modules)
+    (job,) = _manifests(built, "Job").values()
+    argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/job/{m.name}" for m in modules)
     # The SDK marks Secret data secret: the state holds it encrypted.
     registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"][0]
     assert "4dabf18193072939515e22adb298388d" in json.dumps(registered.inputs["stringData"])
