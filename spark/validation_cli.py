@@ -30,6 +30,8 @@ Input (`--config FILE` or `--config-json TEXT`)
                 "groups_exclude": ["tmp-.*"],         # optional, groups to leave out
                 "groups_required": true}],            # default true: a regex with no checkpoint fails
      "wait_seconds": 120,
+     "window_seconds": 3600,    # optional: only records of the last hour; absent/null: whole history
+     "min_records": 0,          # optional: fail when fewer records were checked
      "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
                    "in_flight": null, "lost": 0}}
 
@@ -55,6 +57,11 @@ Method
 1. Snapshot: the end offset of every source partition is taken once, at start
    (confluent_kafka watermarks, or in `--offsets-via spark` mode an aggregate
    max(offset)+1 per partition); the window is [beginning, snapshot end).
+   With `window_seconds` it begins at each partition's first record whose
+   timestamp is at most that old (Kafka's offsetsForTimes, from the time
+   index), so the read is bounded by time, not by the topic's retention; the
+   target is read the same way, and both sides keep only records with such a
+   timestamp (MM2 copies the source record's timestamp).
 2. Remote topic: default policy `<alias><separator><topic>`, identity `<topic>`.
    Flows landing in the same (target bootstrap, remote topic) form ONE group,
    validated together (identity aggregation: us.orders and uk.orders into
@@ -93,7 +100,11 @@ Method
 
 Report (`--out FILE`, JSON)
 ---------------------------
-    {"passed": bool, "exit_code": 0|1, "failures": [str],   # why it failed
+    {"status": "passed" | "failed" | "nothing-checked",   # nothing-checked: 0 records selected
+     "passed": bool,                                       # false too when nothing was checked
+     "exit_code": 0|1, "failures": [str],   # why it failed
+     "records_checked": int, "topics_checked": int, "min_records": int,
+     "window": {"seconds": float | null, "since": ISO-8601 | null, "since_ms": int | null},
      "started_at": ISO-8601, "duration_seconds": float,
      "offsets_via": "kafka-client" | "spark", "wait_seconds": float, "tolerance": {...},
      "groups": [{                                     # one per (target, remote topic)
@@ -128,8 +139,10 @@ Pass/fail and exit codes
 ------------------------
 A group fails when missing, duplicates, extras, out_of_order, in_flight (only
 if given a limit) or any consumer group's `lost` exceeds its tolerance, when
-partitions_ok is false, or when a `groups` regex matched no checkpoint.
-Exit 0: passed; 1: failed (the report says why); 2: bad input (each message
+partitions_ok is false, or when a `groups` regex matched no checkpoint. The
+run fails when fewer than `min_records` records were checked; with none
+checked and no minimum its status is `nothing-checked` (exit 0, passed false).
+Exit 0: passed (or nothing checked); 1: failed (the report says why); 2: bad input (each message
 names the field); 3: the job could not run (Kafka unreachable, Spark error).
 
 Limits: matching needs CreateTime timestamps preserved (MM2 does); on topics

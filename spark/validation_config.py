@@ -29,7 +29,7 @@ WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be kn
 # Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
 # plus internal and heartbeat topics), so a pattern like ".*" never picks them.
 NEVER_REPLICATED = re.compile(r"__.*|.*[-.]internal|.*\.replica|(.*\.)?heartbeats")
-TOP_KEYS = {"flows", "wait_seconds", "tolerance"}
+TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records"}
 # Spark's Kafka source sets these itself and rejects them as options.
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
                            "enable.auto.commit", "interceptor.classes", "key.serializer",
@@ -120,6 +120,12 @@ class Config:
     groups: list[Group]
     wait_seconds: float
     tolerance: dict[str, int | None]
+    # Only records with a timestamp in the last `window_seconds` (at the snapshot)
+    # are checked, on both sides; None: the whole history the topics hold.
+    window_seconds: float | None = None
+    # Fewer records checked than this fails the run (0: a run that checked
+    # nothing is reported as `nothing-checked`: not a pass, and not a failure).
+    min_records: int = 0
 
     @property
     def has_patterns(self) -> bool:
@@ -355,7 +361,7 @@ def resolve_topics(config: Config, list_topics: Callable[[str, dict[str, str]], 
     groups = group_flows(flows, problems)
     if problems:
         raise BadInput(problems)
-    return Config(flows, groups, config.wait_seconds, config.tolerance)
+    return dataclasses.replace(config, flows=flows, groups=groups)
 
 
 def group_flows(flows: list[FlowSpec], problems: list[str]) -> list[Group]:
@@ -409,10 +415,16 @@ def parse_config(data: Any, wait_override: float | None = None) -> Config:
             problems.append(f"tolerance.{key}: unknown (known: {', '.join(DEFAULT_TOLERANCE)})")
             continue
         tolerance[key] = _non_negative_int(value, f"tolerance.{key}", problems, allow_null=True)
+    window = data.get("window_seconds")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, float)) or window <= 0):
+        problems.append("window_seconds: must be a positive number of seconds, or null for the whole history")
+        window = None
+    min_records = _non_negative_int(data.get("min_records", 0), "min_records", problems, allow_null=False) or 0
     groups = group_flows(flows, problems) if not problems else []
     if problems:
         raise BadInput(problems)
-    return Config(flows, groups, float(wait), tolerance)
+    return Config(flows, groups, float(wait), tolerance,
+                  None if window is None else float(window), min_records)
 
 
 def load_config(args: argparse.Namespace) -> Config:

@@ -119,6 +119,15 @@ class KafkaClientOffsets:
                     time.sleep(1)
         return out
 
+    def offsets_for_time(self, bootstrap: str, client: dict[str, str], topic: str, partitions,
+                         since_ms: int) -> dict[int, int | None]:
+        """{partition: first offset whose timestamp is >= since_ms}, None where
+        no record is that recent (Kafka's offsetsForTimes, from the time index)."""
+        from confluent_kafka import TopicPartition
+        asked = [TopicPartition(topic, p, since_ms) for p in sorted(partitions)]
+        found = self._consumer(bootstrap, client).offsets_for_times(asked, timeout=15)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+
     def topic_sizes(self, bootstrap: str, client: dict[str, str]) -> dict[str, int]:
         """{topic: records held now} of every topic at `bootstrap`."""
         from confluent_kafka import KafkaException
@@ -165,6 +174,41 @@ def jvm_topic_sizes(spark, bootstrap: str, client: dict[str, str]) -> dict[str, 
         for (topic, partition), high in ends["latest"].items():
             sizes[topic] += high - ends["earliest"][(topic, partition)]
         return sizes
+    finally:
+        admin.close()
+
+
+def jvm_offsets_for_time(spark, bootstrap: str, client: dict[str, str], topic: str,
+                         since_ms: int) -> dict[int, int | None] | None:
+    """--offsets-via spark: {partition: first offset whose timestamp is >=
+    since_ms} (the end offset where no record is that recent) through the
+    Kafka Admin client; None when the topic does not exist."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", bootstrap)
+    props.put("default.api.timeout.ms", "30000")
+    for key, value in client.items():
+        props.put(key, value)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        if topic not in set(admin.listTopics().names().get()):
+            return None
+        info = admin.describeTopics(jvm.java.util.Collections.singleton(topic)).allTopicNames().get().get(topic)
+        request = jvm.java.util.HashMap()
+        for p in info.partitions():
+            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p.partition()),
+                        jvm.org.apache.kafka.clients.admin.OffsetSpec.forTimestamp(since_ms))
+        result = admin.listOffsets(request).all().get()
+        found = {tp.partition(): result.get(tp).offset() for tp in result.keySet()}
+        empty = [p for p, offset in found.items() if offset < 0]
+        if empty:  # no record that recent: the window starts (and ends) at the end offset
+            request = jvm.java.util.HashMap()
+            for p in empty:
+                request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p),
+                            jvm.org.apache.kafka.clients.admin.OffsetSpec.latest())
+            result = admin.listOffsets(request).all().get()
+            found.update({tp.partition(): result.get(tp).offset() for tp in result.keySet()})
+        return found
     finally:
         admin.close()
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from validation_checkpoints import checkpoints_frame, latest_checkpoints
 from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
-from validation_offsets import KafkaClientOffsets, spark_partition_stats
+from validation_offsets import KafkaClientOffsets, jvm_offsets_for_time, spark_partition_stats
 from validation_report import group_failures
 from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
 
@@ -26,6 +26,29 @@ class Validator:
         self.poll_seconds, self.sample_size, self.log = poll_seconds, sample_size, log
         self.kafka = KafkaClientOffsets() if offsets_via == "kafka-client" else None
         self.persisted: list = []
+        # The window's start, fixed once: records at or after it (record timestamps,
+        # which MM2 copies from the source) are checked on both sides.
+        self.since_ms = (None if config.window_seconds is None
+                         else int((time.time() - config.window_seconds) * 1000))
+
+    def _since(self, bootstrap: str, client: dict[str, str], topic: str) -> dict | None:
+        """{partition: first offset in the window (the end offset where no record
+        is that recent)}; None: the topic does not exist."""
+        if self.kafka:
+            marks = self.kafka.watermarks(bootstrap, client, topic)
+            firsts = None if marks is None else self.kafka.offsets_for_time(bootstrap, client, topic, marks,
+                                                                              self.since_ms)
+        else:
+            marks = None
+            firsts = jvm_offsets_for_time(self.spark, bootstrap, client, topic, self.since_ms)
+        if firsts is None:
+            return None
+        # Spark cannot start a batch read at "latest": an empty window starts at the end offset.
+        return {p: o if o is not None else marks[p][1] for p, o in firsts.items()}
+
+    def _in_window(self, frame):
+        from pyspark.sql import functions as F
+        return frame if self.since_ms is None else frame.where(F.col("ts") >= F.lit(self.since_ms))
 
     # -- offsets
     def snapshot(self) -> dict[tuple[int, str], dict[int, tuple[int, int]]]:
@@ -45,6 +68,10 @@ class Validator:
                         problems.append(f"flows[{flow.index}].topics[{j}]: topic {topic!r} has no records (or does "
                                         f"not exist) at {flow.source_bootstrap}")
                         continue
+                if self.since_ms is not None:  # [first offset in the window, snapshot end)
+                    firsts = self._since(flow.source_bootstrap, flow.source_client, topic) or {}
+                    marks = {p: (min(max(b, firsts.get(p) if firsts.get(p) is not None else e), e), e)
+                             for p, (b, e) in marks.items()}
                 out[(flow.index, topic)] = marks
                 self.log(f"snapshot {flow.name}:{topic}: {sum(e - b for b, e in marks.values())} records "
                          f"in {len(marks)} partition(s)")
@@ -59,11 +86,36 @@ class Validator:
         return None  # spark mode: from the records read
 
     def target_count(self, group: Group) -> int:
+        """Records the target topic holds (in the window: from its first record in it)."""
         if self.kafka:
             marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
-            return 0 if marks is None else sum(high - low for low, high in marks.values())
-        return read_whole_topic(self.spark, group.target_bootstrap, group.target_client, group.topic,
-                                headers=False).count()
+            if marks is None:
+                return 0
+            if self.since_ms is not None:
+                firsts = self._since(group.target_bootstrap, group.target_client, group.topic) or {}
+                marks = {p: (high if firsts.get(p) is None else max(low, firsts[p]), high)
+                         for p, (low, high) in marks.items()}
+            return sum(high - low for low, high in marks.values())
+        return self.target_frame(group, hashed=False).count()
+
+    def target_frame(self, group: Group, hashed: bool = True, hint: int = 0):
+        """The target topic's records, in the window: read from each partition's
+        first offset in it (Kafka's time index), then filtered on the timestamp."""
+        kw = {"minPartitions": str(tasks_for(hint))} if hashed else {}
+        starts = None if self.since_ms is None else self._since(group.target_bootstrap, group.target_client,
+                                                               group.topic)
+        if self.since_ms is None or starts is None:  # whole history, or no such topic (an empty read)
+            raw = read_whole_topic(self.spark, group.target_bootstrap, group.target_client, group.topic,
+                                   headers=hashed, **kw)
+        else:
+            raw = read_kafka(self.spark, group.target_bootstrap, group.target_client,
+                             assign=json.dumps({group.topic: sorted(starts)}),
+                             startingOffsets=json.dumps({group.topic: {str(p): o for p, o in starts.items()}}),
+                             endingOffsets="latest", includeHeaders="true" if hashed else "false", **kw)
+        if not hashed:
+            from pyspark.sql import functions as F
+            return raw if self.since_ms is None else raw.where(F.expr("unix_millis(timestamp)") >= self.since_ms)
+        return self._in_window(hashed_records(raw))
 
     def _persist(self, frame):
         from pyspark import StorageLevel
@@ -84,7 +136,7 @@ class Validator:
                 startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in marks.items()}}),
                 endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in marks.items()}}),
                 includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in marks.values()))))
-            frames.append(hashed_records(raw).withColumn("src", F.lit(m.src)))
+            frames.append(self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src)))
         return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
 
     def wait_for_targets(self, expected: dict[int, int]) -> tuple[dict[int, int], float]:
@@ -117,8 +169,7 @@ class Validator:
         if self.kafka and target_parts is None:
             target = spark.createDataFrame([], "partition int, offset long, ts long, h binary")
         else:
-            target = hashed_records(read_whole_topic(spark, group.target_bootstrap, group.target_client,
-                                                     group.topic, minPartitions=str(tasks_for(target_hint))))
+            target = self.target_frame(group, hint=target_hint)
         # Shuffles sized to the data (unless given): small sorts per task, flat memory.
         spark.conf.set("spark.sql.shuffle.partitions",
                        str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
@@ -299,8 +350,19 @@ class Validator:
         for g in groups:
             g.pop("_per_src")
         failures = [f for g in groups for f in g["failures"]]
-        return {"passed": not failures, "exit_code": EXIT_FAILED if failures else EXIT_PASSED,
-                "failures": failures,
+        checked = sum(g["source_records"] for g in groups)
+        if checked < config.min_records:
+            failures.append(f"checked {checked} records, fewer than min_records {config.min_records}")
+        # A run that checked nothing is no pass: it says so (and fails only with min_records).
+        status = "failed" if failures else "nothing-checked" if checked == 0 else "passed"
+        window = {"seconds": config.window_seconds,
+                  "since": None if self.since_ms is None else datetime.datetime.fromtimestamp(
+                      self.since_ms / 1000, datetime.timezone.utc).isoformat(),
+                  "since_ms": self.since_ms}
+        return {"status": status, "passed": status == "passed",
+                "exit_code": EXIT_FAILED if failures else EXIT_PASSED, "failures": failures,
+                "records_checked": checked, "topics_checked": sum(len(f["topics"]) for f in flows),
+                "min_records": config.min_records, "window": window,
                 "started_at": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(),
                 "duration_seconds": round(time.time() - started, 1), "offsets_via": self.offsets_via,
                 "wait_seconds": config.wait_seconds, "tolerance": config.tolerance,

@@ -31,7 +31,12 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
 
 
 def summary_text(report: dict) -> str:
-    lines = [f"replication check {'PASSED' if report['passed'] else 'FAILED'}: "
+    status = report.get("status") or ("passed" if report["passed"] else "failed")
+    window = report.get("window") or {}
+    checked = (f"{report['records_checked']} record(s) of {report['topics_checked']} topic(s) checked, "
+               if "records_checked" in report else "")
+    scope = f"since {window['since']}, " if window.get("since") else "whole history, "
+    lines = [f"replication check {status.upper().replace('-', ' ')}: {checked}{scope}"
              f"{len(report['groups'])} target topic(s), {report['duration_seconds']:.1f}s"]
     for g in report["groups"]:
         feeds = ", ".join(f"{s['flow']}:{s['topic']}" for s in g["sources"])
@@ -51,4 +56,6 @@ def summary_text(report: dict) -> str:
             if g["samples"].get(name):
                 lines.append(f"    {name} e.g. {json.dumps(g['samples'][name][:3])}")
         lines.extend(f"    FAIL {failure}" for failure in g["failures"])
+    lines.extend(f"  FAIL {failure}" for failure in report["failures"]
+                 if not any(failure in g["failures"] for g in report["groups"]))
     return "\n".join(lines)

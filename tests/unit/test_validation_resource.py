@@ -50,6 +50,8 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
                   "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
+    # the default window: the last hour of records; no minimum
+    assert (config["window_seconds"], config["min_records"]) == (3600, 0)
     # no limit is spelled "unlimited": a null would be dropped on its way through the engine
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
                                    "in_flight": "unlimited", "lost": 0}
@@ -59,6 +61,16 @@ def test_job_config_is_valid_input_for_the_job():
     from spark import validate_replication as job
     parsed = job.parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
     assert [f.topic_patterns for f in parsed.flows] == [("orders", "clicks.*")] * 2
+    assert (parsed.window_seconds, parsed.min_records) == (3600, 0)
+    parsed = job.parse_config(validation_job_config(topology(window="2d", min_records=10), SERVERS))
+    assert (parsed.window_seconds, parsed.min_records) == (2 * 86400, 10)
+
+
+def test_window_all_checks_the_whole_history():
+    config = validation_job_config(topology(window="all"), SERVERS)
+    assert "window_seconds" not in config  # absent (not null, which the engine drops): the whole history
+    from spark import validate_replication as job
+    assert job.parse_config(config).window_seconds is None
 
 
 def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
@@ -78,6 +90,9 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"tolerance": {"missing": -1}}, "validation.tolerance.missing"),
     ({"tolerance": {"typo": 1}}, "validation.tolerance.typo"),
     ({"reportonly": True}, "validation.reportonly"),
+    ({"window": "forever"}, "validation.window"),
+    ({"window": "0h"}, "validation.window"),
+    ({"min_records": -1}, "validation.min_records"),
 ])
 def test_bad_validation_settings_name_the_field(validation, expected):
     with pytest.raises(TopologyError) as info:
@@ -90,7 +105,8 @@ def test_bad_validation_settings_name_the_field(validation, expected):
 def report(**changes):
     failover = [{"flow": "us->central", "consumer_group": "app", "lost": 0, "reread": 40},
                 {"flow": "us->central", "consumer_group": "app-.*", "lost": 0, "reread": 0, "unmatched_regex": True}]
-    base = {"passed": True, "failures": [], "duration_seconds": 12.5,
+    base = {"status": "passed", "passed": True, "failures": [], "duration_seconds": 12.5, "records_checked": 15,
+            "window": {"seconds": 3600, "since": "2026-11-24T20:00:00+00:00", "since_ms": 1795982400000},
             "groups": [{"extras": 2, "failover": failover}, {"extras": 1, "failover": [
                 {"flow": "us->central", "consumer_group": "app", "lost": 1, "reread": 2}]}],
             "flows": [{"name": "us->central", "topics": [
@@ -105,15 +121,23 @@ def report(**changes):
 def test_summary_totals_per_flow_and_failover_per_group():
     summary = validation_summary(report())
     assert summary["passed"] is True and summary["target_topics"] == 2 and summary["extras"] == 3
+    assert summary["status"] == "passed" and summary["records_checked"] == 15
+    assert summary["window"] == {"seconds": 3600, "since": "2026-11-24T20:00:00+00:00"}
     assert summary["flows"]["us->central"] == {
-        "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
+        "records_checked": 15, "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
         "topics": ["clicks", "orders"], "failover": {"app": {"lost": 1, "reread": 42}}}
     assert summary["flows"]["uk->central"]["source_records"] == 0
 
 
 def test_summary_of_a_job_that_could_not_run():
     assert validation_summary({"passed": False, "exit_code": 3, "error": "boom"}) == {
-        "passed": False, "error": "boom", "flows": {}}
+        "status": "error", "passed": False, "error": "boom", "flows": {}}
+
+
+def test_summary_of_a_run_that_checked_nothing_is_no_pass():
+    summary = validation_summary(report(status="nothing-checked", passed=False, records_checked=0, groups=[],
+                                        flows=[{"name": "us->central", "topics": []}]))
+    assert (summary["status"], summary["passed"], summary["records_checked"]) == ("nothing-checked", False, 0)
 
 
 # ------------------------------------------------------------------ the resource graphs
