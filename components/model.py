@@ -406,6 +406,13 @@ class Validation(_Model):
     wait_seconds: float = Field(120, ge=0, le=86400, description=(
         "How long the job waits for the targets to catch up with the source snapshot."))
     tolerance: Tolerance = Field(Tolerance(), description="Counts the validation accepts.")
+    window: str = Field("1h", pattern=r"^(all|[1-9][0-9]*[smhd])$", examples=["1h", "15m", "2d", "all"], description=(
+        "Check only records whose timestamp (MM2 copies the source's) lies within this long before the run "
+        "starts, read from each partition's first offset in it (Kafka's time index), so a topic's retention "
+        "does not bound the work; `all`: the whole history the topics hold."))
+    min_records: int = Field(0, ge=0, description=(
+        "Fail when fewer records than this were checked; with 0 a run that checked nothing is reported as "
+        "`nothing-checked` (with `passed` false: nothing was verified) and does not fail `up`."))
     run_id: str = Field("", description=(
         "Change this value (e.g. a date, or `pulumi up --config mirrorstack:validationRunId=...`) to run the "
         "validation again on the next up; it also re-runs whenever its inputs change."))

@@ -12,14 +12,19 @@ from pathlib import Path
 
 import pulumi
 
-from components.config.validation import validation_job_config
+from components.config.validation import job_modules, validation_job_config
 
-# spark/validate_replication.py, linked into the package so an installed wheel carries it.
+# spark/validate_replication.py and its validation_*.py modules, linked into the
+# package so an installed wheel carries them.
 JOB_FILE = Path(__file__).parent / "jobs" / "validate_replication.py"
 
 
 def job_sha256() -> str:
-    return hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
+    """Of the entry script and every module: a change to any of them re-runs the job."""
+    digest = hashlib.sha256(JOB_FILE.read_bytes())
+    for module in job_modules(JOB_FILE):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
+    return digest.hexdigest()
 
 
 class SparkValidationJob(pulumi.ComponentResource):

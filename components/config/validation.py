@@ -6,6 +6,7 @@ them against the source's topics when it runs.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from components.config.mirror import groups_exclude, topics_exclude
@@ -45,9 +46,19 @@ def validation_job_config(topology, servers: dict[str, str],
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
         flows.append(entry)
-    return {"flows": flows, "wait_seconds": settings.wait_seconds,
+    return {"flows": flows, "wait_seconds": settings.wait_seconds, **window_seconds(settings.window),
+            "min_records": settings.min_records,
             # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
             "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
+
+
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def window_seconds(window: str) -> dict[str, int]:
+    """The job's `window_seconds` for the model's `validation.window` (`all`:
+    none, the whole history; absent rather than null, which Pulumi drops)."""
+    return {} if window == "all" else {"window_seconds": int(window[:-1]) * WINDOW_UNITS[window[-1]]}
 
 
 def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -55,12 +66,12 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
     each consumer group's failover loss and re-read (the full report stays in
     the report file)."""
     if "groups" not in report:  # the job could not run
-        return {"passed": False, "error": report.get("error", "no report"), "flows": {}}
+        return {"status": "error", "passed": False, "error": report.get("error", "no report"), "flows": {}}
     flows: dict[str, Any] = {}
     for flow in report["flows"]:
         totals = {key: sum(t[key] for t in flow["topics"])
                   for key in ("source_records", "matched", "missing", "in_flight", "duplicates", "out_of_order")}
-        flows[flow["name"]] = {**totals, "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
+        flows[flow["name"]] = {**totals, "records_checked": totals["source_records"], "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
     for group in report["groups"]:
         for entry in group["failover"]:
             if entry.get("unmatched_regex"):
@@ -68,7 +79,11 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
             per_group = flows[entry["flow"]]["failover"].setdefault(entry["consumer_group"], {"lost": 0, "reread": 0})
             per_group["lost"] += entry["lost"]
             per_group["reread"] += entry["reread"]
-    return {"passed": report["passed"], "failures": report["failures"],
+    window = report.get("window") or {}
+    return {"status": report.get("status") or ("passed" if report["passed"] else "failed"),
+            "passed": report["passed"], "failures": report["failures"],
+            "records_checked": report.get("records_checked", sum(f["source_records"] for f in flows.values())),
+            "window": {"seconds": window.get("seconds"), "since": window.get("since")},
             "target_topics": len(report["groups"]),
             "extras": sum(g["extras"] for g in report["groups"]),
             "duration_seconds": report["duration_seconds"], "flows": flows}
@@ -82,12 +97,21 @@ def spark_image(image: str | None, spark_version: str) -> str:
     return image or f"apache/spark:{spark_version}-python3"
 
 
+def job_modules(job_file) -> list:
+    """The modules the job's entry script imports: the `validation_*.py` files
+    beside it, shipped with it (spark-submit `--py-files`)."""
+    return sorted(Path(job_file).parent.glob("validation_*.py"))
+
+
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
-                      packages: str | None = None) -> list[str]:
+                      packages: str | None = None, py_files: list[str] = ()) -> list[str]:
     """spark-submit in a container (docker, kubernetes): local[*] inside it, the
-    offsets read through Spark's own Kafka client (no confluent_kafka there)."""
+    offsets read through Spark's own Kafka client (no confluent_kafka there);
+    `py_files`: the job's modules, on the driver's (and executors') sys.path."""
     argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
+    if py_files:
+        argv += ["--py-files", ",".join(py_files)]
     if jars:
         argv += ["--jars", ",".join(jars)]
     if packages:  # fetched from Maven Central by the pod; the ivy cache must be writable

@@ -30,7 +30,7 @@ from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
 from components.config.properties import render_properties
-from components.config.validation import spark_image, spark_submit_argv
+from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
 from components.platforms.local.platform import PORT_SPAN, default_port_base
 from components.versions import image as versions_image
@@ -424,13 +424,16 @@ class DockerPlatform:
         image = docker.RemoteImage("spark-image", name=spark_image(settings.image, spark_version()),
                                    keep_locally=True, opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
         jars = toolchain.spark_kafka_jars()
+        modules = job_modules(job_file)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
-                                 config_path=f"{JOB_DIR}/flows.json", jars=[f"{JOB_DIR}/jars/{j.name}" for j in jars])
+                                 config_path=f"{JOB_DIR}/flows.json", jars=[f"{JOB_DIR}/jars/{j.name}" for j in jars],
+                                 py_files=[f"{JOB_DIR}/{m.name}" for m in modules])
         container = docker.Container(
             label, name=f"{self.prefix}-{label}", image=image.name,
             networks_advanced=[{"name": network.name}], command=argv,
             uploads=self._with_secret_uploads(
                 [{"file": f"{JOB_DIR}/validate_replication.py", "content": Path(job_file).read_text()},
+                 *({"file": f"{JOB_DIR}/{m.name}", "content": m.read_text()} for m in modules),
                  {"file": f"{JOB_DIR}/flows.json", "content": config.apply(lambda c: json.dumps(c, indent=2))},
                  *({"file": f"{JOB_DIR}/jars/{j.name}", "source": str(j)} for j in jars)],
                 clients, SPARK_UID),

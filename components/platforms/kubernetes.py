@@ -32,7 +32,7 @@ from components import toolchain
 from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
-from components.config.validation import spark_image, spark_submit_argv
+from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
 from components.platforms.docker import (
     AFTER_START_DONE, CLIENTS_ROOT, HOST, container_port, container_script, dns_label,
@@ -354,10 +354,13 @@ class KubernetesPlatform:
         secret = self._create(k8s.core.v1.Secret, {
             "apiVersion": "v1", "kind": "Secret", "metadata": meta(f"{job}-flows"), "type": "Opaque",
             "stringData": {"flows.json": flows_json}}, child)
+        modules = job_modules(job_file)  # the entry script's validation_*.py, beside it in the ConfigMap
         files = self._create(k8s.core.v1.ConfigMap, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{job}-job"),
-            "data": {"validate_replication.py": Path(job_file).read_text()}}, child)
+            "data": {"validate_replication.py": Path(job_file).read_text(),
+                     **{m.name: m.read_text() for m in modules}}}, child)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/validate_replication.py",
+                                 py_files=[f"{JOB_DIR}/job/{m.name}" for m in modules],
                                  config_path=f"{JOB_DIR}/flows/flows.json",
                                  packages=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}")
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker

@@ -44,8 +44,10 @@ def test_aggregation_stack_end_to_end(aggregation):
     for states in out["flows"].values():
         assert {s["state"] for s in states.values()} == {"RUNNING"}
         assert len(states) == 3  # source, checkpoint, heartbeat
-    # the validation job ran after the flows: no topic yet, nothing to check, passed
-    assert out["validation"]["passed"] is True
+    # the validation job ran after the flows: no topic yet, nothing checked, said so (not passed),
+    # and `up` did not fail (no min_records)
+    assert (out["validation"]["status"], out["validation"]["passed"]) == ("nothing-checked", False)
+    assert out["validation"]["records_checked"] == 0 and out["validation"]["window"]["seconds"] == 3600
     assert {f: v["source_records"] for f, v in out["validation"]["flows"].items()} == {
         "us->central": 0, "uk->central": 0}
 
@@ -84,7 +86,8 @@ def test_aggregation_stack_end_to_end(aggregation):
     project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-traffic",
                 timeout=900)
     validation = project.outputs()["validation"]
-    assert validation["passed"] is True, validation
+    assert validation["passed"] is True and validation["status"] == "passed", validation
+    assert validation["records_checked"] == 2 * RECORDS  # all in the default one-hour window
     for flow in ("us->central", "uk->central"):
         counts = validation["flows"][flow]
         assert counts["topics"] == ["orders"]

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from components import toolchain
 from components.config.mirror import mirror_connector_configs
+from components.config.validation import job_modules
 from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
 from spark import validate_replication as job
@@ -468,13 +469,17 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit;
     # one record written straight into the target makes it fail: exit 1 through spark-submit
     produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"intruder", (), int(time.time() * 1000))])
+    # (its modules elsewhere, given to --py-files as the docker and kubernetes launchers do)
     lone = tmp_path / "shipped" / "validate_replication.py"
     lone.parent.mkdir()
     shutil.copy(script, lone)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    py_files = [str(shutil.copy(m, modules / m.name)) for m in job_modules(script)]
     submit_out = tmp_path / "submit-report.json"
     run = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()),
+         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--py-files", ",".join(py_files),
          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
          "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
          str(lone), "--config", str(cfg_file), "--out", str(submit_out)],
@@ -497,3 +502,42 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "flows[0].policy" in run.stderr and "flows[0].source_bootstrap" in run.stderr
     assert _processes_with_env(marker) == []
+
+
+def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spark, tmp_path, kafka_a, kafka_b):
+    """A topic with two days of history: with a one-hour window the job reads
+    from each partition's first offset in the window (on both sides) and checks
+    only those records; a window holding nothing reports `nothing-checked`."""
+    topic, remote = "vj-window", f"{ALIAS}.vj-window"
+    create_topic(kafka_a.bootstrap_servers, topic, partitions=PARTITIONS, replication_factor=1)
+    create_topic(kafka_b.bootstrap_servers, remote, partitions=PARTITIONS, replication_factor=1)
+    now = int(time.time() * 1000)
+    old = [(i % PARTITIONS, f"old-{i}".encode(), b"v", (), now - 2 * 86_400_000 + i) for i in range(60)]
+    recent = [(i % PARTITIONS, f"new-{i}".encode(), b"v", (), now - 600_000 + i) for i in range(40)]
+    produce_records(kafka_a.bootstrap_servers, topic, old + recent)
+    copy_records(kafka_b.bootstrap_servers, remote, read_all(kafka_a.bootstrap_servers, topic))
+    # written straight into the target, two days old: outside the window, so not an extra there
+    produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"x", (), now - 2 * 86_400_000 + 100)])
+
+    for via in ("kafka-client", "spark"):
+        code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=3600),
+                                "--offsets-via", via)
+        assert (code, report["status"], report["passed"]) == (0, "passed", True), report["failures"]
+        [group] = report["groups"]
+        assert counts(group) == exact(40)  # read and matched: the 40 recent records only
+        # each partition was read from its first record in the window: after its 30 old records
+        assert group["sources"][0]["window"] == {"0": [30, 50], "1": [30, 50]}
+        assert report["records_checked"] == 40 and report["topics_checked"] == 1
+        assert report["window"]["seconds"] == 3600 and now - 3_700_000 < report["window"]["since_ms"] < now
+
+    # whole history (no window): all 100 records, and the old intruder is an extra
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    assert code == 1 and counts(report["groups"][0]) == exact(100, target_records=101, extras=1)
+    assert report["window"]["seconds"] is None and report["records_checked"] == 100
+
+    # a window with no record in it: nothing checked, reported as such; min_records makes it fail
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=60))
+    assert (code, report["status"], report["passed"], report["records_checked"]) == (0, "nothing-checked", False, 0)
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=60, min_records=1))
+    assert (code, report["status"]) == (1, "failed")
+    assert report["failures"] == ["checked 0 records, fewer than min_records 1"]

@@ -20,7 +20,8 @@ from components.model import TopologyError, load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
-from components.validation import JOB_FILE
+from components.config.validation import job_modules
+from components.validation import JOB_FILE, job_sha256
 from components.versions import spark_version
 from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
 
@@ -49,6 +50,8 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
                   "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
+    # the default window: the last hour of records; no minimum
+    assert (config["window_seconds"], config["min_records"]) == (3600, 0)
     # no limit is spelled "unlimited": a null would be dropped on its way through the engine
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
                                    "in_flight": "unlimited", "lost": 0}
@@ -58,6 +61,16 @@ def test_job_config_is_valid_input_for_the_job():
     from spark import validate_replication as job
     parsed = job.parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
     assert [f.topic_patterns for f in parsed.flows] == [("orders", "clicks.*")] * 2
+    assert (parsed.window_seconds, parsed.min_records) == (3600, 0)
+    parsed = job.parse_config(validation_job_config(topology(window="2d", min_records=10), SERVERS))
+    assert (parsed.window_seconds, parsed.min_records) == (2 * 86400, 10)
+
+
+def test_window_all_checks_the_whole_history():
+    config = validation_job_config(topology(window="all"), SERVERS)
+    assert "window_seconds" not in config  # absent (not null, which the engine drops): the whole history
+    from spark import validate_replication as job
+    assert job.parse_config(config).window_seconds is None
 
 
 def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
@@ -77,6 +90,9 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"tolerance": {"missing": -1}}, "validation.tolerance.missing"),
     ({"tolerance": {"typo": 1}}, "validation.tolerance.typo"),
     ({"reportonly": True}, "validation.reportonly"),
+    ({"window": "forever"}, "validation.window"),
+    ({"window": "0h"}, "validation.window"),
+    ({"min_records": -1}, "validation.min_records"),
 ])
 def test_bad_validation_settings_name_the_field(validation, expected):
     with pytest.raises(TopologyError) as info:
@@ -89,7 +105,8 @@ def test_bad_validation_settings_name_the_field(validation, expected):
 def report(**changes):
     failover = [{"flow": "us->central", "consumer_group": "app", "lost": 0, "reread": 40},
                 {"flow": "us->central", "consumer_group": "app-.*", "lost": 0, "reread": 0, "unmatched_regex": True}]
-    base = {"passed": True, "failures": [], "duration_seconds": 12.5,
+    base = {"status": "passed", "passed": True, "failures": [], "duration_seconds": 12.5, "records_checked": 15,
+            "window": {"seconds": 3600, "since": "2026-11-24T20:00:00+00:00", "since_ms": 1795982400000},
             "groups": [{"extras": 2, "failover": failover}, {"extras": 1, "failover": [
                 {"flow": "us->central", "consumer_group": "app", "lost": 1, "reread": 2}]}],
             "flows": [{"name": "us->central", "topics": [
@@ -104,15 +121,23 @@ def report(**changes):
 def test_summary_totals_per_flow_and_failover_per_group():
     summary = validation_summary(report())
     assert summary["passed"] is True and summary["target_topics"] == 2 and summary["extras"] == 3
+    assert summary["status"] == "passed" and summary["records_checked"] == 15
+    assert summary["window"] == {"seconds": 3600, "since": "2026-11-24T20:00:00+00:00"}
     assert summary["flows"]["us->central"] == {
-        "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
+        "records_checked": 15, "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
         "topics": ["clicks", "orders"], "failover": {"app": {"lost": 1, "reread": 42}}}
     assert summary["flows"]["uk->central"]["source_records"] == 0
 
 
 def test_summary_of_a_job_that_could_not_run():
     assert validation_summary({"passed": False, "exit_code": 3, "error": "boom"}) == {
-        "passed": False, "error": "boom", "flows": {}}
+        "status": "error", "passed": False, "error": "boom", "flows": {}}
+
+
+def test_summary_of_a_run_that_checked_nothing_is_no_pass():
+    summary = validation_summary(report(status="nothing-checked", passed=False, records_checked=0, groups=[],
+                                        flows=[{"name": "us->central", "topics": []}]))
+    assert (summary["status"], summary["passed"], summary["records_checked"]) == ("nothing-checked", False, 0)
 
 
 # ------------------------------------------------------------------ the resource graphs
@@ -127,7 +152,8 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     (mocks, built), folder = local_run
     job = mocks.of_type("pulumi-python:dynamic:Resource")[JOB]
     assert job["job_file"] == str(JOB_FILE)
-    assert job["job_sha256"] == hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
+    # Covers the modules too: a change to any of them re-runs the job.
+    assert job["job_sha256"] == job_sha256() != hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
     assert job["workdir"] == str(folder.resolve() / JOB)
     assert job["jars"] == ",".join(str(j) for j in toolchain.spark_kafka_jars())
     assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
@@ -178,6 +204,13 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
     assert "--report-only" not in argv and "--packages" not in argv
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
+    # The job's modules are uploaded beside the entry script and given to --py-files.
+    modules = job_modules(JOB_FILE)
+    assert {m.name for m in modules} >= {"validation_config.py", "validation_reconcile.py", "validation_cli.py"}
+    for m in modules:
+        assert uploads[f"/opt/mirrorstack/validation/{m.name}"]["content"] == m.read_text()
+    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/{m.name}" for m in modules)
+    assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +247,14 @@ def test_kubernetes_flows_go_in_a_secret_the_job_file_in_a_configmap(k8s_run):
     (secret,) = _manifests(built, "Secret").values()
     flows = json.loads(secret["stringData"]["flows.json"])["flows"]
     assert flows[0]["source_bootstrap"] == "us-broker-0.mirrorstack-aggregation.svc.cluster.local:9092"
-    assert _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]["validate_replication.py"] == JOB_FILE.read_text()
+    data = _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]
+    assert data["validate_replication.py"] == JOB_FILE.read_text()
+    # Its modules beside it in the same ConfigMap (mounted at .../job), given to --py-files.
+    modules = job_modules(JOB_FILE)
+    assert modules and all(data[m.name] == m.read_text() for m in modules)
+    (job,) = _manifests(built, "Job").values()
+    argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/job/{m.name}" for m in modules)
     # The SDK marks Secret data secret: the state holds it encrypted.
     registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"][0]
     assert "4dabf18193072939515e22adb298388d" in json.dumps(registered.inputs["stringData"])

@@ -187,6 +187,40 @@ def test_a_flow_matching_no_topic_is_kept_with_no_topics():
     assert resolved.flows[0].topics == () and resolved.groups == []
 
 
+def _run_selecting_nothing(**top):
+    config = job.parse_config({"flows": [patterned()], **top})
+    config = job.resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
+    return job.Validator(config, None, "kafka-client", 1.0, 5, log=lambda m: None).run({})
+
+
+def test_a_run_that_selected_nothing_is_reported_as_such_not_passed():
+    report = _run_selecting_nothing()
+    assert (report["status"], report["passed"], report["exit_code"]) == ("nothing-checked", False, 0)
+    assert (report["records_checked"], report["topics_checked"], report["failures"]) == (0, 0, [])
+    assert report["window"] == {"seconds": None, "since": None, "since_ms": None}  # whole history by default
+    assert job.summary_text(report).startswith("replication check NOTHING CHECKED: 0 record(s) of 0 topic(s) "
+                                               "checked, whole history")
+
+
+def test_min_records_fails_a_run_that_checked_fewer():
+    report = _run_selecting_nothing(min_records=1, window_seconds=600)
+    assert (report["status"], report["passed"], report["exit_code"]) == ("failed", False, 1)
+    assert report["failures"] == ["checked 0 records, fewer than min_records 1"]
+    assert report["window"]["seconds"] == 600 and report["window"]["since"].endswith("+00:00")
+    assert "  FAIL checked 0 records, fewer than min_records 1" in job.summary_text(report)
+
+
+@pytest.mark.parametrize("top, message", [
+    ({"window_seconds": 0}, "window_seconds: must be a positive number"),
+    ({"window_seconds": "1h"}, "window_seconds: must be a positive number"),
+    ({"min_records": -3}, "min_records: must be a non-negative integer"),
+])
+def test_window_and_minimum_are_checked(top, message):
+    with pytest.raises(job.BadInput) as info:
+        job.parse_config({"flows": [flow()], **top})
+    assert any(p.startswith(message) for p in info.value.problems), info.value.problems
+
+
 def test_driver_memory_must_be_a_jvm_size(capsys):
     assert job.main(["--config-json", json.dumps({"flows": [flow()]}), "--driver-memory", "lots"]) == 2
     assert "--driver-memory: 'lots' is not a JVM size" in capsys.readouterr().err

@@ -72,11 +72,13 @@ def _run(props) -> dict:
         raise RuntimeError(f"{props['name']}: the validation job could not run (exit {code}); output:\n"
                            + "\n".join(lines[-30:]))
     summary = validation_summary(report)
-    if not summary["passed"] and props["report_only"] != "true":
+    if summary["status"] == "failed" and props["report_only"] != "true":
         raise ValidationFailed(
             f"{props['name']}: replication validation FAILED (set `validation.report_only: true` to report "
             f"without failing `up`); full report: {report_file}\n" + "\n".join(summary["failures"]))
-    _progress(f"{props['name']}: validation {'passed' if summary['passed'] else 'FAILED (report only)'} "
+    outcome = {"passed": "passed", "nothing-checked": "checked nothing (0 records selected)"}.get(
+        summary["status"], "FAILED (report only)")
+    _progress(f"{props['name']}: validation {outcome}, {summary['records_checked']} record(s) checked, "
               f"in {time.monotonic() - started:.0f}s")
     return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
 

@@ -1,0 +1,285 @@
+"""Validate MirrorMaker 2 replication end to end with PySpark: completeness,
+duplicates, extras, per-partition order, topic mapping, lag, and what a
+consumer group would lose or re-read when failing over at MM2's translated
+offsets.
+
+Standalone: needs only pyspark (and the spark-sql-kafka jars) plus, optionally,
+confluent_kafka on the driver. It imports nothing of mirrorstack except, when
+run from the project with no `--jars`, `components.toolchain.spark_kafka_jars()`
+for the default jar list.
+
+    python spark/validate_replication.py --config flows.json --out report.json
+    spark-submit --jars <spark-sql-kafka jars> spark/validate_replication.py --config flows.json
+
+Input (`--config FILE` or `--config-json TEXT`)
+-----------------------------------------------
+    {"flows": [{"name": "us->central",              # optional, default flows[i]
+                "source_bootstrap": "host:port,...",  # required
+                "target_bootstrap": "host:port,...",  # required
+                "source_alias": "us",                 # required for policy default
+                "policy": "default" | "identity",     # default "default"
+                "separator": ".",                     # default "."
+                "topics": ["orders"],                 # exact source topic names, or:
+                "topic_patterns": ["orders", "clicks.*"],  # regexes (MM2's `topics`), resolved
+                "topics_exclude": ["tmp\\..*"],        #   against the source's topics at start
+                "target_alias": "central",            # optional: skips topics named for the target
+                "source_client": {"security.protocol": "SSL", ...},  # Kafka client settings
+                "target_client": {...},
+                "checkpoints_topic": "us.checkpoints.internal",      # optional, on the target
+                "groups": ["app-.*"],                 # optional consumer-group regexes
+                "groups_exclude": ["tmp-.*"],         # optional, groups to leave out
+                "groups_required": true}],            # default true: a regex with no checkpoint fails
+     "wait_seconds": 120,
+     "window_seconds": 3600,    # optional: only records of the last hour; absent/null: whole history
+     "min_records": 0,          # optional: fail when fewer records were checked
+     "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
+                   "in_flight": null, "lost": 0}}
+
+Client settings are Java Kafka client properties; they are passed to Spark's
+Kafka source as `kafka.<key>` options (and, translated, to confluent_kafka when
+that reads offsets on the driver: PEM trust/key stores and a SCRAM or PLAIN
+`sasl.jaas.config` translate, other Java-only settings send offsets via Spark).
+A value that is exactly `${file:/abs/path:key}` (Kafka's FileConfigProvider
+reference) is replaced, when the config is read, by `key` of that Java
+properties file; the value read never appears in messages or the report.
+Tolerances are maxima; null means no limit.
+Defaults: missing, duplicates, extras, out_of_order and lost 0; in_flight null.
+
+Method
+------
+0. Topic patterns: a flow with `topic_patterns` validates every source topic
+   that fully matches one of them and none of `topics_exclude`, leaving out
+   what MM2 never replicates (`__*`, `*.internal`, `*-internal`, `*.replica`,
+   `heartbeats` topics) and, with the default policy and a `target_alias`,
+   topics already named after the target (MM2's cycle check). Empty topics are
+   left out too (nothing to check yet); a flow matching no topic is reported,
+   not failed.
+1. Snapshot: the end offset of every source partition is taken once, at start
+   (confluent_kafka watermarks, or in `--offsets-via spark` mode an aggregate
+   max(offset)+1 per partition); the window is [beginning, snapshot end).
+   With `window_seconds` it begins at each partition's first record whose
+   timestamp is at most that old (Kafka's offsetsForTimes, from the time
+   index), so the read is bounded by time, not by the topic's retention; the
+   target is read the same way, and both sides keep only records with such a
+   timestamp (MM2 copies the source record's timestamp).
+2. Remote topic: default policy `<alias><separator><topic>`, identity `<topic>`.
+   Flows landing in the same (target bootstrap, remote topic) form ONE group,
+   validated together (identity aggregation: us.orders and uk.orders into
+   central's `orders`).
+3. Wait, bounded by wait_seconds with progress on stderr, until each target
+   topic holds at least as many records as its sources' windows; then read the
+   target fully (earliest to latest).
+4. Records are matched on (partition, timestamp, sha256(key), sha256(value),
+   sha256 of headers) — never on offsets — with multiplicity: occurrences of a
+   match key are numbered (row_number by offset) on both sides and the two
+   sides are full-outer joined on (match key, occurrence). Only aggregates and
+   samples of at most --sample-size rows reach the driver. Reads split Kafka
+   partitions and shuffles use one task per ~400,000 rows, and the frames used
+   twice are cached on disk, so the heap needed does not grow with the data.
+   - missing: source records in the window without a target partner; those
+     after the last matched source offset of their partition count as
+     in_flight instead when the wait bound expired (so a partition with no
+     match at all is entirely in_flight then: set tolerance.in_flight to make
+     a stalled flow fail);
+   - duplicates: target occurrences beyond the source multiplicity of a key;
+   - extras: target records whose key no source record has;
+   - out_of_order: per target partition, over matched pairs in target-offset
+     order, pairs whose source offset is lower than the previous pair's (per
+     source: identity merges interleave sources legitimately);
+   - partitions_ok: the remote topic exists with each source's partition count;
+   - lag: per source partition, records in the window minus those matched.
+5. Failover (flows with `checkpoints_topic`): MM2 Checkpoint records are read
+   from the target and decoded (key: int16-length group, int16-length topic,
+   int32 partition; value: int16 version 0, int64 upstream offset, int64
+   downstream offset, int16-length metadata — Kafka's
+   org.apache.kafka.connect.mirror.Checkpoint, big-endian). With the latest
+   checkpoint per (group, topic, partition), a consumer resuming at the
+   downstream offset D with upstream offset U would LOSE the records whose
+   target partner lies before D but whose source offset is >= U, and RE-READ
+   those at/after D whose source offset is < U.
+
+Report (`--out FILE`, JSON)
+---------------------------
+    {"status": "passed" | "failed" | "nothing-checked",   # nothing-checked: 0 records selected
+     "passed": bool,                                       # false too when nothing was checked
+     "exit_code": 0|1, "failures": [str],   # why it failed
+     "records_checked": int, "topics_checked": int, "min_records": int,
+     "window": {"seconds": float | null, "since": ISO-8601 | null, "since_ms": int | null},
+     "started_at": ISO-8601, "duration_seconds": float,
+     "offsets_via": "kafka-client" | "spark", "wait_seconds": float, "tolerance": {...},
+     "groups": [{                                     # one per (target, remote topic)
+        "target_bootstrap": str, "topic": str,        # the remote topic
+        "flows": [str],                               # flow names feeding it
+        "sources": [{"flow", "topic", "source_bootstrap", "partitions",
+                     "window": {"<partition>": [begin, end]}}],
+        "target_partitions": int | null,              # null: topic does not exist
+        "partitions_ok": bool,
+        "waited_seconds": float, "timed_out": bool,
+        "source_records": int, "target_records": int,
+        "matched": int, "missing": int, "in_flight": int,
+        "duplicates": int, "extras": int, "out_of_order": int,
+        "samples": {"missing" | "in_flight": [{"flow", "topic", "partition", "source_offset",
+                                               "target_offset": null}],
+                    "duplicates": [{"topic", "partition", "source_offset", "target_offset"}],
+                    "extras": [{"topic", "partition", "source_offset": null, "target_offset"}],
+                    "out_of_order": [{"flow", "topic", "partition", "source_offset",
+                                      "previous_source_offset", "target_offset"}]},
+        "lag": [{"flow", "topic", "partition", "expected", "matched", "lag"}],
+        "failover": [{"flow", "consumer_group", "topic", "checkpoints_topic", "partitions",
+                      "lost", "reread",
+                      "checkpoints": [{"partition", "upstream_offset", "downstream_offset"}]}],
+        "passed": bool, "failures": [str]}],
+     "flows": [{"name", "topics": [{"topic", "remote_topic", "group",   # index into groups
+                                    "source_records", "matched", "missing", "in_flight",
+                                    "duplicates", "out_of_order"}]}]}
+
+A human summary goes to stdout, progress to stderr.
+
+Pass/fail and exit codes
+------------------------
+A group fails when missing, duplicates, extras, out_of_order, in_flight (only
+if given a limit) or any consumer group's `lost` exceeds its tolerance, when
+partitions_ok is false, or when a `groups` regex matched no checkpoint. The
+run fails when fewer than `min_records` records were checked; with none
+checked and no minimum its status is `nothing-checked` (exit 0, passed false).
+Exit 0: passed (or nothing checked); 1: failed (the report says why); 2: bad input (each message
+names the field); 3: the job could not run (Kafka unreachable, Spark error).
+
+Limits: matching needs CreateTime timestamps preserved (MM2 does); on topics
+with LogAppendTime every record would be missing + extra. In `--offsets-via
+spark` mode partition counts are the partitions that hold records (empty
+partitions are invisible to Spark's Kafka source) and the snapshot reads the
+topic once more.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from validation_config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, Secret, _log, \
+    load_config, resolve_topics
+from validation_offsets import KafkaClientOffsets, jaas_login, jvm_topic_sizes
+from validation_reconcile import Validator
+from validation_report import summary_text
+from validation_spark import build_spark, stop_spark
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    doc = __doc__ or ""
+    epilog = doc[doc.index("Input ("):doc.index("Method\n")] + doc[doc.index("Pass/fail"):] \
+        if "Input (" in doc and "Pass/fail" in doc else None
+    parser = argparse.ArgumentParser(
+        prog="validate_replication.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Validate MirrorMaker 2 replication (completeness, duplicates, extras, order,\n"
+                    "partition mapping, lag, offset-translation failover) with PySpark. The report's\n"
+                    "JSON schema and the method are in this file's docstring.",
+        epilog=epilog)
+    parser.add_argument("--config", metavar="FILE", help="JSON file with `flows` (see the module docstring)")
+    parser.add_argument("--config-json", metavar="TEXT", help="the same JSON inline, instead of --config")
+    parser.add_argument("--out", metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--wait-seconds", type=float, metavar="S",
+                        help="override the config's wait_seconds (bound on waiting for the targets)")
+    parser.add_argument("--poll-seconds", type=float, default=2.0, metavar="S",
+                        help="interval between target counts while waiting (default 2)")
+    parser.add_argument("--sample-size", type=int, default=5, metavar="N",
+                        help="rows per sample in the report (default 5)")
+    parser.add_argument("--offsets-via", choices=("auto", "kafka-client", "spark"), default="auto",
+                        help="how the driver reads offsets and partition counts: confluent_kafka "
+                             "(kafka-client), aggregates over Spark reads (spark), or kafka-client when "
+                             "importable and the client settings translate (auto, the default)")
+    parser.add_argument("--jars", metavar="JARS",
+                        help="comma-separated spark.jars (spark-sql-kafka and deps); default: the "
+                             "project's .tools/spark-kafka jars when run from a checkout; under "
+                             "spark-submit pass --jars/--packages to spark-submit instead")
+    parser.add_argument("--master", metavar="URL",
+                        help="Spark master (default local[2]; under spark-submit, spark-submit's)")
+    parser.add_argument("--driver-memory", default="1g", metavar="SIZE",
+                        help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
+                             "the job's memory does not grow with the data, so this rarely needs raising). "
+                             "Under spark-submit, pass spark-submit's own --driver-memory instead")
+    parser.add_argument("--shuffle-partitions", type=int, default=None, metavar="N",
+                        help="spark.sql.shuffle.partitions for the comparison (default: one per 400,000 rows, at least 2)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="exit 0 when the validation fails (the report still says FAILED); "
+                             "bad input and errors still exit 2 and 3")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser.parse_args(argv)
+
+
+def hide_secrets(text: str, config: Config) -> str:
+    """`text` (an error from Kafka or Spark) without the values read through
+    `${file:...}` references, nor a JAAS password among them."""
+    secrets = {value for flow in config.flows for client in (flow.source_client, flow.target_client)
+               for value in client.values() if isinstance(value, Secret)}
+    secrets |= {login[1] for login in map(jaas_login, list(secrets)) if login}
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "<hidden>")
+    return text
+
+
+def main(argv: list[str] | None = None, spark=None) -> int:
+    """Run the job; returns the exit code. With `spark` given, that session is
+    used and left running (its owner stops it)."""
+    args = parse_args(argv)
+    log = (lambda _m: None) if args.quiet else _log
+    try:
+        config = load_config(args)
+        if (args.sample_size < 0 or args.poll_seconds <= 0
+                or (args.shuffle_partitions is not None and args.shuffle_partitions < 1)):
+            raise BadInput(["--sample-size >= 0, --poll-seconds > 0, --shuffle-partitions >= 1"])
+        if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", args.driver_memory):
+            raise BadInput([f"--driver-memory: {args.driver_memory!r} is not a JVM size like 1g or 1536m"])
+    except BadInput as exc:
+        for problem in exc.problems:
+            print(f"bad input: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    offsets_via = args.offsets_via
+    if offsets_via == "auto":
+        offsets_via = "kafka-client" if KafkaClientOffsets.usable(config) else "spark"
+    elif offsets_via == "kafka-client" and not KafkaClientOffsets.usable(config):
+        print("bad input: --offsets-via kafka-client: confluent_kafka is missing or a client setting "
+              "has no librdkafka equivalent", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    ending = "none"
+    try:
+        validator = Validator(config, spark, offsets_via, args.poll_seconds, args.sample_size, log,
+                              args.shuffle_partitions)
+        snap = None
+        if offsets_via == "kafka-client":
+            # Topics, the snapshot (and a missing source topic) come before Spark starts.
+            validator.config = resolve_topics(config, validator.kafka.topic_sizes, log)
+            snap = validator.snapshot()
+        if spark is None and (offsets_via == "spark" or validator.config.groups):
+            spark, ending = build_spark(args)
+            validator.spark = spark
+        if offsets_via == "spark":
+            validator.config = resolve_topics(config, lambda b, c: jvm_topic_sizes(spark, b, c), log)
+        report = validator.run(snap)
+    except BadInput as exc:
+        for problem in exc.problems:
+            print(f"bad input: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - reported, exit 3
+        message = hide_secrets(f"{type(exc).__name__}: {exc}", config)
+        if "kafka" in message.lower() and "data source" in message.lower():
+            message += " (the spark-sql-kafka jars are missing: pass --jars)"
+        if "OutOfMemoryError" in message or "SparkContext was shut down" in message:
+            message += " (the driver ran out of heap: raise --driver-memory or --shuffle-partitions)"
+        print(f"error: the validation could not run: {message}", file=sys.stderr)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"passed": False, "exit_code": EXIT_ERROR, "error": message},
+                                                 indent=2) + "\n")
+        return EXIT_ERROR
+    finally:
+        if spark is not None:
+            stop_spark(spark, ending)
+
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(summary_text(report), flush=True)
+    return EXIT_PASSED if args.report_only else report["exit_code"]

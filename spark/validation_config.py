@@ -1,0 +1,445 @@
+"""The job's input: the flows JSON (`--config`), checked field by field
+(BadInput names each bad field), `${file:...}` references resolved, topic
+patterns resolved against the source's topics, flows grouped by the target
+topic they land in. Pure Python: no Spark, no Kafka client."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
+POLICIES = ("default", "identity")
+DEFAULT_WAIT_SECONDS = 120
+DEFAULT_TOLERANCE: dict[str, int | None] = {
+    "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": None, "lost": 0}
+TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight")
+FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
+             "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
+             "checkpoints_topic", "groups", "groups_exclude", "groups_required"}
+WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
+
+# Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
+# plus internal and heartbeat topics), so a pattern like ".*" never picks them.
+NEVER_REPLICATED = re.compile(r"__.*|.*[-.]internal|.*\.replica|(.*\.)?heartbeats")
+TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records"}
+# Spark's Kafka source sets these itself and rejects them as options.
+SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
+                           "enable.auto.commit", "interceptor.classes", "key.serializer",
+                           "value.serializer"}
+# `${file:PATH:KEY}`, split as Kafka's ConfigTransformer does (PATH up to the first colon).
+FILE_REFERENCE = re.compile(r"\$\{file:([^}:]*):([^}]*)\}")
+PROPERTIES_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.?)", re.S)
+ALIAS = re.compile(r"[A-Za-z0-9._-]+")
+TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+class BadInput(Exception):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class Secret(str):
+    """A client setting read through a `${file:...}` reference: hidden in reprs
+    (so in any dataclass, dict or problem that shows one)."""
+
+    def __repr__(self) -> str:
+        return "'<hidden>'"
+
+
+def _log(message: str) -> None:
+    print(f"validate_replication {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
+
+@dataclass(frozen=True)
+class FlowSpec:
+    index: int
+    name: str
+    source_bootstrap: str
+    target_bootstrap: str
+    source_alias: str | None
+    policy: str
+    separator: str
+    topics: tuple[str, ...]
+    source_client: dict[str, str]
+    target_client: dict[str, str]
+    checkpoints_topic: str | None
+    groups: tuple[str, ...] | None
+    topic_patterns: tuple[str, ...] = ()
+    topics_exclude: tuple[str, ...] = ()
+    target_alias: str | None = None
+    groups_exclude: tuple[str, ...] = ()
+    groups_required: bool = True
+
+    def selects(self, topic: str) -> bool:
+        """Whether a source topic is one this flow's patterns replicate."""
+        if NEVER_REPLICATED.fullmatch(topic):
+            return False
+        if not any(re.fullmatch(p, topic) for p in self.topic_patterns):
+            return False
+        if any(re.fullmatch(p, topic) for p in self.topics_exclude):
+            return False
+        # The default policy never sends a topic back to the cluster it came from.
+        return not (self.policy == "default" and self.target_alias
+                    and topic.startswith(f"{self.target_alias}{self.separator}"))
+
+    def remote_topic(self, topic: str) -> str:
+        return remote_topic(self.policy, self.source_alias, self.separator, topic)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One (flow, source topic) feeding a group; `src` numbers it within the group."""
+    src: int
+    flow: FlowSpec
+    topic: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.flow.name}:{self.topic}"
+
+
+@dataclass
+class Group:
+    target_bootstrap: str
+    topic: str
+    target_client: dict[str, str]
+    members: list[Member] = field(default_factory=list)
+
+
+@dataclass
+class Config:
+    flows: list[FlowSpec]
+    groups: list[Group]
+    wait_seconds: float
+    tolerance: dict[str, int | None]
+    # Only records with a timestamp in the last `window_seconds` (at the snapshot)
+    # are checked, on both sides; None: the whole history the topics hold.
+    window_seconds: float | None = None
+    # Fewer records checked than this fails the run (0: a run that checked
+    # nothing is reported as `nothing-checked`: not a pass, and not a failure).
+    min_records: int = 0
+
+    @property
+    def has_patterns(self) -> bool:
+        return any(f.topic_patterns for f in self.flows)
+
+
+def remote_topic(policy: str, alias: str | None, separator: str, topic: str) -> str:
+    """MM2's remote topic name: DefaultReplicationPolicy prefixes the source alias,
+    IdentityReplicationPolicy keeps the name."""
+    if policy == "identity":
+        return topic
+    return f"{alias}{separator}{topic}"
+
+
+def normalize_bootstrap(bootstrap: str) -> str:
+    return ",".join(sorted(part.strip() for part in bootstrap.split(",") if part.strip()))
+
+
+def _check_bootstrap(value: Any, where: str, problems: list[str]) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{where}: required, a comma-separated host:port list")
+        return None
+    for entry in value.split(","):
+        host, _, port = entry.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            problems.append(f"{where}: {entry.strip()!r} is not host:port")
+            return None
+    return value.strip()
+
+
+def _check_client(value: Any, where: str, problems: list[str]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.append(f"{where}: must be an object of Kafka client settings")
+        return {}
+    out = {}
+    for key, setting in value.items():
+        if key in SPARK_OWNED_CLIENT_KEYS or key == "bootstrap.servers":
+            problems.append(f"{where}.{key}: not allowed (the job sets it)")
+        elif isinstance(setting, bool):
+            out[key] = "true" if setting else "false"
+        elif isinstance(setting, (str, int, float)):
+            out[key] = resolve_reference(str(setting), f"{where}.{key}", problems)
+        else:
+            problems.append(f"{where}.{key}: must be a string")
+    return out
+
+
+def resolve_reference(value: str, where: str, problems: list[str]) -> str:
+    """The value of a `${file:PATH:KEY}` reference, read as Kafka's
+    FileConfigProvider does; any other value as it is. Problems name the file
+    and key, never what the file holds."""
+    ref = FILE_REFERENCE.fullmatch(value)
+    if ref is None:
+        if "${file:" in value:
+            problems.append(f"{where}: a ${{file:PATH:KEY}} reference must be the whole value")
+        return value
+    path, key = ref.groups()
+    if not os.path.isabs(path):
+        problems.append(f"{where}: {path!r} in the ${{file:...}} reference is not an absolute path")
+        return value
+    try:
+        props = read_properties(path)
+    except OSError as exc:
+        problems.append(f"{where}: cannot read {path} ({exc.strerror or type(exc).__name__})")
+        return value
+    except ValueError:  # not UTF-8, or a malformed \uXXXX: the text itself is never shown
+        problems.append(f"{where}: {path} is not a valid Java properties file")
+        return value
+    if key not in props:
+        problems.append(f"{where}: {path} has no key {key!r}")
+        return value
+    return Secret(props[key])
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as java.util.Properties.load reads it: `key=value`,
+    `key: value` or `key value`; `#`/`!` comment lines; backslash escapes
+    (`\\t`, `\\n`, `\\uXXXX`, `\\=`, ...); a line ending in an odd number of
+    backslashes continues on the next, whose leading blanks are dropped."""
+    props: dict[str, str] = {}
+    logical, continued = "", False
+    for line in re.split(r"\r\n|\r|\n", Path(path).read_text(encoding="utf-8")):
+        line = line.lstrip(" \t\f")
+        if not continued and (not line or line[0] in "#!"):
+            continue
+        continued = (len(line) - len(line.rstrip("\\"))) % 2 == 1
+        logical += line[:-1] if continued else line
+        if not continued:
+            _add_property(props, logical)
+            logical = ""
+    if continued:  # a backslash on the last line continues nothing
+        _add_property(props, logical)
+    return props
+
+
+def _add_property(props: dict[str, str], line: str) -> None:
+    end = 0  # the key ends at the first unescaped `=`, `:` or blank
+    while end < len(line) and line[end] not in "=: \t\f":
+        end += 2 if line[end] == "\\" else 1
+    value = line[end:].lstrip(" \t\f")
+    if value[:1] in ("=", ":"):
+        value = value[1:].lstrip(" \t\f")
+    props[_unescape(line[:end])] = _unescape(value)
+
+
+def _unescape(text: str) -> str:
+    def one(match: re.Match) -> str:
+        escaped = match.group(1)
+        if escaped == "u":
+            raise ValueError("malformed \\uXXXX escape")
+        if len(escaped) == 5:
+            return chr(int(escaped[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(escaped, escaped)
+    # \\uXXXX are UTF-16 units: join surrogate pairs into one character
+    return PROPERTIES_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16")
+
+
+def _non_negative_int(value: Any, where: str, problems: list[str], allow_null: bool) -> int | None:
+    # "unlimited" says null where nulls do not survive (Pulumi drops them from inputs)
+    if (value is None or value == "unlimited") and allow_null:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        alternatives = ' or null or "unlimited"' if allow_null else ""
+        problems.append(f"{where}: must be a non-negative integer{alternatives}")
+        return 0
+    return value
+
+
+def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
+    where = f"flows[{i}]"
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: must be an object")
+        return None
+    before = len(problems)
+    for key in sorted(set(raw) - FLOW_KEYS):
+        problems.append(f"{where}.{key}: unknown field (known: {', '.join(sorted(FLOW_KEYS))})")
+    name = raw.get("name", where)
+    if not isinstance(name, str) or not name:
+        problems.append(f"{where}.name: must be a non-empty string")
+    source = _check_bootstrap(raw.get("source_bootstrap"), f"{where}.source_bootstrap", problems)
+    target = _check_bootstrap(raw.get("target_bootstrap"), f"{where}.target_bootstrap", problems)
+    policy = raw.get("policy", "default")
+    if policy not in POLICIES:
+        problems.append(f"{where}.policy: {policy!r} is not one of {', '.join(POLICIES)}")
+    separator = raw.get("separator", ".")
+    if not isinstance(separator, str) or not separator:
+        problems.append(f"{where}.separator: must be a non-empty string")
+    alias = raw.get("source_alias")
+    if alias is None:
+        if policy == "default":
+            problems.append(f"{where}.source_alias: required with policy default (it prefixes remote topics)")
+    elif not isinstance(alias, str) or not ALIAS.fullmatch(alias):
+        problems.append(f"{where}.source_alias: must be a cluster alias like 'us' ([A-Za-z0-9._-]+)")
+    topics, patterns = raw.get("topics"), raw.get("topic_patterns")
+    patterns = _regex_list(patterns, f"{where}.topic_patterns", problems) if patterns is not None else []
+    excludes = raw.get("topics_exclude")
+    excludes = _regex_list(excludes, f"{where}.topics_exclude", problems) if excludes is not None else []
+    if patterns and topics is not None:
+        problems.append(f"{where}.topics: give topics or topic_patterns, not both")
+    if patterns:
+        topics = []
+    elif not isinstance(topics, list) or not topics:
+        problems.append(f"{where}.topics: required (or topic_patterns), a non-empty list of topic names")
+        topics = []
+    elif excludes:
+        problems.append(f"{where}.topics_exclude: only with topic_patterns")
+    target_alias = raw.get("target_alias")
+    if target_alias is not None and (not isinstance(target_alias, str) or not ALIAS.fullmatch(target_alias)):
+        problems.append(f"{where}.target_alias: must be a cluster alias like 'central' ([A-Za-z0-9._-]+)")
+    for j, topic in enumerate(topics):
+        if not isinstance(topic, str) or not TOPIC.fullmatch(topic):
+            problems.append(f"{where}.topics[{j}]: {topic!r} is not a Kafka topic name")
+    if len(set(map(str, topics))) != len(topics):
+        problems.append(f"{where}.topics: lists a topic twice")
+    source_client = _check_client(raw.get("source_client"), f"{where}.source_client", problems)
+    target_client = _check_client(raw.get("target_client"), f"{where}.target_client", problems)
+    checkpoints = raw.get("checkpoints_topic")
+    if checkpoints is not None and (not isinstance(checkpoints, str) or not TOPIC.fullmatch(checkpoints)):
+        problems.append(f"{where}.checkpoints_topic: {checkpoints!r} is not a Kafka topic name")
+    groups = raw.get("groups")
+    groups_exclude = raw.get("groups_exclude")
+    if groups_exclude is not None:
+        groups_exclude = _regex_list(groups_exclude, f"{where}.groups_exclude", problems)
+    groups_required = raw.get("groups_required", True)
+    if not isinstance(groups_required, bool):
+        problems.append(f"{where}.groups_required: must be true or false")
+    if groups is not None:
+        groups = _regex_list(groups, f"{where}.groups", problems)
+        if checkpoints is None:
+            problems.append(f"{where}.groups: needs checkpoints_topic (failover is checked from checkpoints)")
+    if len(problems) > before:
+        return None
+    return FlowSpec(i, name, source, target, alias, policy, separator, tuple(topics), source_client,
+                    target_client, checkpoints, tuple(groups) if groups is not None else None,
+                    tuple(patterns), tuple(excludes), target_alias, tuple(groups_exclude or ()),
+                    groups_required is not False)
+
+
+def _regex_list(value: Any, where: str, problems: list[str]) -> list[str]:
+    if not isinstance(value, list) or not value:
+        problems.append(f"{where}: must be a non-empty list of regexes")
+        return []
+    for j, regex in enumerate(value):
+        try:
+            if not isinstance(regex, str) or not regex:
+                raise re.error("not a non-empty string")
+            re.compile(regex)
+        except re.error:
+            problems.append(f"{where}[{j}]: {regex!r} is not a regex")
+    return value
+
+
+def resolve_topics(config: Config, list_topics: Callable[[str, dict[str, str]], dict[str, int]],
+                   log: Callable[[str], None] = _log) -> Config:
+    """Replace each flow's topic_patterns by the non-empty source topics they
+    select; list_topics(bootstrap, client) -> {topic: records}."""
+    if not config.has_patterns:
+        return config
+    flows, seen = [], {}
+    for flow in config.flows:
+        if flow.topic_patterns:
+            key = json.dumps([normalize_bootstrap(flow.source_bootstrap), flow.source_client], sort_keys=True)
+            if key not in seen:
+                seen[key] = list_topics(flow.source_bootstrap, flow.source_client)
+            chosen = sorted(t for t, n in seen[key].items() if n > 0 and flow.selects(t))
+            log(f"{flow.name}: topic patterns select {len(chosen)} topic(s) with records: "
+                f"{', '.join(chosen) or 'none'}")
+            flow = dataclasses.replace(flow, topics=tuple(chosen))
+        flows.append(flow)
+    problems: list[str] = []
+    groups = group_flows(flows, problems)
+    if problems:
+        raise BadInput(problems)
+    return dataclasses.replace(config, flows=flows, groups=groups)
+
+
+def group_flows(flows: list[FlowSpec], problems: list[str]) -> list[Group]:
+    """Flows landing in the same (target cluster, remote topic) validate as one group."""
+    groups: dict[tuple[str, str], Group] = {}
+    origin: dict[tuple[str, str], int] = {}
+    for flow in flows:
+        for j, topic in enumerate(flow.topics):
+            key = (normalize_bootstrap(flow.target_bootstrap), flow.remote_topic(topic))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = Group(flow.target_bootstrap, key[1], flow.target_client)
+                origin[key] = flow.index
+            elif group.target_client != flow.target_client:
+                problems.append(f"flows[{flow.index}].target_client: differs from flows[{origin[key]}]."
+                                f"target_client, which writes to the same target topic {key[1]!r}")
+            for other in group.members:
+                if (normalize_bootstrap(other.flow.source_bootstrap) == normalize_bootstrap(flow.source_bootstrap)
+                        and other.topic == topic):
+                    problems.append(f"flows[{flow.index}].topics[{j}]: {topic!r} from the same source already "
+                                    f"feeds {key[1]!r} (flows[{other.flow.index}])")
+            group.members.append(Member(len(group.members), flow, topic))
+    return list(groups.values())
+
+
+def parse_config(data: Any, wait_override: float | None = None) -> Config:
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        raise BadInput(["config: must be a JSON object with a `flows` list"])
+    for key in sorted(set(data) - TOP_KEYS):
+        problems.append(f"{key}: unknown field (known: {', '.join(sorted(TOP_KEYS))})")
+    raw_flows = data.get("flows")
+    if not isinstance(raw_flows, list) or not raw_flows:
+        problems.append("flows: required, a non-empty list")
+        raw_flows = []
+    flows = [f for f in (parse_flow(i, raw, problems) for i, raw in enumerate(raw_flows)) if f]
+    names = [f.name for f in flows]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"flows[*].name: {dup!r} is used by more than one flow")
+    wait = data.get("wait_seconds", DEFAULT_WAIT_SECONDS) if wait_override is None else wait_override
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+        problems.append("wait_seconds: must be a non-negative number")
+        wait = 0
+    tolerance = dict(DEFAULT_TOLERANCE)
+    raw_tol = data.get("tolerance", {})
+    if not isinstance(raw_tol, dict):
+        problems.append("tolerance: must be an object")
+        raw_tol = {}
+    for key, value in raw_tol.items():
+        if key not in DEFAULT_TOLERANCE:
+            problems.append(f"tolerance.{key}: unknown (known: {', '.join(DEFAULT_TOLERANCE)})")
+            continue
+        tolerance[key] = _non_negative_int(value, f"tolerance.{key}", problems, allow_null=True)
+    window = data.get("window_seconds")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, float)) or window <= 0):
+        problems.append("window_seconds: must be a positive number of seconds, or null for the whole history")
+        window = None
+    min_records = _non_negative_int(data.get("min_records", 0), "min_records", problems, allow_null=False) or 0
+    groups = group_flows(flows, problems) if not problems else []
+    if problems:
+        raise BadInput(problems)
+    return Config(flows, groups, float(wait), tolerance,
+                  None if window is None else float(window), min_records)
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    if bool(args.config) == bool(args.config_json):
+        raise BadInput(["--config / --config-json: give exactly one"])
+    if args.config:
+        try:
+            text = Path(args.config).read_text()
+        except OSError as exc:
+            raise BadInput([f"--config: cannot read {args.config}: {exc.strerror}"]) from exc
+        source = args.config
+    else:
+        text, source = args.config_json, "--config-json"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput([f"{source}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]) from exc
+    return parse_config(data, args.wait_seconds)

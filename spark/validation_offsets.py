@@ -1,0 +1,222 @@
+"""Offsets, partition counts and topic sizes read on the driver: through
+confluent_kafka when the client settings translate to librdkafka
+(`--offsets-via kafka-client`), else through Spark (`--offsets-via spark`:
+the Kafka Admin client on the driver's classpath, aggregates over reads)."""
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+from validation_config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
+from validation_spark import read_whole_topic
+
+# Java client settings librdkafka has no equivalent for (driver offsets then go via Spark).
+JAVA_ONLY_CLIENT_KEYS = ("sasl.jaas.config", "ssl.truststore.", "ssl.keystore.", "sasl.login.",
+                         "sasl.client.callback.handler.class", "ssl.endpoint.identification.algorithm")
+JAAS_LOGIN = re.compile(r"\s*org\.apache\.kafka\.common\.security\.(?:scram\.ScramLoginModule|plain\.PlainLoginModule)"
+                        r"\s+(?i:required|requisite|sufficient|optional)\b(.*?);?\s*", re.S)
+JAAS_OPTION = re.compile(r'\s*([\w.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";=]+))', re.S)
+
+
+def librdkafka_config(bootstrap: str, client: dict[str, str]) -> dict[str, Any] | None:
+    """confluent_kafka settings for a Java client config, or None when a setting
+    has no librdkafka equivalent. Translated: PEM trust and key stores (the PEM
+    keystore file holds the key and the certificate chain) and a SCRAM or PLAIN
+    JAAS login."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    java = {key: value for key, value in client.items() if key.startswith(JAVA_ONLY_CLIENT_KEYS)}
+    for key, value in client.items():
+        if key not in java:
+            conf["sasl.mechanisms" if key == "sasl.mechanism" else key] = value
+    if java.get("ssl.truststore.type") == "PEM" and "ssl.truststore.location" in java:
+        del java["ssl.truststore.type"]
+        conf["ssl.ca.location"] = java.pop("ssl.truststore.location")
+    if java.get("ssl.keystore.type") == "PEM" and "ssl.keystore.location" in java:
+        del java["ssl.keystore.type"]
+        conf["ssl.key.location"] = conf["ssl.certificate.location"] = java.pop("ssl.keystore.location")
+    if "sasl.jaas.config" in java:
+        login = jaas_login(java.pop("sasl.jaas.config"))
+        if login is None:
+            return None
+        conf["sasl.username"], conf["sasl.password"] = login
+    return None if java else conf
+
+
+def jaas_login(jaas: str) -> tuple[str, str] | None:
+    """(username, password) of a ScramLoginModule or PlainLoginModule JAAS
+    config with just those two options, else None."""
+    login = JAAS_LOGIN.fullmatch(jaas)
+    if login is None:
+        return None
+    options, pos, text = {}, 0, login.group(1).rstrip()
+    while pos < len(text):
+        option = JAAS_OPTION.match(text, pos)
+        if option is None:
+            return None
+        name, quoted, bare = option.groups()
+        options[name] = re.sub(r"\\(.)", r"\1", quoted, flags=re.S) if quoted is not None else bare
+        pos = option.end()
+    if set(options) != {"username", "password"}:
+        return None
+    return options["username"], options["password"]
+
+
+class KafkaClientOffsets:
+    """Partition counts and watermarks through confluent_kafka (offsets only)."""
+
+    def __init__(self):
+        self._consumers: dict[str, Any] = {}
+
+    @staticmethod
+    def usable(config: Config) -> bool:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            return False
+        clients = [(f.source_bootstrap, f.source_client) for f in config.flows] + \
+                  [(f.target_bootstrap, f.target_client) for f in config.flows]
+        return all(librdkafka_config(b, c) is not None for b, c in clients)
+
+    def _consumer(self, bootstrap: str, client: dict[str, str]):
+        from confluent_kafka import Consumer
+        key = json.dumps([normalize_bootstrap(bootstrap), client], sort_keys=True)
+        if key not in self._consumers:
+            conf = librdkafka_config(bootstrap, client)
+            conf.update({"group.id": f"mirrorstack-validate-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "allow.auto.create.topics": False,
+                         "log_level": 2})  # connection retries are reported once, as our error
+            self._consumers[key] = Consumer(conf)
+        return self._consumers[key]
+
+    def watermarks(self, bootstrap: str, client: dict[str, str], topic: str) -> dict[int, tuple[int, int]] | None:
+        """{partition: (low, high)}, or None when the topic does not exist."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        consumer = self._consumer(bootstrap, client)
+        try:
+            meta = consumer.list_topics(topic, timeout=15)
+        except KafkaException as exc:
+            raise RuntimeError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        info = meta.topics.get(topic)
+        if info is None or (info.error is not None and info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        if info.error is not None:
+            raise RuntimeError(f"metadata of {topic} at {bootstrap}: {info.error}")
+        out = {}
+        for p in sorted(info.partitions):
+            for attempt in range(WATERMARK_ATTEMPTS):
+                try:
+                    out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+                    break
+                except KafkaException as exc:  # a topic created a moment ago may still be electing its leader
+                    error = exc.args[0]
+                    transient = error.retriable() or error.code() in (
+                        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+                    if not transient or attempt == WATERMARK_ATTEMPTS - 1:
+                        raise
+                    time.sleep(1)
+        return out
+
+    def offsets_for_time(self, bootstrap: str, client: dict[str, str], topic: str, partitions,
+                         since_ms: int) -> dict[int, int | None]:
+        """{partition: first offset whose timestamp is >= since_ms}, None where
+        no record is that recent (Kafka's offsetsForTimes, from the time index)."""
+        from confluent_kafka import TopicPartition
+        asked = [TopicPartition(topic, p, since_ms) for p in sorted(partitions)]
+        found = self._consumer(bootstrap, client).offsets_for_times(asked, timeout=15)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+    def topic_sizes(self, bootstrap: str, client: dict[str, str]) -> dict[str, int]:
+        """{topic: records held now} of every topic at `bootstrap`."""
+        from confluent_kafka import KafkaException
+        try:
+            names = sorted(self._consumer(bootstrap, client).list_topics(timeout=15).topics)
+        except KafkaException as exc:
+            raise RuntimeError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        sizes = {}
+        for name in names:
+            marks = self.watermarks(bootstrap, client, name) or {}
+            sizes[name] = sum(high - low for low, high in marks.values())
+        return sizes
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
+
+
+def jvm_topic_sizes(spark, bootstrap: str, client: dict[str, str]) -> dict[str, int]:
+    """--offsets-via spark: {topic: records held now} through the Kafka Admin
+    client that spark-sql-kafka brings onto the driver's classpath."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", bootstrap)
+    props.put("default.api.timeout.ms", "30000")
+    for key, value in client.items():
+        props.put(key, value)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = admin.listTopics().names().get()
+        described = admin.describeTopics(names).allTopicNames().get()
+        spec = jvm.org.apache.kafka.clients.admin.OffsetSpec
+        ends = {}
+        for which in ("earliest", "latest"):
+            request = jvm.java.util.HashMap()
+            for name in names:
+                for info in described.get(name).partitions():
+                    request.put(jvm.org.apache.kafka.common.TopicPartition(name, info.partition()),
+                                getattr(spec, which)())
+            result = admin.listOffsets(request).all().get()
+            ends[which] = {(tp.topic(), tp.partition()): result.get(tp).offset() for tp in result.keySet()}
+        sizes = dict.fromkeys(names, 0)
+        for (topic, partition), high in ends["latest"].items():
+            sizes[topic] += high - ends["earliest"][(topic, partition)]
+        return sizes
+    finally:
+        admin.close()
+
+
+def jvm_offsets_for_time(spark, bootstrap: str, client: dict[str, str], topic: str,
+                         since_ms: int) -> dict[int, int | None] | None:
+    """--offsets-via spark: {partition: first offset whose timestamp is >=
+    since_ms} (the end offset where no record is that recent) through the
+    Kafka Admin client; None when the topic does not exist."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", bootstrap)
+    props.put("default.api.timeout.ms", "30000")
+    for key, value in client.items():
+        props.put(key, value)
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        if topic not in set(admin.listTopics().names().get()):
+            return None
+        info = admin.describeTopics(jvm.java.util.Collections.singleton(topic)).allTopicNames().get().get(topic)
+        request = jvm.java.util.HashMap()
+        for p in info.partitions():
+            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p.partition()),
+                        jvm.org.apache.kafka.clients.admin.OffsetSpec.forTimestamp(since_ms))
+        result = admin.listOffsets(request).all().get()
+        found = {tp.partition(): result.get(tp).offset() for tp in result.keySet()}
+        empty = [p for p, offset in found.items() if offset < 0]
+        if empty:  # no record that recent: the window starts (and ends) at the end offset
+            request = jvm.java.util.HashMap()
+            for p in empty:
+                request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p),
+                            jvm.org.apache.kafka.clients.admin.OffsetSpec.latest())
+            result = admin.listOffsets(request).all().get()
+            found.update({tp.partition(): result.get(tp).offset() for tp in result.keySet()})
+        return found
+    finally:
+        admin.close()
+
+
+def spark_partition_stats(spark, bootstrap: str, client: dict[str, str], topic: str) -> dict[int, tuple[int, int]]:
+    """--offsets-via spark: {partition: (min offset, max offset + 1)} of the
+    partitions holding records (only these aggregates reach the driver)."""
+    from pyspark.sql import functions as F
+    rows = (read_whole_topic(spark, bootstrap, client, topic, headers=False)
+            .groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect())
+    return {int(r["partition"]): (int(r["lo"]), int(r["hi"]) + 1) for r in rows}

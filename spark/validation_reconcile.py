@@ -1,0 +1,369 @@
+"""The reconciliation: snapshot of the source windows, the wait for the
+targets, and per target topic the full outer join of source and target
+records on (match key, occurrence) that classifies every record as matched,
+missing, in flight, duplicate or extra; order, lag and failover outcomes."""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import time
+from functools import reduce
+from typing import Callable
+
+from validation_checkpoints import checkpoints_frame, latest_checkpoints
+from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
+from validation_offsets import KafkaClientOffsets, jvm_offsets_for_time, spark_partition_stats
+from validation_report import group_failures
+from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
+
+
+class Validator:
+    def __init__(self, config: Config, spark, offsets_via: str, poll_seconds: float, sample_size: int,
+                 log: Callable[[str], None] = _log, shuffle_partitions: int | None = None):
+        self.config, self.spark, self.offsets_via = config, spark, offsets_via
+        self.shuffle_partitions = shuffle_partitions
+        self.poll_seconds, self.sample_size, self.log = poll_seconds, sample_size, log
+        self.kafka = KafkaClientOffsets() if offsets_via == "kafka-client" else None
+        self.persisted: list = []
+        # The window's start, fixed once: records at or after it (record timestamps,
+        # which MM2 copies from the source) are checked on both sides.
+        self.since_ms = (None if config.window_seconds is None
+                         else int((time.time() - config.window_seconds) * 1000))
+
+    def _since(self, bootstrap: str, client: dict[str, str], topic: str) -> dict | None:
+        """{partition: first offset in the window (the end offset where no record
+        is that recent)}; None: the topic does not exist."""
+        if self.kafka:
+            marks = self.kafka.watermarks(bootstrap, client, topic)
+            firsts = None if marks is None else self.kafka.offsets_for_time(bootstrap, client, topic, marks,
+                                                                              self.since_ms)
+        else:
+            marks = None
+            firsts = jvm_offsets_for_time(self.spark, bootstrap, client, topic, self.since_ms)
+        if firsts is None:
+            return None
+        # Spark cannot start a batch read at "latest": an empty window starts at the end offset.
+        return {p: o if o is not None else marks[p][1] for p, o in firsts.items()}
+
+    def _in_window(self, frame):
+        from pyspark.sql import functions as F
+        return frame if self.since_ms is None else frame.where(F.col("ts") >= F.lit(self.since_ms))
+
+    # -- offsets
+    def snapshot(self) -> dict[tuple[int, str], dict[int, tuple[int, int]]]:
+        """{(flow index, topic): {partition: (begin, snapshot end)}} taken now."""
+        out, problems = {}, []
+        for flow in self.config.flows:
+            for j, topic in enumerate(flow.topics):
+                if self.kafka:
+                    marks = self.kafka.watermarks(flow.source_bootstrap, flow.source_client, topic)
+                    if marks is None:
+                        problems.append(f"flows[{flow.index}].topics[{j}]: topic {topic!r} does not exist at "
+                                        f"{flow.source_bootstrap}")
+                        continue
+                else:
+                    marks = spark_partition_stats(self.spark, flow.source_bootstrap, flow.source_client, topic)
+                    if not marks:
+                        problems.append(f"flows[{flow.index}].topics[{j}]: topic {topic!r} has no records (or does "
+                                        f"not exist) at {flow.source_bootstrap}")
+                        continue
+                if self.since_ms is not None:  # [first offset in the window, snapshot end)
+                    firsts = self._since(flow.source_bootstrap, flow.source_client, topic) or {}
+                    marks = {p: (min(max(b, firsts.get(p) if firsts.get(p) is not None else e), e), e)
+                             for p, (b, e) in marks.items()}
+                out[(flow.index, topic)] = marks
+                self.log(f"snapshot {flow.name}:{topic}: {sum(e - b for b, e in marks.values())} records "
+                         f"in {len(marks)} partition(s)")
+        if problems:
+            raise BadInput(problems)
+        return out
+
+    def target_partitions(self, group: Group) -> int | None:
+        if self.kafka:
+            marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
+            return None if marks is None else len(marks)
+        return None  # spark mode: from the records read
+
+    def target_count(self, group: Group) -> int:
+        """Records the target topic holds (in the window: from its first record in it)."""
+        if self.kafka:
+            marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
+            if marks is None:
+                return 0
+            if self.since_ms is not None:
+                firsts = self._since(group.target_bootstrap, group.target_client, group.topic) or {}
+                marks = {p: (high if firsts.get(p) is None else max(low, firsts[p]), high)
+                         for p, (low, high) in marks.items()}
+            return sum(high - low for low, high in marks.values())
+        return self.target_frame(group, hashed=False).count()
+
+    def target_frame(self, group: Group, hashed: bool = True, hint: int = 0):
+        """The target topic's records, in the window: read from each partition's
+        first offset in it (Kafka's time index), then filtered on the timestamp."""
+        kw = {"minPartitions": str(tasks_for(hint))} if hashed else {}
+        starts = None if self.since_ms is None else self._since(group.target_bootstrap, group.target_client,
+                                                               group.topic)
+        if self.since_ms is None or starts is None:  # whole history, or no such topic (an empty read)
+            raw = read_whole_topic(self.spark, group.target_bootstrap, group.target_client, group.topic,
+                                   headers=hashed, **kw)
+        else:
+            raw = read_kafka(self.spark, group.target_bootstrap, group.target_client,
+                             assign=json.dumps({group.topic: sorted(starts)}),
+                             startingOffsets=json.dumps({group.topic: {str(p): o for p, o in starts.items()}}),
+                             endingOffsets="latest", includeHeaders="true" if hashed else "false", **kw)
+        if not hashed:
+            from pyspark.sql import functions as F
+            return raw if self.since_ms is None else raw.where(F.expr("unix_millis(timestamp)") >= self.since_ms)
+        return self._in_window(hashed_records(raw))
+
+    def _persist(self, frame):
+        from pyspark import StorageLevel
+        # On disk, not the heap: cached batches of 10M+ rows would not fit a 1g driver.
+        frame = frame.persist(StorageLevel.DISK_ONLY)
+        self.persisted.append(frame)
+        return frame
+
+    # -- the frames
+    def source_frame(self, group: Group, snap):
+        from pyspark.sql import functions as F
+        frames = []
+        for m in group.members:
+            marks = snap[(m.flow.index, m.topic)]
+            raw = read_kafka(
+                self.spark, m.flow.source_bootstrap, m.flow.source_client,
+                assign=json.dumps({m.topic: sorted(marks)}),
+                startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in marks.items()}}),
+                endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in marks.items()}}),
+                includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in marks.values()))))
+            frames.append(self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src)))
+        return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
+
+    def wait_for_targets(self, expected: dict[int, int]) -> tuple[dict[int, int], float]:
+        groups = self.config.groups
+        started = time.monotonic()
+        deadline = started + self.config.wait_seconds
+        while True:
+            counts = {i: self.target_count(groups[i]) for i in expected}
+            behind = {i: expected[i] - counts[i] for i in expected if counts[i] < expected[i]}
+            elapsed = time.monotonic() - started
+            if not behind:
+                self.log(f"targets hold the expected records after {elapsed:.1f}s")
+                return counts, elapsed
+            if time.monotonic() >= deadline:
+                self.log(f"wait bound of {self.config.wait_seconds:.0f}s expired; still behind: "
+                         + ", ".join(f"{groups[i].topic} by {n}" for i, n in behind.items()))
+                return counts, elapsed
+            self.log(f"waiting ({elapsed:.0f}s of {self.config.wait_seconds:.0f}s): "
+                     + ", ".join(f"{groups[i].topic} {counts[i]}/{expected[i]}" for i in behind))
+            time.sleep(max(0.0, min(self.poll_seconds, deadline - time.monotonic())))
+
+    # -- one group
+    def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
+                       timed_out: bool, waited: float, target_hint: int = 0) -> dict:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        spark, n = self.spark, self.sample_size
+        target_parts = self.target_partitions(group)
+        if self.kafka and target_parts is None:
+            target = spark.createDataFrame([], "partition int, offset long, ts long, h binary")
+        else:
+            target = self.target_frame(group, hint=target_hint)
+        # Shuffles sized to the data (unless given): small sorts per task, flat memory.
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
+        target = self._persist(target)
+        target_records = target.count()
+        if not self.kafka:
+            observed = target.agg(F.max("partition")).first()[0]
+            target_parts = None if observed is None else int(observed) + 1
+
+        mk = ["partition", "ts", "h"]
+        src = source.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("src", "offset"))) \
+            .withColumnRenamed("offset", "s_offset")
+        tgt = target.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("offset"))) \
+            .withColumnRenamed("offset", "t_offset")
+        joined = src.join(tgt, on=mk + ["occ"], how="full_outer")
+        has_s, has_t = F.col("s_offset").isNotNull(), F.col("t_offset").isNotNull()
+        # (A struct of nulls is not null and sorts first: only source rows may be the partner.)
+        first = F.min(F.when(has_s, F.struct("src", "s_offset"))).over(Window.partitionBy(*mk))
+        joined = (joined
+                  .withColumn("partner", first["s_offset"])
+                  .withColumn("owner", F.coalesce("src", first["src"]))
+                  .withColumn("last_matched", F.max(F.when(has_s & has_t, F.col("s_offset")))
+                              .over(Window.partitionBy("src", "partition"))))
+        kind = (F.when(has_s & has_t, "matched")
+                .when(has_s & F.lit(timed_out) & (F.col("s_offset") > F.coalesce("last_matched", F.lit(-1))),
+                      "in_flight")
+                .when(has_s, "missing")
+                .when(F.col("partner").isNotNull(), "duplicates")
+                .otherwise("extras"))
+        # A duplicate counts for the source of the record it copies (`owner`); extras have none.
+        classified = self._persist(joined.select(F.col("owner").alias("src"), "partition", "s_offset", "t_offset",
+                                                 "partner", kind.alias("kind")))
+        counts = classified.groupBy("src", "partition", "kind").count().collect()
+
+        def total(kind_name, src_id=None):
+            return sum(r["count"] for r in counts if r["kind"] == kind_name and (src_id is None or r["src"] == src_id))
+
+        members = {m.src: m for m in group.members}
+        samples: dict[str, list] = {}
+        for name in ("missing", "in_flight"):
+            if total(name):
+                rows = (classified.where(F.col("kind") == name).orderBy("src", "partition", "s_offset")
+                        .select("src", "partition", "s_offset").limit(n).collect())
+                samples[name] = [{"flow": members[r["src"]].flow.name, "topic": members[r["src"]].topic,
+                                  "partition": r["partition"], "source_offset": r["s_offset"],
+                                  "target_offset": None} for r in rows]
+        for name, source_col in (("duplicates", "partner"), ("extras", None)):
+            if total(name):
+                rows = (classified.where(F.col("kind") == name).orderBy("partition", "t_offset")
+                        .select("partition", "t_offset", *([source_col] if source_col else [])).limit(n).collect())
+                samples[name] = [{"topic": group.topic, "partition": r["partition"],
+                                  "source_offset": r[source_col] if source_col else None,
+                                  "target_offset": r["t_offset"]} for r in rows]
+
+        pairs = classified.where(F.col("kind") == "matched").select("src", "partition", "s_offset", "t_offset")
+        ordered = pairs.withColumn("prev", F.lag("s_offset").over(
+            Window.partitionBy("src", "partition").orderBy("t_offset")))
+        disorder = ordered.where(F.col("prev") > F.col("s_offset"))
+        ooo_by_src = {r["src"]: r["count"] for r in disorder.groupBy("src").count().collect()}
+        if ooo_by_src:
+            rows = disorder.orderBy("src", "partition", "t_offset").limit(n).collect()
+            samples["out_of_order"] = [{"flow": members[r["src"]].flow.name, "topic": members[r["src"]].topic,
+                                        "partition": r["partition"], "source_offset": r["s_offset"],
+                                        "previous_source_offset": r["prev"], "target_offset": r["t_offset"]}
+                                       for r in rows]
+
+        sources, lag = [], []
+        partitions_ok = target_parts is not None
+        for m in group.members:
+            marks = snap[(m.flow.index, m.topic)]
+            sources.append({"flow": m.flow.name, "topic": m.topic, "source_bootstrap": m.flow.source_bootstrap,
+                            "partitions": len(marks), "window": {str(p): list(be) for p, be in marks.items()}})
+            partitions_ok = partitions_ok and len(marks) == target_parts
+            for p in sorted(marks):
+                expected = per_src.get((m.src, p), 0)
+                matched = sum(r["count"] for r in counts
+                              if r["kind"] == "matched" and r["src"] == m.src and r["partition"] == p)
+                lag.append({"flow": m.flow.name, "topic": m.topic, "partition": p, "expected": expected,
+                            "matched": matched, "lag": expected - matched})
+
+        failover = [entry for m in group.members if m.flow.checkpoints_topic
+                    for entry in self.failover(group, m, pairs)]
+        report = {
+            "target_bootstrap": group.target_bootstrap, "topic": group.topic,
+            "flows": list(dict.fromkeys(m.flow.name for m in group.members)),
+            "sources": sources, "target_partitions": target_parts, "partitions_ok": bool(partitions_ok),
+            "waited_seconds": round(waited, 1), "timed_out": timed_out,
+            "source_records": sum(per_src.values()), "target_records": target_records,
+            "matched": total("matched"), "missing": total("missing"), "in_flight": total("in_flight"),
+            "duplicates": total("duplicates"), "extras": total("extras"),
+            "out_of_order": sum(ooo_by_src.values()),
+            "samples": samples, "lag": lag, "failover": failover,
+            "_per_src": {m.src: {"source_records": sum(v for (s, _), v in per_src.items() if s == m.src),
+                                 "matched": total("matched", m.src), "missing": total("missing", m.src),
+                                 "in_flight": total("in_flight", m.src), "duplicates": total("duplicates", m.src),
+                                 "out_of_order": ooo_by_src.get(m.src, 0)}
+                         for m in group.members},
+        }
+        return report
+
+    def failover(self, group: Group, member: Member, pairs) -> list[dict]:
+        from pyspark.sql import functions as F
+        flow = member.flow
+        cps = checkpoints_frame(self.spark, group.target_bootstrap, group.target_client, flow.checkpoints_topic)
+        cps = cps.where(F.col("topic") == group.topic)
+        if flow.groups:
+            cps = cps.where(F.col("group").rlike("^(?:" + "|".join(f"(?:{g})" for g in flow.groups) + ")$"))
+        if flow.groups_exclude:
+            cps = cps.where(~F.col("group").rlike("^(?:" + "|".join(f"(?:{g})" for g in flow.groups_exclude)
+                                                  + ")$"))
+        latest = self._persist(latest_checkpoints(cps).select("group", "partition", "upstream_offset",
+                                                              "downstream_offset"))
+        per_group = (latest.groupBy("group")
+                     .agg(F.count("*").alias("partitions"),
+                          F.sort_array(F.collect_list(F.struct("partition", "upstream_offset",
+                                                               "downstream_offset"))).alias("cps"))
+                     .collect())
+        mine = pairs.where(F.col("src") == member.src).select("partition", "s_offset", "t_offset")
+        joined = mine.join(F.broadcast(latest), "partition")
+        lost = (F.col("t_offset") < F.col("downstream_offset")) & (F.col("s_offset") >= F.col("upstream_offset"))
+        reread = (F.col("t_offset") >= F.col("downstream_offset")) & (F.col("s_offset") < F.col("upstream_offset"))
+        outcome = {r["group"]: (r["lost"], r["reread"]) for r in joined.groupBy("group").agg(
+            F.sum(lost.cast("long")).alias("lost"), F.sum(reread.cast("long")).alias("reread")).collect()}
+        entries = []
+        for r in sorted(per_group, key=lambda r: r["group"]):
+            lost_n, reread_n = outcome.get(r["group"], (0, 0))
+            entries.append({"flow": flow.name, "consumer_group": r["group"], "topic": group.topic,
+                            "checkpoints_topic": flow.checkpoints_topic, "partitions": r["partitions"],
+                            "lost": int(lost_n or 0), "reread": int(reread_n or 0),
+                            "checkpoints": [{"partition": c["partition"], "upstream_offset": c["upstream_offset"],
+                                             "downstream_offset": c["downstream_offset"]} for c in r["cps"][:50]]})
+        for regex in (flow.groups or ()) if flow.groups_required else ():
+            if not any(re.fullmatch(regex, e["consumer_group"]) for e in entries):
+                entries.append({"flow": flow.name, "consumer_group": regex, "topic": group.topic,
+                                "checkpoints_topic": flow.checkpoints_topic, "partitions": 0, "lost": 0,
+                                "reread": 0, "checkpoints": [], "unmatched_regex": True})
+        return entries
+
+    def run(self, snap=None) -> dict:
+        started = time.time()
+        config = self.config
+        try:
+            snap = snap if snap is not None else self.snapshot()
+            sources, expected, per_src = {}, {}, {}
+            for i, group in enumerate(config.groups):
+                sources[i] = self.source_frame(group, snap)
+                per_src[i] = {(r["src"], r["partition"]): r["count"]
+                              for r in sources[i].groupBy("src", "partition").count().collect()}
+                expected[i] = sum(per_src[i].values())
+            counts, waited = self.wait_for_targets(expected)
+            groups = []
+            for i, group in enumerate(config.groups):
+                self.log(f"validating {group.topic} on {group.target_bootstrap}")
+                result = self.validate_group(group, snap, sources[i], per_src[i],
+                                             timed_out=counts[i] < expected[i], waited=waited,
+                                             target_hint=counts[i])
+                result["failures"] = group_failures(result, config.tolerance)
+                result["passed"] = not result["failures"]
+                groups.append(result)
+        finally:
+            for frame in self.persisted:
+                try:
+                    frame.unpersist()
+                except Exception:  # noqa: BLE001 - Spark already failed; keep that error, not this one
+                    break
+            if self.kafka:
+                self.kafka.close()
+        flows = []
+        for flow in config.flows:
+            topics = []
+            for topic in flow.topics:
+                gi, g = next((gi, g) for gi, g in enumerate(config.groups)
+                             for m in g.members if m.flow.index == flow.index and m.topic == topic)
+                m = next(m for m in g.members if m.flow.index == flow.index and m.topic == topic)
+                topics.append({"topic": topic, "remote_topic": g.topic, "group": gi,
+                               **groups[gi]["_per_src"][m.src]})
+            flows.append({"name": flow.name, "topics": topics})
+        for g in groups:
+            g.pop("_per_src")
+        failures = [f for g in groups for f in g["failures"]]
+        checked = sum(g["source_records"] for g in groups)
+        if checked < config.min_records:
+            failures.append(f"checked {checked} records, fewer than min_records {config.min_records}")
+        # A run that checked nothing is no pass: it says so (and fails only with min_records).
+        status = "failed" if failures else "nothing-checked" if checked == 0 else "passed"
+        window = {"seconds": config.window_seconds,
+                  "since": None if self.since_ms is None else datetime.datetime.fromtimestamp(
+                      self.since_ms / 1000, datetime.timezone.utc).isoformat(),
+                  "since_ms": self.since_ms}
+        return {"status": status, "passed": status == "passed",
+                "exit_code": EXIT_FAILED if failures else EXIT_PASSED, "failures": failures,
+                "records_checked": checked, "topics_checked": sum(len(f["topics"]) for f in flows),
+                "min_records": config.min_records, "window": window,
+                "started_at": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(),
+                "duration_seconds": round(time.time() - started, 1), "offsets_via": self.offsets_via,
+                "wait_seconds": config.wait_seconds, "tolerance": config.tolerance,
+                "groups": groups, "flows": flows}

@@ -1,0 +1,61 @@
+"""The report's verdict and its human summary: a group's failures against the
+tolerances, and the text printed on stdout."""
+from __future__ import annotations
+
+import json
+
+from validation_config import TOLERANCE_REPORT_KEYS
+
+def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
+    label = f"{group['topic']} on {group['target_bootstrap']}"
+    failures = []
+    if not group["partitions_ok"]:
+        if group["target_partitions"] is None:
+            failures.append(f"{label}: the remote topic does not exist")
+        else:
+            counts = ", ".join(f"{s['flow']}:{s['topic']} has {s['partitions']}" for s in group["sources"])
+            failures.append(f"{label}: {group['target_partitions']} partitions, but {counts}")
+    for key in TOLERANCE_REPORT_KEYS:
+        limit = tolerance.get(key)
+        if limit is not None and group[key] > limit:
+            failures.append(f"{label}: {key} {group[key]} > tolerance {limit}")
+    lost_limit = tolerance.get("lost")
+    for entry in group.get("failover", []):
+        if entry.get("unmatched_regex"):
+            failures.append(f"{label}: consumer groups {entry['consumer_group']!r} of {entry['flow']} have no "
+                            f"checkpoint in {entry['checkpoints_topic']}")
+        elif lost_limit is not None and entry["lost"] > lost_limit:
+            failures.append(f"{label}: consumer group {entry['consumer_group']} would lose {entry['lost']} "
+                            f"records failing over (> tolerance {lost_limit})")
+    return failures
+
+
+def summary_text(report: dict) -> str:
+    status = report.get("status") or ("passed" if report["passed"] else "failed")
+    window = report.get("window") or {}
+    checked = (f"{report['records_checked']} record(s) of {report['topics_checked']} topic(s) checked, "
+               if "records_checked" in report else "")
+    scope = f"since {window['since']}, " if window.get("since") else "whole history, "
+    lines = [f"replication check {status.upper().replace('-', ' ')}: {checked}{scope}"
+             f"{len(report['groups'])} target topic(s), {report['duration_seconds']:.1f}s"]
+    for g in report["groups"]:
+        feeds = ", ".join(f"{s['flow']}:{s['topic']}" for s in g["sources"])
+        lines.append(f"  {g['topic']} on {g['target_bootstrap']} <- {feeds}")
+        lines.append(f"    source {g['source_records']}  target {g['target_records']}  matched {g['matched']}  "
+                     f"missing {g['missing']}  in-flight {g['in_flight']}  duplicates {g['duplicates']}  "
+                     f"extras {g['extras']}  out-of-order {g['out_of_order']}  "
+                     f"partitions {'ok' if g['partitions_ok'] else 'WRONG'}"
+                     f"{'  (wait bound expired)' if g['timed_out'] else ''}")
+        for f in g["failover"]:
+            if f.get("unmatched_regex"):
+                lines.append(f"    failover {f['consumer_group']}: no checkpoint")
+            else:
+                lines.append(f"    failover {f['consumer_group']} ({f['flow']}): lost {f['lost']}, "
+                             f"re-read {f['reread']} over {f['partitions']} partition(s)")
+        for name in ("missing", "in_flight", "duplicates", "extras", "out_of_order"):
+            if g["samples"].get(name):
+                lines.append(f"    {name} e.g. {json.dumps(g['samples'][name][:3])}")
+        lines.extend(f"    FAIL {failure}" for failure in g["failures"])
+    lines.extend(f"  FAIL {failure}" for failure in report["failures"]
+                 if not any(failure in g["failures"] for g in report["groups"]))
+    return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""Spark I/O: the session (own JVM, or spark-submit's), batch reads of Kafka
+topics, and records reduced to the match key (partition, timestamp, hash of
+key, value and headers)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from validation_config import _log
+
+# Rows per Spark task, for reads (Kafka partitions split) and shuffles: keeps each
+# task's sort and window buffers small, so the heap needed does not grow with N.
+ROWS_PER_TASK = 400_000
+
+
+def default_jars() -> str | None:
+    """The project's spark-sql-kafka jars when run from a mirrorstack checkout."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "components" / "toolchain.py").is_file() and str(root) not in sys.path:
+        sys.path.append(str(root))
+    try:
+        from components import toolchain
+        return ",".join(str(j) for j in toolchain.spark_kafka_jars())
+    except Exception as exc:  # not in a checkout, or the jars are not installed
+        _log(f"no default spark.jars ({exc})")
+        return None
+
+
+def build_spark(args: argparse.Namespace):
+    """(session, how to end it): "jvm" when this process launched Spark's JVM
+    (stop the session and the JVM), "session" under spark-submit (stop the
+    session; spark-submit owns the JVM), "none" for a session that was already
+    running. Under spark-submit the launcher's settings win."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is not None:
+        return SparkSession.builder.getOrCreate(), "none"
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None
+    builder = SparkSession.builder.appName("mirrorstack-validate-replication")
+    jars = args.jars or (None if under_submit else default_jars())
+    if jars:
+        builder = builder.config("spark.jars", jars)
+    if not under_submit:
+        master = args.master or "local[2]"
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = (builder.master(master).config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.memory", args.driver_memory))
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
+            builder = (builder.config("spark.driver.host", "127.0.0.1")
+                       .config("spark.driver.bindAddress", "127.0.0.1"))
+    elif args.master:
+        builder = builder.master(args.master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark, "session" if under_submit else "jvm"
+
+
+def stop_spark(spark, how: str = "jvm") -> None:
+    """Stop the session and, with how="jvm", the JVM this process launched (it
+    exits when its stdin closes)."""
+    from pyspark import SparkContext
+    if how == "none":
+        return
+    spark.stop()
+    gateway = SparkContext._gateway if how == "jvm" else None
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+def _quote_pattern(topic: str) -> str:
+    return f"\\Q{topic}\\E"  # a Java regex matching exactly `topic`
+
+
+def read_kafka(spark, bootstrap: str, client: dict[str, str], **options: str):
+    reader = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in client.items():
+        reader = reader.option(f"kafka.{key}", value)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def read_whole_topic(spark, bootstrap: str, client: dict[str, str], topic: str, headers: bool = True,
+                     **options: str):
+    """A batch read of everything in `topic` now (empty when it does not exist)."""
+    return read_kafka(spark, bootstrap, client, subscribePattern=_quote_pattern(topic),
+                      startingOffsets="earliest", endingOffsets="latest",
+                      includeHeaders="true" if headers else "false", **options)
+
+
+def tasks_for(rows: int) -> int:
+    return max(2, -(-rows // ROWS_PER_TASK))
+
+
+HEADERS_SQL = ("coalesce(concat_ws(',', transform(headers, h -> concat(hex(h.key), ':', "
+               "coalesce(hex(h.value), '-')))), '')")
+
+
+def hashed_records(df):
+    """(partition, offset, ts, h): h = sha256 over sha256(key), sha256(value) and
+    sha256 of the headers (null key/value distinct from empty)."""
+    from pyspark.sql import functions as F
+    key_hash = F.coalesce(F.sha2(F.col("key"), 256), F.lit("-"))
+    value_hash = F.coalesce(F.sha2(F.col("value"), 256), F.lit("-"))
+    headers_hash = F.sha2(F.expr(HEADERS_SQL), 256)
+    return df.select(
+        F.col("partition").cast("int").alias("partition"), F.col("offset"),
+        F.coalesce(F.expr("unix_millis(timestamp)"), F.lit(-1)).alias("ts"),
+        F.unhex(F.sha2(F.concat_ws("|", key_hash, value_hash, headers_hash), 256)).alias("h"))
