@@ -9,6 +9,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
+from components import naming
+
 SECRET_OUTPUTS = ["server_pem", "client_pem"]
 
 
@@ -31,7 +33,7 @@ class ClusterCertificatesProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=changed)
 
 
-class ClusterCertificates(Resource):
+class ClusterCertificates(Resource, module="tls", name="ClusterCertificates"):
     """Outputs: `ca_cert` (PEM), `server_pem` and `client_pem` (secret PEM
     keystores: unencrypted PKCS#8 key, certificate, CA)."""
 
@@ -40,6 +42,7 @@ class ClusterCertificates(Resource):
     client_pem: pulumi.Output[str]
 
     def __init__(self, name: str, *, cluster: str, hosts: list[str], opts: pulumi.ResourceOptions | None = None):
-        super().__init__(ClusterCertificatesProvider(), name, {
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(ClusterCertificatesProvider(), resource_name, {
             "cluster": cluster, "hosts": sorted(set(hosts)), "ca_cert": None, "server_pem": None, "client_pem": None,
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS)))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components import naming
 from components.config import connect, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
@@ -34,7 +35,7 @@ class ConnectCluster(pulumi.ComponentResource):
     def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False, exactly_once: bool = False,
                  clients: list = (), group_id: pulumi.Input[str] | None = None, override_allowlist: list[str] = (),
                  rest_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:connect:ConnectCluster", name, None, opts)
+        naming.component(self, "mirrorstack:connect:ConnectCluster", name, opts)
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
         self.group_id = pulumi.Output.from_input(spec.group_id or group_id or f"mirrorstack-{name}")

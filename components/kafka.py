@@ -6,6 +6,7 @@ import uuid
 
 import pulumi
 
+from components import naming
 from components.certificates import ClusterCertificates
 from components.config import broker, jvm, security
 from components.config.prometheus import ScrapeTarget
@@ -43,7 +44,7 @@ class KafkaCluster(pulumi.ComponentResource):
     def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
                  secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:kafka:KafkaCluster", alias, None, opts)
+        naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
         self.scrape_targets: list[ScrapeTarget] = []
@@ -216,5 +217,5 @@ def _external_servers(alias: str, external, opts: pulumi.ResourceOptions) -> pul
             raise ValueError(f"clusters.{alias}.external.from_stack: stack {ref.stack} has no cluster {ref.cluster!r} "
                              f"in its `clusters` output (it has: {', '.join(sorted(clusters or {})) or 'none'})")
         return clusters[ref.cluster]
-    return pulumi.StackReference(f"{alias}-from-{ref.stack}", stack_name=ref.stack,
-                                 opts=opts).get_output("clusters").apply(pick)
+    name, opts = naming.scoped(f"{alias}-from-{ref.stack}", opts)
+    return pulumi.StackReference(name, stack_name=ref.stack, opts=opts).get_output("clusters").apply(pick)

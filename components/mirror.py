@@ -17,6 +17,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from components import naming
 from components.config.mirror import KINDS, MIRROR_PACKAGE, OWNER_KEY
 
 # Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
@@ -484,7 +485,7 @@ def _quick(client: ConnectClient):
     return call
 
 
-class MirrorMaker2Connectors(Resource):
+class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connectors"):
     """The source, checkpoint and heartbeat connectors of one flow, as one resource.
     Outputs: `connectors` (name → config), `states` (name → state, task counts).
     Configs carry no secret: credentials are `${file:...}` references the Connect
@@ -502,7 +503,8 @@ class MirrorMaker2Connectors(Resource):
                  timeout_seconds: int = 300, restart_trigger: str = "", connect: str | None = None,
                  connect_ca_file: str | None = None, adopt: list[str] | None = None,
                  take_over: dict[str, str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(MirrorMaker2Provider(), name, {
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(MirrorMaker2Provider(), resource_name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
             "connect": connect, "connect_ca_file": connect_ca_file, "adopt": adopt or None,
             "take_over": take_over or None,
@@ -525,7 +527,7 @@ class MirrorMaker2(pulumi.ComponentResource):
                  connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
                  connect: str | None = None, connect_ca_file: str | None = None,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:mirror:MirrorMaker2", flow.name, None, opts)
+        naming.component(self, "mirrorstack:mirror:MirrorMaker2", flow.name, opts)
         from components.config.mirror import take_over_names
         adopt = sorted(flow.connector_names.by_kind().values()) if flow.connector_names else None
         take_over = take_over_names(flow)

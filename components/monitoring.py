@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components import naming
 from components.config.alerts import alert_rules, alert_rules_file
 from components.config.prometheus import ScrapeTarget, prometheus_config
 from components.secrets import GeneratedPassword
@@ -17,7 +18,7 @@ class Prometheus(pulumi.ComponentResource):
 
     def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:monitoring:Prometheus", name, None, opts)
+        naming.component(self, "mirrorstack:monitoring:Prometheus", name, opts)
         settings = topology.monitoring
         rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
                             stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
@@ -36,7 +37,7 @@ class Grafana(pulumi.ComponentResource):
 
     def __init__(self, name: str, platform, *, prometheus: Prometheus,
                  admin_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:monitoring:Grafana", name, None, opts)
+        naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
         self.server, self.url = platform.run_grafana(
             name, prometheus=prometheus.url, admin_password=admin_password,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[prometheus.server]))
@@ -52,7 +53,7 @@ class Monitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
                  grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:monitoring:Monitoring", name, None, opts)
+        naming.component(self, "mirrorstack:monitoring:Monitoring", name, opts)
         child = pulumi.ResourceOptions(parent=self)
         targets = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
         targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
+from components import naming
+
 
 class GeneratedPasswordProvider(ResourceProvider):
     def create(self, props):
@@ -18,13 +20,14 @@ class GeneratedPasswordProvider(ResourceProvider):
         return DiffResult(changes=changed, replaces=["length"] if changed else [])
 
 
-class GeneratedPassword(Resource):
+class GeneratedPassword(Resource, module="secrets", name="GeneratedPassword"):
     """Output: `result` (secret)."""
 
     result: pulumi.Output[str]
 
     def __init__(self, name: str, length: int = 24, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(GeneratedPasswordProvider(), name, {"length": str(length), "result": None},
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(GeneratedPasswordProvider(), resource_name, {"length": str(length), "result": None},
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["result"])))
 
 

@@ -49,6 +49,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                  cluster_secret_keys: dict[str, set[str]] | None = None, connect_secrets: pulumi.Input[dict] | None = None,
                  connect_groups: dict[str, pulumi.Input[str]] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
+        self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (components.naming)
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
         keys = cluster_secret_keys or {}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pulumi
 
+from components import naming
 from components.config.validation import job_modules, validation_job_config
 
 # spark/validate_replication.py and its validation_*.py modules, linked into the
@@ -38,7 +39,7 @@ class SparkValidationJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, topology, clusters: dict, platform, *, flows: list[pulumi.Resource],
                  run_id: str | None = None, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("mirrorstack:validation:SparkValidationJob", name, None, opts)
+        naming.component(self, "mirrorstack:validation:SparkValidationJob", name, opts)
         settings = topology.validation
         if run_id:
             settings = settings.model_copy(update={"run_id": run_id})

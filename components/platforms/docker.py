@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_docker as docker
 
-from components import toolchain
+from components import naming, toolchain
 from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
@@ -335,12 +335,17 @@ class DockerPlatform:
         secret = pulumi.Output.secret(pulumi.Output.all(*[files for _, files in sources]).apply(entries))
         return pulumi.Output.all(pulumi.Output.from_input(uploads), secret).apply(lambda both: [*both[0], *both[1]])
 
-    def _shared(self) -> tuple[docker.Network, docker.RemoteImage]:
-        # Created on first use, owned by the stack (no parent): every cluster uses them.
+    def _shared(self, opts: pulumi.ResourceOptions | None) -> tuple[docker.Network, docker.RemoteImage]:
+        # Created on first use, under the first service's parent (so a provider passed to
+        # the component reaches them); every cluster of the stack uses them.
         if self._network is None:
-            self._network = docker.Network("network", name=self.network_name)
+            parent = pulumi.ResourceOptions(parent=opts.parent if opts else None)
+            self._network = docker.Network(*naming.scoped("network", parent, was_root="docker:index/network:Network"),
+                                           name=self.network_name)
             # keep_locally: destroying one stack must not delete an image others run.
-            self._image = docker.RemoteImage("kafka-image", name=self.image_name, keep_locally=True)
+            self._image = docker.RemoteImage(
+                *naming.scoped("kafka-image", parent, was_root="docker:index/remoteImage:RemoteImage"),
+                name=self.image_name, keep_locally=True)
         return self._network, self._image
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
@@ -357,7 +362,7 @@ class DockerPlatform:
         `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
         (uploaded from .tools, nothing downloaded) serves on
         `metrics_address(service)` inside the network."""
-        network, image = self._shared()
+        network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
@@ -375,12 +380,13 @@ class DockerPlatform:
         if options:
             envs.append(f"KAFKA_OPTS={options}")
         # A volume per service, Connect's too (stays empty; keeps every container alike).
-        volume = docker.Volume(f"{host}-data", name=f"{self.prefix}-{host}-data",
-                               opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        volume = docker.Volume(*naming.scoped(f"{host}-data", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
+                               name=f"{self.prefix}-{host}-data")
         published = [{"internal": self._ports[host][port_name], "external": port, "ip": HOST}
                      for (name, port_name), port in self._host_ports.items() if name == host]
+        resource_name, opts = naming.scoped(host, opts)
         container = docker.Container(
-            host, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
+            resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}],
             entrypoints=["/bin/sh", "-c"],  # bypass the image's launcher: we bring our own files
             command=[container_script(main, fill(args), [(m, fill(a)) for m, a in prepare],
@@ -418,18 +424,19 @@ class DockerPlatform:
         `uses_clients`: the aliases whose client folders the job's config
         references (uploaded to `client_dir(alias)`); None: every cluster
         whose client files this platform was given."""
-        network, _ = self._shared()
+        network, _ = self._shared(opts)
         clients = self._clients(self._client_files if uses_clients is None else uses_clients, name)
         label = dns_label(name)
-        image = docker.RemoteImage("spark-image", name=spark_image(settings.image, spark_version()),
-                                   keep_locally=True, opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        image = docker.RemoteImage(*naming.scoped("spark-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
+                                   name=spark_image(settings.image, spark_version()), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
         modules = job_modules(job_file)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
                                  config_path=f"{JOB_DIR}/flows.json", jars=[f"{JOB_DIR}/jars/{j.name}" for j in jars],
                                  py_files=[f"{JOB_DIR}/{m.name}" for m in modules])
+        resource_name, opts = naming.scoped(label, opts)
         container = docker.Container(
-            label, name=f"{self.prefix}-{label}", image=image.name,
+            resource_name, name=f"{self.prefix}-{label}", image=image.name,
             networks_advanced=[{"name": network.name}], command=argv,
             uploads=self._with_secret_uploads(
                 [{"file": f"{JOB_DIR}/validate_replication.py", "content": Path(job_file).read_text()},
@@ -451,19 +458,20 @@ class DockerPlatform:
                    command: list[str] | None = None, envs=(), uploads=(), opts=None) -> tuple[docker.Container, str]:
         """A plain image (monitoring, UIs) on the stack network; `publish` puts its port
         on 127.0.0.1 of the host. Returns (container, URL: published, or in-network)."""
-        network, _ = self._shared()
+        network, _ = self._shared(opts)
         host = dns_label(service)
         self._ports.setdefault(host, {})["http"] = port
-        image = docker.RemoteImage(f"{host}-image", name=versions_image(image_key), keep_locally=True,
-                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        image = docker.RemoteImage(*naming.scoped(f"{host}-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
+                                   name=versions_image(image_key), keep_locally=True)
         url = f"http://{host}:{port}"
         ports = []
         if publish:
             _, host_port = self.host_address(service, "http")
             ports = [{"internal": port, "external": host_port, "ip": HOST}]
             url = f"http://{HOST}:{host_port}"
+        resource_name, opts = naming.scoped(host, opts)
         container = docker.Container(
-            host, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
+            resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),
             uploads=list(uploads), ports=ports, restart="unless-stopped",
             labels=[{"label": "mirrorstack.stack", "value": self.stack},

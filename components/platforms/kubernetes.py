@@ -28,7 +28,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import toolchain
+from components import naming, toolchain
 from components.config.grafana import grafana_files
 from components.config.jmx import jmx_exporter_config
 from components.config.logging import log4j2_properties
@@ -174,7 +174,7 @@ class KubernetesPlatform:
                          "labels": {"app.kubernetes.io/part-of": "mirrorstack",
                                     "mirrorstack.io/cluster": dns_label(alias)}},
             "stringData": files},
-            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns()]))
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
         self._client_secrets[alias] = (name, files, secret)
         return secret
 
@@ -194,18 +194,22 @@ class KubernetesPlatform:
                   for alias, _, _, _ in clients]
         return volumes, mounts
 
-    def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None):
+    def _create(self, cls, manifest: dict, opts: pulumi.ResourceOptions | None = None, was_root: str | None = None):
         self.manifests.append(manifest)
         # Top-level fields as the SDK's keyword arguments (stringData → string_data).
         body = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in manifest.items()
                 if k not in ("apiVersion", "kind")}
-        return cls(manifest["metadata"]["name"], **body, opts=opts)
+        name, opts = naming.scoped(manifest["metadata"]["name"], opts, was_root=was_root)
+        return cls(name, **body, opts=opts)
 
-    def _ns(self) -> k8s.core.v1.Namespace:
-        if self._namespace is None:  # shared by every service of the stack, so no parent
+    def _ns(self, opts: pulumi.ResourceOptions | None) -> k8s.core.v1.Namespace:
+        # Shared by every service of the stack: created under the first one's parent,
+        # so a provider passed to the component reaches it.
+        if self._namespace is None:
             self._namespace = self._create(k8s.core.v1.Namespace, {
                 "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}}})
+                "metadata": {"name": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}}},
+                pulumi.ResourceOptions(parent=opts.parent if opts else None), was_root="kubernetes:core/v1:Namespace")
         return self._namespace
 
     def _probe(self, health: dict, command_config: str | None = None, ready_file: str | None = None) -> dict:
@@ -232,7 +236,7 @@ class KubernetesPlatform:
         `metrics`, an init container fetches the pinned JMX exporter agent from
         Maven Central (checked against the jar `make setup` installed) into a
         shared volume, and the agent serves on `metrics_address(service)`."""
-        namespace, svc, folder = self._ns(), self._label(service), self.service_dir(service)
+        namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
         fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
         files = {"log4j2.properties": log4j2_properties(), **files}
         command_config = add_health_client_file(files, health, folder)
@@ -343,7 +347,7 @@ class KubernetesPlatform:
         `uses_clients`: the aliases whose client folders the flows reference
         (their Secrets mounted at `client_dir(alias)`); None: every cluster
         whose client files this platform was given."""
-        namespace, job = self._ns(), dns_label(name, max_len=52)
+        namespace, job = self._ns(opts), dns_label(name, max_len=52)
         clients = self._clients(self._client_secrets if uses_clients is None else uses_clients, name)
         client_volumes, client_mounts = self._client_volumes(clients)
         labels = {"app.kubernetes.io/name": "spark-validation", "app.kubernetes.io/instance": job,
@@ -410,7 +414,7 @@ class KubernetesPlatform:
         """A plain image (Prometheus, Grafana, UIs) as a 1-replica Deployment and a
         Service; `files` go in a ConfigMap mounted at each key's folder. Returns
         (deployment, in-cluster URL)."""
-        namespace, svc = self._ns(), self._label(service)
+        namespace, svc = self._ns(opts), self._label(service)
         labels = {"app.kubernetes.io/name": image_key.replace("_", "-"), "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
         selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
@@ -464,7 +468,7 @@ class KubernetesPlatform:
             "metadata": {"name": f"{svc}-admin", "namespace": self.namespace,
                          "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
             "stringData": {"password": pulumi.Output.secret(admin_password)}},
-            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns()]))
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
         env = [{"name": "GF_SECURITY_ADMIN_PASSWORD",
                 "valueFrom": {"secretKeyRef": {"name": f"{svc}-admin", "key": "password"}}},
                {"name": "GF_USERS_ALLOW_SIGN_UP", "value": "false"}]

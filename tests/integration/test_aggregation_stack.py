@@ -77,7 +77,7 @@ def test_aggregation_stack_end_to_end(aggregation):
     # a connector deleted by hand: refresh sees it, up repairs it
     requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
-    assert refreshed(refresh.stdout) == {"uk->central-connectors"}, refresh.stdout
+    assert refreshed(refresh.stdout) == {"aggregation-uk->central-connectors"}, refresh.stdout
     project.run("up", "--yes", "--skip-preview", timeout=600)
     status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
     assert status["connector"]["state"] == "RUNNING"

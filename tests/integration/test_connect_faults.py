@@ -168,7 +168,7 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
     state = _mm2_outputs(project)["states"][SOURCE]
     assert state["state"] == "RUNNING" and int(state["running_tasks"]) < int(state["tasks"]), state
-    assert refreshed(refresh.stdout) == {f"{FLOW}-connectors"}, refresh.stdout
+    assert refreshed(refresh.stdout) == {f"{STACK}-{FLOW}-connectors"}, refresh.stdout
 
     # up restarts the failed task: it runs again and the big record arrives
     started = time.monotonic()

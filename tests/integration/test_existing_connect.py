@@ -131,7 +131,8 @@ def test_existing_connect_takes_over_hand_made_connectors(site, tmp_path):
         uk_before = {n: site.config(n) for n in site.connectors() if n.startswith("uk->")}
         project.run("config", "set", "--path", "mirrorstack:topology.flows[0].tasks_max", "1")
         steps = json.loads(project.run("preview", "--json").stdout)["steps"]
-        assert [s["urn"].rsplit("::", 1)[1] for s in steps if s["op"] == "update"] == ["us->central-connectors"]
+        assert [s["urn"].rsplit("::", 1)[1] for s in steps if s["op"] == "update"] == [
+            "existing-connect-us->central-connectors"]
         project.run("up", "--yes", "--skip-preview", timeout=600)
         assert site.config("mm2-msc-us")["tasks.max"] == "1"
         assert {n: site.config(n) for n in uk_before} == uk_before

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,12 +59,52 @@ def replacements(project) -> str:
     return done.stdout
 
 
+# The last commit before issue 16 renamed resources (names prefixed with the
+# topology's, named dynamic types, shared resources parented): the program
+# stacks already in use were deployed with.
+OLD_PROGRAM = "7c0115e"
+
+
+def use_program(project, program: Path) -> None:
+    """Point the stack's project at another checkout's program."""
+    (project.dir / "components").unlink()
+    (project.dir / "components").symlink_to(program / "components")
+    shutil.copy(program / "__main__.py", project.dir / "__main__.py")
+
+
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
+    """The dev-copy stack deployed by the OLD program; `upgrade_preview` is
+    `preview --json` of this program on that state, before an `up` with this
+    program takes the state over (the tests below run on it)."""
+    old = tmp_path_factory.mktemp("old-program")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_PROGRAM, "components", "__main__.py"],
+                             capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
     with stack_project("dev-copy", tmp_path_factory.mktemp("diffs")) as project:
+        use_program(project, old)
+        project.run("up", "--yes", "--skip-preview", timeout=900)
+        use_program(project, REPO)
+        project.upgrade_preview = json.loads(project.run("preview", "--json").stdout)
         project.run("up", "--yes", "--skip-preview", timeout=900)
         yield project
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
+
+
+def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(deployed):
+    """Names prefixed with the topology's, named dynamic types and the shared
+    resources' new parents reach existing resources through aliases."""
+    steps = deployed.upgrade_preview["steps"]
+    changed = [(s["op"], s["urn"].split("::", 2)[2]) for s in steps
+               if s["op"] != "same" and not (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"])]
+    assert changed == [], changed
+    kinds = {urn.split("::")[2].rsplit("$", 1)[-1] for urn in (s["urn"] for s in steps)}
+    assert "pulumi-python:dynamic:Resource" not in kinds
+    assert {"pulumi-python:dynamic/local:LocalService", "pulumi-python:dynamic/mirror:MirrorMaker2Connectors"} <= kinds
+    names = {s["urn"].rsplit("::", 1)[1] for s in steps}
+    assert {"dev-copy-dev-broker-0", "dev-copy-prod->dev-connectors"} <= names, names
+    # the state now has the new URNs: a plain preview is clean too
+    deployed.run("preview", "--expect-no-changes")
 
 
 def test_a_topics_change_updates_exactly_that_flows_connectors_showing_the_key(deployed):
@@ -118,7 +160,7 @@ def test_a_replacement_says_which_inputs_force_it(deployed):
     finally:
         deployed.run("config", "set", "mirrorstack:localDir", str(deployed.local_dir))
     # every service moves folder: replaced (a process cannot change its folder in place), because of workdir
-    assert reasons.splitlines() == [f"REPLACE {s}: forced by a change of workdir" for s in (
+    assert reasons.splitlines() == [f"REPLACE dev-copy-{s}: forced by a change of workdir" for s in (
         "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller")], reasons
     assert out.count("(replace)") == 5
     assert_golden("preview-replace.txt", out)

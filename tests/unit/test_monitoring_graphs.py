@@ -65,7 +65,7 @@ def local(tmp_path_factory):
 
 def test_local_every_jvm_runs_the_agent_that_prometheus_scrapes(local):
     mocks, built, folder = local
-    services = mocks.of_type("pulumi-python:dynamic:Resource")
+    services = mocks.of_type("pulumi-python:dynamic")
     agents = {}
     for name in JVMS:
         (agent,) = [a for a in services[name]["argv"] if a.startswith("-javaagent:")]
@@ -86,7 +86,7 @@ def test_local_every_jvm_runs_the_agent_that_prometheus_scrapes(local):
 
 def test_local_grafana_is_files_pointing_at_the_local_prometheus(local):
     mocks, built, folder = local
-    grafana = mocks.of_type("pulumi-python:dynamic:Resource")["grafana"]
+    grafana = mocks.of_type("pulumi-python:dynamic")["grafana"]
     assert grafana["folder"] == f"{folder}/grafana"
     (ds,) = yaml.safe_load(grafana["files"]["provisioning/datasources/prometheus.yaml"])["datasources"]
     assert ds["url"] == built["prometheus_url"]
@@ -212,4 +212,4 @@ def test_without_a_configured_password_one_is_generated_as_a_secret():
         return t.monitoring.prometheus_url
     program()
     (generated,) = [r for r in mocks.resources if r.name == "grafana-admin-password"]
-    assert generated.typ == "pulumi-python:dynamic:Resource" and generated.inputs["length"] == "24"
+    assert generated.typ == "pulumi-python:dynamic/secrets:GeneratedPassword" and generated.inputs["length"] == "24"

@@ -4,6 +4,7 @@ provider plugins; Kubernetes manifests checked against the schema)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import kubernetes_validate
@@ -24,7 +25,7 @@ CONTROLLERS = {"us-controller", "uk-controller", "central-controller"}
 BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
 WORKERS = {"connect-central-0"}
 SERVICES = CONTROLLERS | BROKERS | WORKERS
-DYNAMIC = "pulumi-python:dynamic:Resource"
+DYNAMIC = "pulumi-python:dynamic"  # every dynamic resource's type starts so (…/local:LocalService, …)
 JOB = "validation-job"  # the Spark validation job the aggregation stack runs
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
 
@@ -52,24 +53,46 @@ def fake_generated(inputs: dict) -> dict:
     return inputs
 
 
+@dataclass
+class Registration:
+    """One registered resource. `name` is its name inside the topology (the
+    registered name without the `<stack>-` prefix every resource below a
+    ReplicationTopology carries, see components.naming); `registered_name` the real one."""
+    typ: str
+    name: str
+    registered_name: str
+    inputs: dict
+    provider: str | None
+    custom: bool
+
+
+def is_type(typ: str, wanted: str) -> bool:
+    """`wanted` is a type token, or DYNAMIC for any dynamic resource."""
+    return typ == wanted or (wanted == DYNAMIC and typ.startswith(DYNAMIC))
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records every registration; outputs are the inputs (the dynamic
     resources of secured clusters return fake PEMs and passwords)."""
 
     def __init__(self):
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.resources: list[Registration] = []
+        self.prefix = None  # "<topology>-", from the (first) ReplicationTopology registered
 
     def new_resource(self, args):
-        self.resources.append(args)
-        outputs = fake_generated(args.inputs) if args.typ == DYNAMIC else args.inputs
+        if args.typ == "mirrorstack:topology:ReplicationTopology" and self.prefix is None:
+            self.prefix = f"{args.name}-"
+        name = args.name.removeprefix(self.prefix) if self.prefix else args.name
+        self.resources.append(Registration(args.typ, name, args.name, args.inputs, args.provider, args.custom))
+        outputs = fake_generated(args.inputs) if is_type(args.typ, DYNAMIC) else args.inputs
         return [args.name + "_id", outputs]
 
     def call(self, args):
         return {}, None
 
     def of_type(self, typ: str) -> dict[str, dict]:
-        found = {r.name: r.inputs for r in self.resources if r.typ == typ}
-        assert len(found) == sum(r.typ == typ for r in self.resources), f"duplicate names among {typ}"
+        found = {r.name: r.inputs for r in self.resources if is_type(r.typ, typ)}
+        assert len(found) == sum(is_type(r.typ, typ) for r in self.resources), f"duplicate names among {typ}"
         return found
 
 

@@ -150,7 +150,7 @@ def local_run(tmp_path_factory):
 
 def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     (mocks, built), folder = local_run
-    job = mocks.of_type("pulumi-python:dynamic:Resource")[JOB]
+    job = mocks.of_type("pulumi-python:dynamic")[JOB]
     assert job["job_file"] == str(JOB_FILE)
     # Covers the modules too: a change to any of them re-runs the job.
     assert job["job_sha256"] == job_sha256() != hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
@@ -178,7 +178,7 @@ def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
                                 stack="aggregation", validation_run_id="2026-11-22")
         return t.validation_output
     program()
-    assert mocks.of_type("pulumi-python:dynamic:Resource")[JOB]["run_id"] == "2026-11-22"
+    assert mocks.of_type("pulumi-python:dynamic")[JOB]["run_id"] == "2026-11-22"
 
 
 @pytest.fixture(scope="module")

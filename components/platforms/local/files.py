@@ -9,6 +9,8 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
+from components import naming
+
 
 def _write(props) -> dict:
     folder = Path(props["folder"])
@@ -44,7 +46,7 @@ class LocalFilesProvider(ResourceProvider):
         shutil.rmtree(props["folder"], ignore_errors=True)
 
 
-class LocalFiles(Resource):
+class LocalFiles(Resource, module="local", name="LocalFiles"):
     """Outputs: `paths` (the files written). With `secret`, the contents stay
     secret in state and the files are 0600 in a 0700 folder."""
 
@@ -55,5 +57,6 @@ class LocalFiles(Resource):
         if secret:
             files = pulumi.Output.secret(files)
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["files"]))
-        super().__init__(LocalFilesProvider(), name, {"folder": folder, "files": files, "secret": secret,
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(LocalFilesProvider(), resource_name, {"folder": folder, "files": files, "secret": secret,
                                                       "paths": None}, opts)

@@ -15,6 +15,8 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
+from components import naming
+
 # Inputs whose change means the process must be restarted with new files/args.
 RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "health", "timeout_seconds")
 
@@ -96,7 +98,7 @@ class LocalServiceProvider(ResourceProvider):
         shutil.rmtree(props["workdir"], ignore_errors=True)
 
 
-class LocalService(Resource):
+class LocalService(Resource, module="local", name="LocalService"):
     """A detached process on 127.0.0.1. Outputs: pid, log_file, running.
     `secret_files` (kept secret in state) are written 0600; `after_start`
     commands run once it is healthy."""
@@ -109,7 +111,8 @@ class LocalService(Resource):
                  health: dict[str, str], prepare: list[list[str]] | None = None,
                  secret_files: pulumi.Input[dict] | None = None, after_start: list[list[str]] | None = None,
                  timeout_seconds: int = 180, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(LocalServiceProvider(), name, {
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(LocalServiceProvider(), resource_name, {
             "name": name, "workdir": workdir, "files": files, "argv": argv,
             "secret_files": pulumi.Output.secret(secret_files) if secret_files is not None else None,
             "prepare": prepare or [], "after_start": after_start or None, "health": health,

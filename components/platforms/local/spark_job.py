@@ -21,6 +21,8 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
+from components import naming
+
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256")
 EXIT_FAILED = 1
@@ -120,7 +122,7 @@ class LocalSparkJobProvider(ResourceProvider):
             Path(props["workdir"], name).unlink(missing_ok=True)
 
 
-class LocalSparkJob(Resource):
+class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):
     """Outputs: `report` (the stack output `validation`), `passed`, `report_file`."""
 
     report: pulumi.Output[dict]
@@ -130,7 +132,8 @@ class LocalSparkJob(Resource):
     def __init__(self, name: str, *, job_file: str, job_sha256: str, config: pulumi.Input[dict], workdir: str,
                  jars: str, report_only: bool, run_id: str, driver_memory: str, master: str,
                  timeout_seconds: int, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(LocalSparkJobProvider(), name, {
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(LocalSparkJobProvider(), resource_name, {
             "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
             "workdir": workdir, "jars": jars, "python": sys.executable,
             "report_only": "true" if report_only else "false", "run_id": run_id,
