@@ -24,7 +24,8 @@ from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
 from components.platforms import make_platform
 from components.secrets import cluster_secret_keys
-from components.stack_history import connect_group_ids
+from components.plan_report import report_plan
+from components.stack_history import connect_group_ids, own_stack, previous_output
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -44,6 +45,7 @@ except ValueError as e:  # TopologyError, or malformed secret config
 for warning in topology.warnings:
     pulumi.log.warn(warning)
 
+own = own_stack(stack)  # the stack's last outputs: Connect group ids, the last replication plan
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
@@ -54,8 +56,12 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   cluster_secrets=config.get_secret_object("clusterSecrets"),
                                   cluster_secret_keys=secret_keys,
                                   connect_secrets=config.get_secret_object("connectSecrets"),
-                                  connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external]))
+                                  connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external],
+                                                                   own=own))
 
+# Which live topics each flow mirrors, and what this change starts or stops mirroring.
+pulumi.export("replication_plan", report_plan(topology, replication.clusters,
+                                              previous_output(own, "replication_plan"), replication))
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)

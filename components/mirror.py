@@ -276,9 +276,12 @@ def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
         reply = client.http.request("GET", f"{client.url}/connectors?expand=status", retries=False,
                                     timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         if reply.status != 200:
-            return []
+            raise ValueError(f"answered {reply.status}")
         live = json.loads(reply.data)
-    except (urllib3.exceptions.HTTPError, ValueError, ConnectError):
+    except (urllib3.exceptions.HTTPError, ValueError, ConnectError) as exc:
+        # A preview where Connect does not answer (a PR runner): no change, and say so.
+        _progress(f"{props.get('flow')}: Kafka Connect at {props.get('connect_url')} did not answer within "
+                  f"{PROBE_TIMEOUT}s ({type(exc).__name__}); could not check its connectors from here")
         return []
     failed = []
     for name in props.get("connectors") or {}:

@@ -109,6 +109,8 @@ def test_preview_workflow_runs_the_commands_the_tests_run():
     assert 'pulumi preview --diff --stack "$stack"' in script
     assert "tools/preview_replacements.py" in script
     assert set(workflow[True]["pull_request"]["paths"]) >= {"stacks/**", "components/**"}  # YAML's `on` is True
+    # PR code runs with the backend's secrets: only in an environment that needs approval, never on pull_request_target
+    assert workflow["jobs"]["preview"]["environment"] == "preview" and "pull_request_target" not in workflow[True]
 
 
 class StackRefMocks(RecordingMocks):

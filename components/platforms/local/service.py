@@ -10,6 +10,7 @@ looks at the process itself, so `up` heals without a refresh. delete stops it
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pulumi
@@ -29,6 +30,23 @@ def _handle(props):
 def _running(props) -> bool:
     from components.platforms.local import launcher
     return bool(props.get("pid")) and launcher.is_alive(_handle(props))
+
+
+def this_machine() -> str:
+    """Which machine runs a service: its pid means nothing on another one (a PR runner)."""
+    import socket
+    try:
+        machine_id = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        machine_id = ""
+    return f"{socket.gethostname()}/{machine_id}"
+
+
+def _elsewhere(props) -> bool:
+    """The service runs on another machine, or its files are not here: its
+    process cannot be checked from here."""
+    recorded = props.get("machine")
+    return (recorded is not None and recorded != this_machine()) or not Path(props["workdir"]).is_dir()
 
 
 def write_secret_files(folder: Path, files: dict[str, str]) -> None:
@@ -66,7 +84,7 @@ def _launch(props) -> dict:
         launcher.stop(handle)
         raise
     return {**props, "pid": str(handle.pid), "start_time": str(handle.start_time),
-            "log_file": handle.log_file, "running": True}
+            "log_file": handle.log_file, "running": True, "machine": this_machine()}
 
 
 class LocalServiceProvider(ResourceProvider):
@@ -77,7 +95,11 @@ class LocalServiceProvider(ResourceProvider):
     def diff(self, _id, olds, news):
         replaces = [k for k in ("name", "workdir") if olds.get(k) != news.get(k)]
         changed = [k for k in RESTART_KEYS if (olds.get(k) or None) != (news.get(k) or None)]  # [] == absent
-        if not _running(olds):
+        if _elsewhere(olds):
+            # A preview on another machine (a PR runner): say so rather than restart every service.
+            print(f"mirrorstack: {olds['name']}: runs on another machine ({olds.get('machine') or 'unknown'}); "
+                  "could not check its process from here", file=sys.stderr, flush=True)
+        elif not _running(olds):
             changed.append("running")
         return DiffResult(changes=bool(replaces or changed), replaces=replaces,
                           delete_before_replace=True)

@@ -1,0 +1,89 @@
+"""The replication plan's pure parts: selection (full-match regexes, MM2's and
+Connect's excludes, cycles), remote names, what a change starts or stops, the
+warnings, and the rendering a reviewer reads."""
+from __future__ import annotations
+
+from components.config import plan
+from components.config.plan import Live
+
+
+def spec(**kw) -> dict:
+    base = {"source": "us", "target": "central", "topics": ["orders.*"], "topics_exclude": [],
+            "groups": [".*"], "groups_exclude": [], "replication_policy": "default", "separator": ".",
+            "sync_topic_configs": True, "checkpoints": True}
+    return {**base, **kw}
+
+
+US = Live(topics=["orders", "orders-eu", "xorders", "__consumer_offsets", "orders.internal",
+                  "mirrorstack-x-dev-offsets", "central.orders", "payments"],
+          groups=["billing", "connect-mirror", "console-consumer-1"])
+
+
+def test_selection_is_a_full_match_minus_mm2s_and_connects_excludes_and_cycles():
+    assert plan.selected_topics(spec(topics=["orders.*", "mirrorstack.*", "central.*"]), US.topics) == \
+        ["orders", "orders-eu"]  # not xorders (full match), not internal/storage topics, not back to central
+    assert plan.selected_topics(spec(topics_exclude=["orders-.*"]), US.topics) == ["orders"]
+    assert plan.selected_groups(spec(), US.groups) == ["billing"]
+    assert plan.selected_groups(spec(checkpoints=False), US.groups) == []
+
+
+def test_remote_names_follow_policy_and_separator():
+    assert plan.remote_name(spec(separator="_"), "orders") == "us_orders"
+    assert plan.remote_name(spec(replication_policy="identity"), "orders") == "orders"
+
+
+def test_a_change_says_what_starts_and_stops_and_renders_aligned():
+    old = {"us->central": spec(topics=["orders", "payments"])}
+    new = {"us->central": spec(topics=["orders.*"], groups_exclude=["billing"])}
+    text = plan.render(plan.build(new, old, {"us": US, "central": Live()}))
+    assert text.splitlines() == [
+        "replication plan",
+        "  us->central",
+        "      orders    -> us.orders",
+        "    + orders-eu -> us.orders-eu  starts",
+        "    - payments  -> us.payments   stops",
+        "    groups: 0 mirrored (-billing)",
+    ], text
+
+
+def test_a_regex_matching_nothing_warns():
+    (p,) = plan.build({"f": spec(topics=["orders", "nope.*"])}, None, {"us": US, "central": Live()})
+    assert p.warnings == ["topics 'nope.*' matches no topic on us"]
+    (p,) = plan.build({"f": spec(topics=["nope"])}, None, {"us": US, "central": Live()})
+    assert "selects no topic on us" in p.warnings
+
+
+def test_identity_merges_warn_about_other_producers_config_sync_and_long_names():
+    eu = Live(topics=["orders", "x" * 250])
+    live = {"us": US, "eu": eu, "central": Live(topics=["orders"])}
+    specs = {"us->central": spec(topics=["orders", "x+"], replication_policy="identity"),
+             "eu->central": spec(source="eu", topics=["orders", "x+"], replication_policy="identity")}
+    us_plan, eu_plan = plan.build(specs, {}, live)  # both new flows
+    assert ("+", "orders", "orders", "starts, merged with eu->central, exists on target") in us_plan.rows
+    assert any("identity merge with sync_topic_configs on" in w for w in us_plan.warnings)
+    assert any("exists on central and is not fed by this stack's flows" in w for w in us_plan.warnings)
+    assert any("250 characters, over Kafka's 249" in w for w in eu_plan.warnings)
+    # Fed by this stack last time: the merged topic is this stack's own, no warning about other producers.
+    again = plan.build(specs, specs, live)
+    assert not any("not fed by this stack" in w for p in again for w in p.warnings)
+    quiet = {n: {**s, "sync_topic_configs": False} for n, s in specs.items()}
+    assert not any("sync_topic_configs" in w for p in plan.build(quiet, specs, live) for w in p.warnings)
+
+
+def test_an_unreachable_source_says_so_and_still_names_what_changed():
+    old = {"f": spec(topics=["orders"])}
+    (p,) = plan.build({"f": spec(topics=["orders", "payments"])}, old, {"us": Live(error="no answer")})
+    text = plan.render([p])
+    assert "? us: not reachable from here, plan not checked (no answer)" in text
+    assert "! changed: topics (which topics that moves is not checked)" in text
+
+
+def test_a_removed_flow_is_named():
+    plans = plan.build({}, {"f": spec()}, {"us": US})
+    assert plans[0].name == "f" and "removed" in plans[0].warnings[0]
+
+
+def test_flow_spec_reads_the_model():
+    from components.model import Flow
+    s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
+    assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
