@@ -552,6 +552,11 @@ def _override_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
                 yield f"{where}: {value!r} is not a boolean; fix: write \"true\" or \"false\""
             elif LONG_KEY.fullmatch(key) and not re.fullmatch(r"\s*-?[0-9]+\s*", value):
                 yield f"{where}: {value!r} is not a whole number of {key.rsplit('.', 1)[-1]}; fix: write e.g. \"60\" (-1 disables)"
+    for kind in ("source", "checkpoint"):  # MirrorSourceConnector/MirrorCheckpointConnector validate()
+        if getattr(f.overrides, kind).get("emit.offset-syncs.enabled", "").strip().lower() == "false":
+            where = _path(o.loc(("overrides", kind, "emit.offset-syncs.enabled")))
+            yield (f"{where}: MM2 refuses it: the checkpoint connector needs offset syncs, and mirrorstack sets "
+                   "offset-syncs.* on every connector; fix: remove it (checkpoints: false stops offset translation)")
     emit = f.overrides.checkpoint.get("emit.checkpoints.enabled", "true").strip().lower()
     if f.checkpoints and emit == "false" and not f.sync_group_offsets:
         where = _path(o.loc(("overrides", "checkpoint", "emit.checkpoints.enabled")))

@@ -65,7 +65,9 @@ def test_lifecycle_create_read_repair_delete(kafka_a, kafka_b, connect_b):
 
 
 def test_connect_rejects_a_bad_config_with_its_own_message(kafka_a, kafka_b, connect_b):
-    props = _props(kafka_a, kafka_b, connect_b, overrides={"source": {"replication.policy.class": "no.such.Policy"}})
+    props = _props(kafka_a, kafka_b, connect_b)
+    # Past the model (which refuses overriding this key): what Connect itself says.
+    props["connectors"]["src->dst.MirrorSourceConnector"]["replication.policy.class"] = "no.such.Policy"
     with pytest.raises(ConnectError, match=r"(?s)rejected.*src->dst.MirrorSourceConnector: replication.policy.class"):
         MirrorMaker2Provider().create(props)
     assert ConnectClient(connect_b.rest_url).get_config("src->dst.MirrorSourceConnector") is None

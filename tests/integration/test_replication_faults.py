@@ -31,8 +31,7 @@ FAST_FAILOVER = {
     "scheduled.rebalance.max.delay.ms": "5000",
     "offset.flush.interval.ms": "10000",
 }
-FLOW = {"topics": ["orders"], "heartbeats": False, "checkpoints": False, "tasks_max": 4,
-        "overrides": {"source": {"refresh.topics.interval.seconds": "5"}}}
+FLOW = {"topics": ["orders"], "heartbeats": False, "checkpoints": False, "tasks_max": 4, "refresh_seconds": 5}
 TOPOLOGY = {
     "platform": "local",
     "clusters": {"us": {"brokers": 1}, "uk": {"brokers": 1}, "central": {"brokers": 2}},

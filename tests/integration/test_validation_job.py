@@ -397,8 +397,7 @@ def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
 
     topology = load_topology({"clusters": {"vjsrc": {"brokers": 2}, "vjdst": {"brokers": 1}}, "flows": [{
         "source": "vjsrc", "target": "vjdst", "topics": [topic], "groups": [group], "heartbeats": False,
-        "overrides": {"checkpoint": {"emit.checkpoints.interval.seconds": "1",
-                                     "refresh.groups.interval.seconds": "2"}}}]})
+        "refresh_seconds": 2, "overrides": {"checkpoint": {"emit.checkpoints.interval.seconds": "1"}}}]})
     flow = topology.flows[0]
     connectors = mirror_connector_configs(flow, replication_factor=1, source_bootstrap=a, target_bootstrap=b)
     props = {"flow": flow.name, "connect_url": connect_b.rest_url, "connectors": connectors,
