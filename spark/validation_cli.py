@@ -147,9 +147,10 @@ names the field); 3: the job could not run (Kafka unreachable, Spark error).
 
 Limits: matching needs CreateTime timestamps preserved (MM2 does); on topics
 with LogAppendTime every record would be missing + extra. In `--offsets-via
-spark` mode partition counts are the partitions that hold records (empty
-partitions are invisible to Spark's Kafka source) and the snapshot reads the
-topic once more.
+spark` mode without a window, partition counts are the partitions that hold
+records (empty partitions are invisible to Spark's Kafka source) and the
+snapshot reads the topic once more; with a window, offsets and partition
+counts come from the Kafka Admin client on the driver (no record is read).
 """
 from __future__ import annotations
 

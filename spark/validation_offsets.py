@@ -178,36 +178,38 @@ def jvm_topic_sizes(spark, bootstrap: str, client: dict[str, str]) -> dict[str, 
         admin.close()
 
 
-def jvm_offsets_for_time(spark, bootstrap: str, client: dict[str, str], topic: str,
-                         since_ms: int) -> dict[int, int | None] | None:
-    """--offsets-via spark: {partition: first offset whose timestamp is >=
-    since_ms} (the end offset where no record is that recent) through the
-    Kafka Admin client; None when the topic does not exist."""
+def jvm_list_offsets(spark, bootstrap: str, client: dict[str, str], topic: str, which: str,
+                     since_ms: int | None = None) -> dict[int, int] | None:
+    """--offsets-via spark: {partition: offset} of every partition of `topic`
+    through the Kafka Admin client (no record read): `which` is "earliest",
+    "latest" or "time" (the first offset whose timestamp is >= since_ms, the
+    end offset where no record is that recent). None: no such topic."""
     jvm = spark._jvm
+    admin_pkg = jvm.org.apache.kafka.clients.admin
     props = jvm.java.util.Properties()
     props.put("bootstrap.servers", bootstrap)
     props.put("default.api.timeout.ms", "30000")
     for key, value in client.items():
         props.put(key, value)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    admin = admin_pkg.Admin.create(props)
+
+    def ask(partitions, spec) -> dict[int, int]:
+        request = jvm.java.util.HashMap()
+        for p in partitions:
+            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
+        result = admin.listOffsets(request).all().get()
+        return {tp.partition(): result.get(tp).offset() for tp in result.keySet()}
     try:
         if topic not in set(admin.listTopics().names().get()):
             return None
         info = admin.describeTopics(jvm.java.util.Collections.singleton(topic)).allTopicNames().get().get(topic)
-        request = jvm.java.util.HashMap()
-        for p in info.partitions():
-            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p.partition()),
-                        jvm.org.apache.kafka.clients.admin.OffsetSpec.forTimestamp(since_ms))
-        result = admin.listOffsets(request).all().get()
-        found = {tp.partition(): result.get(tp).offset() for tp in result.keySet()}
+        partitions = [p.partition() for p in info.partitions()]
+        if which != "time":
+            return ask(partitions, getattr(admin_pkg.OffsetSpec, which)())
+        found = ask(partitions, admin_pkg.OffsetSpec.forTimestamp(since_ms))
         empty = [p for p, offset in found.items() if offset < 0]
         if empty:  # no record that recent: the window starts (and ends) at the end offset
-            request = jvm.java.util.HashMap()
-            for p in empty:
-                request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p),
-                            jvm.org.apache.kafka.clients.admin.OffsetSpec.latest())
-            result = admin.listOffsets(request).all().get()
-            found.update({tp.partition(): result.get(tp).offset() for tp in result.keySet()})
+            found.update(ask(empty, admin_pkg.OffsetSpec.latest()))
         return found
     finally:
         admin.close()

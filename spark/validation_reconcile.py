@@ -13,7 +13,7 @@ from typing import Callable
 
 from validation_checkpoints import checkpoints_frame, latest_checkpoints
 from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
-from validation_offsets import KafkaClientOffsets, jvm_offsets_for_time, spark_partition_stats
+from validation_offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
 from validation_report import group_failures
 from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
 
@@ -40,7 +40,7 @@ class Validator:
                                                                               self.since_ms)
         else:
             marks = None
-            firsts = jvm_offsets_for_time(self.spark, bootstrap, client, topic, self.since_ms)
+            firsts = jvm_list_offsets(self.spark, bootstrap, client, topic, "time", self.since_ms)
         if firsts is None:
             return None
         # Spark cannot start a batch read at "latest": an empty window starts at the end offset.
@@ -62,6 +62,14 @@ class Validator:
                         problems.append(f"flows[{flow.index}].topics[{j}]: topic {topic!r} does not exist at "
                                         f"{flow.source_bootstrap}")
                         continue
+                elif self.since_ms is not None:  # offsets from the Admin client: no record read
+                    lows, highs = (jvm_list_offsets(self.spark, flow.source_bootstrap, flow.source_client, topic, w)
+                                   for w in ("earliest", "latest"))
+                    if highs is None:
+                        problems.append(f"flows[{flow.index}].topics[{j}]: topic {topic!r} does not exist at "
+                                        f"{flow.source_bootstrap}")
+                        continue
+                    marks = {p: (lows[p], highs[p]) for p in highs}
                 else:
                     marks = spark_partition_stats(self.spark, flow.source_bootstrap, flow.source_client, topic)
                     if not marks:
@@ -83,7 +91,10 @@ class Validator:
         if self.kafka:
             marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
             return None if marks is None else len(marks)
-        return None  # spark mode: from the records read
+        if self.since_ms is not None:  # the window may leave partitions without records: ask the Admin client
+            highs = jvm_list_offsets(self.spark, group.target_bootstrap, group.target_client, group.topic, "latest")
+            return None if highs is None else len(highs)
+        return None  # spark mode, whole history: from the records read
 
     def target_count(self, group: Group) -> int:
         """Records the target topic holds (in the window: from its first record in it)."""
@@ -175,7 +186,7 @@ class Validator:
                        str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
         target = self._persist(target)
         target_records = target.count()
-        if not self.kafka:
+        if not self.kafka and self.since_ms is None:
             observed = target.agg(F.max("partition")).first()[0]
             target_parts = None if observed is None else int(observed) + 1
 
