@@ -81,29 +81,46 @@ def deployed(tmp_path_factory):
     archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_PROGRAM, "components", "__main__.py"],
                              capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    (old / ".tools").symlink_to(toolchain.tools_dir())  # where that checkout's toolchain looks
     with stack_project("dev-copy", tmp_path_factory.mktemp("diffs")) as project:
         use_program(project, old)
         project.run("up", "--yes", "--skip-preview", timeout=900)
+        project.old_state = state_of(project)
         use_program(project, REPO)
         project.upgrade_preview = json.loads(project.run("preview", "--json").stdout)
-        project.run("up", "--yes", "--skip-preview", timeout=900)
+        project.upgrade = project.run("up", "--yes", "--skip-preview", timeout=900).stdout
         yield project
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
+
+
+def state_of(project) -> dict[str, dict]:
+    """URN → resource of the stack's state."""
+    return {r["urn"]: r for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]}
 
 
 def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(deployed):
     """Names prefixed with the topology's, named dynamic types and the shared
     resources' new parents reach existing resources through aliases."""
+    # `preview --json` leaves out most unchanged steps; what it lists must be unchanged or a read
     steps = deployed.upgrade_preview["steps"]
     changed = [(s["op"], s["urn"].split("::", 2)[2]) for s in steps
-               if s["op"] != "same" and not (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"])]
+               if not (s["op"] == "same" or (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"]))]
     assert changed == [], changed
-    kinds = {urn.split("::")[2].rsplit("$", 1)[-1] for urn in (s["urn"] for s in steps)}
-    assert "pulumi-python:dynamic:Resource" not in kinds
-    assert {"pulumi-python:dynamic/local:LocalService", "pulumi-python:dynamic/mirror:MirrorMaker2Connectors"} <= kinds
-    names = {s["urn"].rsplit("::", 1)[1] for s in steps}
-    assert {"dev-copy-dev-broker-0", "dev-copy-prod->dev-connectors"} <= names, names
-    # the state now has the new URNs: a plain preview is clean too
+    assert re.search(r"^\s+\d+ unchanged$", deployed.upgrade, re.M) and "created" not in deployed.upgrade \
+        and "deleted" not in deployed.upgrade and "replaced" not in deployed.upgrade, deployed.upgrade
+    # ... and the `up` moved each resource (same id and outputs) to its new URN
+    old, new = deployed.old_state, state_of(deployed)
+    assert len(old) == len(new)
+    kind = lambda urn: urn.split("::")[2].rsplit("$", 1)[-1]  # noqa: E731
+    name = lambda urn: urn.rsplit("::", 1)[1]  # noqa: E731
+    assert {kind(u) for u in old} & {"pulumi-python:dynamic:Resource"} and "pulumi-python:dynamic:Resource" not in {
+        kind(u) for u in new}
+    ids = lambda state: sorted(r["id"] for r in state.values() if r.get("custom") and r.get("id"))  # noqa: E731
+    assert ids(old) == ids(new)
+    moved = {name(u): kind(u) for u in new}
+    assert moved["dev-copy-dev-broker-0"] == "pulumi-python:dynamic/local:LocalService"
+    assert moved["dev-copy-prod->dev-connectors"] == "pulumi-python:dynamic/mirror:MirrorMaker2Connectors"
+    assert "dev-broker-0" in {name(u) for u in old}
     deployed.run("preview", "--expect-no-changes")
 
 
