@@ -87,3 +87,10 @@ def test_flow_spec_reads_the_model():
     from components.model import Flow
     s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
     assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
+
+
+def test_the_live_read_names_a_cluster_it_cannot_read():
+    from components.live_topics import read_names
+    assert read_names("127.0.0.1:1").error == "no answer from 127.0.0.1:1 within 5s"  # nothing listens on port 1
+    secured = read_names("x:9093", {"security.protocol": "SASL_SSL"})
+    assert secured.error == "SASL_SSL listener: the plan reads plaintext listeners only" and secured.topics == []
