@@ -187,6 +187,7 @@ def test_plan_a_topic_added_to_a_flow_starts_mirroring(deployed):
 def test_plan_a_topic_excluded_stops_mirroring(deployed):
     plan = plan_after(deployed, {"topics_exclude[0]": "cust.*"})
     assert "- customers -> customers  stops" in plan, plan
+    assert "! topics 'customers' matches only excluded topics (customers)" in plan, plan
     assert_golden("plan-topic-excluded.txt", plan)
 
 

@@ -51,6 +51,8 @@ def test_a_regex_matching_nothing_warns():
     assert p.warnings == ["topics 'nope.*' matches no topic on us"]
     (p,) = plan.build({"f": spec(topics=["nope"])}, None, {"us": US, "central": Live()})
     assert "selects no topic on us" in p.warnings
+    (p,) = plan.build({"f": spec(topics=["orders", "payments"], topics_exclude=["pay.*"])}, None, {"us": US})
+    assert p.warnings == ["topics 'payments' matches only excluded topics (payments)"]
 
 
 def test_identity_merges_warn_about_other_producers_config_sync_and_long_names():
