@@ -16,7 +16,6 @@ def read_names(bootstrap: str, client_settings: dict[str, str] | None = None) ->
             any("${" in str(v) for v in settings.values()):
         # Java client settings (keystores, ${file:} references) have no librdkafka equivalent here.
         return Live(error=f"{settings.get('security.protocol')} listener: the plan reads plaintext listeners only")
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,  # no librdkafka lines in the preview
@@ -26,7 +25,5 @@ def read_names(bootstrap: str, client_settings: dict[str, str] | None = None) ->
         topics = sorted(admin.list_topics(timeout=LIVE_TIMEOUT).topics)
         groups = admin.list_consumer_groups(request_timeout=LIVE_TIMEOUT).result(timeout=LIVE_TIMEOUT)
         return Live(topics=topics, groups=sorted(g.group_id for g in groups.valid))
-    except (KafkaException, TimeoutError) as exc:
-        return Live(error=f"no answer from {bootstrap} within {LIVE_TIMEOUT}s: {exc.args[0] if exc.args else exc}")
-    except Exception as exc:  # noqa: BLE001 (concurrent.futures timeouts and the like: the plan says so)
-        return Live(error=f"no answer from {bootstrap} within {LIVE_TIMEOUT}s: {type(exc).__name__}")
+    except Exception:  # noqa: BLE001 (KafkaException, a future's timeout: the plan says it could not read)
+        return Live(error=f"no answer from {bootstrap} within {LIVE_TIMEOUT}s")

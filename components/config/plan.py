@@ -99,7 +99,9 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
     before = selected_topics(old, source.topics) if old is not None else []
     for pattern in spec["topics"]:
         if not any(re.fullmatch(pattern, t) for t in now):
-            plan.warnings.append(f"topics {pattern!r} matches no topic on {spec['source']}")
+            excluded = [t for t in source.topics if re.fullmatch(pattern, t)]
+            plan.warnings.append(f"topics {pattern!r} matches only excluded topics ({', '.join(excluded[:3])})"
+                                 if excluded else f"topics {pattern!r} matches no topic on {spec['source']}")
     for topic in sorted({*now, *before}):
         mark = "+" if topic not in before else "-" if topic not in now else " "
         remote = remote_name(spec if topic in now else old, topic)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from components import toolchain
+from tests.support.kafka_clients import create_topic
 from tests.support.stacks import REPO, stack_project
 from tests.unit.golden import assert_golden
 
@@ -89,6 +90,12 @@ def deployed(tmp_path_factory):
         use_program(project, REPO)
         project.upgrade_preview = json.loads(project.run("preview", "--json").stdout)
         project.upgrade = project.run("up", "--yes", "--skip-preview", timeout=900).stdout
+        # Live topics for the replication plan: the flow selects orders and customers of prod;
+        # invoices and payments are there to be added, payments also exists on dev (an identity collision).
+        clusters = project.outputs()["clusters"]
+        for topic in ("orders", "customers", "invoices", "payments"):
+            create_topic(clusters["prod"], topic, 1, 1)
+        create_topic(clusters["dev"], "payments", 1, 1)
         yield project
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
 
@@ -203,3 +210,86 @@ def test_a_stack_deployed_before_group_ids_carried_the_stack_keeps_its_connect_g
     assert re.search(r"- group\.id=mirrorstack-dev-copy-dev\s+\+ group\.id=mirrorstack-dev\n", out), out[-4000:]
     assert "connect-dev-0" in out
     deployed.run("preview", "--expect-no-changes")  # its own outputs back: its own group again
+
+
+def plan_of(out: str) -> str:
+    """The replication plan block of a preview's Diagnostics, dedented."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "replication plan")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if len(line) - len(line.lstrip()) <= indent or not line.strip():
+            break
+        block.append(line)
+    return "\n".join(line[indent:] for line in block) + "\n"
+
+
+def plan_after(deployed, changes: dict[str, str]) -> str:
+    for key, value in changes.items():
+        deployed.run("config", "set", "--path", f"mirrorstack:topology.flows[0].{key}", value)
+    try:
+        # The CLI writes info diagnostics (the plan) to stderr; the workflow posts both streams.
+        return plan_of(normalised(deployed.run("preview", "--diff").stderr, deployed))
+    finally:
+        deployed.run("config", "rm", "--path", "mirrorstack:topology.flows[0].topics_exclude", check=False)
+        deployed.run("config", "rm", "--path", "mirrorstack:topology.flows[0].topics[2]", check=False)
+        deployed.run("config", "set", "--path", "mirrorstack:topology.flows[0].topics[1]", "customers")
+
+
+def test_plan_a_topic_added_to_a_flow_starts_mirroring(deployed):
+    plan = plan_after(deployed, {"topics[2]": "invoices"})
+    assert "+ invoices  -> invoices   starts" in plan, plan
+    assert_golden("plan-topic-added.txt", plan)
+
+
+def test_plan_a_topic_excluded_stops_mirroring(deployed):
+    plan = plan_after(deployed, {"topics_exclude[0]": "cust.*"})
+    assert "- customers -> customers  stops" in plan, plan
+    assert "! topics 'customers' matches only excluded topics (customers)" in plan, plan
+    assert_golden("plan-topic-excluded.txt", plan)
+
+
+def test_plan_a_regex_matching_nothing_warns(deployed):
+    plan = plan_after(deployed, {"topics[1]": "custmers"})
+    assert "! topics 'custmers' matches no topic on prod" in plan, plan
+    assert "- customers -> customers  stops" in plan, plan
+    assert_golden("plan-matches-nothing.txt", plan)
+
+
+def test_plan_an_identity_collision_warns(deployed):
+    plan = plan_after(deployed, {"topics[2]": "payments"})
+    assert "+ payments  -> payments   starts, exists on target" in plan, plan
+    assert "! payments: exists on dev and is not fed by this stack's flows" in plan, plan
+    assert_golden("plan-identity-collision.txt", plan)
+
+
+def test_a_preview_that_reaches_nothing_shows_no_phantom_update_and_says_what_it_could_not_check(deployed, tmp_path):
+    """A PR runner: the services run on another machine, the clusters and Connect
+    do not answer. Simulated here: the state says another machine runs the
+    services, and they are stopped. Then `up` with the real state heals them."""
+    from components.platforms.local.launcher import ProcessHandle, stop
+    exported = deployed.run("stack", "export").stdout
+    state = json.loads(exported)
+    services = [r for r in state["deployment"]["resources"] if (r.get("outputs") or {}).get("pid")]
+    assert len(services) == 5
+    for resource in services:
+        resource["outputs"]["machine"] = "pr-runner/0"
+    (tmp_path / "elsewhere.json").write_text(json.dumps(state))
+    (tmp_path / "now.json").write_text(exported)
+    for resource in services:
+        o = resource["outputs"]
+        stop(ProcessHandle(o["name"], int(o["pid"]), int(o["start_time"]), o["log_file"]))
+    deployed.run("stack", "import", "--file", str(tmp_path / "elsewhere.json"))
+    try:
+        done = deployed.run("preview", "--diff")
+        out = done.stdout + done.stderr
+    finally:
+        deployed.run("stack", "import", "--file", str(tmp_path / "now.json"))
+        deployed.run("up", "--yes", "--skip-preview", timeout=900)  # same machine, services dead: restarted
+    assert "(update)" not in out and "to update" not in out and "(replace)" not in out, out[-4000:]
+    plan = plan_of(normalised(done.stderr, deployed))
+    assert "? prod: not reachable from here, plan not checked (no answer from 127.0.0.1:<port> within 5s)" in plan
+    assert_golden("plan-unreachable.txt", plan)
+    assert out.count("could not check its process from here") == 5, out[-4000:]
+    assert "could not check its connectors from here" in out, out[-4000:]

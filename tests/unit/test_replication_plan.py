@@ -51,6 +51,8 @@ def test_a_regex_matching_nothing_warns():
     assert p.warnings == ["topics 'nope.*' matches no topic on us"]
     (p,) = plan.build({"f": spec(topics=["nope"])}, None, {"us": US, "central": Live()})
     assert "selects no topic on us" in p.warnings
+    (p,) = plan.build({"f": spec(topics=["orders", "payments"], topics_exclude=["pay.*"])}, None, {"us": US})
+    assert p.warnings == ["topics 'payments' matches only excluded topics (payments)"]
 
 
 def test_identity_merges_warn_about_other_producers_config_sync_and_long_names():
@@ -87,3 +89,10 @@ def test_flow_spec_reads_the_model():
     from components.model import Flow
     s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
     assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
+
+
+def test_the_live_read_names_a_cluster_it_cannot_read():
+    from components.live_topics import read_names
+    assert read_names("127.0.0.1:1").error == "no answer from 127.0.0.1:1 within 5s"  # nothing listens on port 1
+    secured = read_names("x:9093", {"security.protocol": "SASL_SSL"})
+    assert secured.error == "SASL_SSL listener: the plan reads plaintext listeners only" and secured.topics == []

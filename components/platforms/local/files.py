@@ -31,7 +31,7 @@ class LocalFilesProvider(ResourceProvider):
         return CreateResult(id_=props["folder"], outs=_write(props))
 
     def diff(self, _id, olds, news):
-        if not Path(olds["folder"]).is_dir():  # another machine (a PR runner): not checkable here
+        if olds.get("folder") and not Path(olds["folder"]).is_dir():  # another machine (a PR runner): not checkable here
             print(f"mirrorstack: {olds['folder']}: not on this machine; could not check its files from here",
                   file=sys.stderr, flush=True)
             missing = False
