@@ -394,6 +394,8 @@ class Tolerance(_Model):
     out_of_order: Limit = Field(0, ge=0, description="Pairs out of source order within a partition.")
     in_flight: Limit = Field(None, ge=0, description="Records not yet replicated when the wait bound expired.")
     lost: Limit = Field(0, ge=0, description="Records a consumer group would skip failing over.")
+    purged: Limit = Field(0, ge=0, description=(
+        "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))
 
 
 class Validation(_Model):

@@ -28,12 +28,13 @@ Input (`--config FILE` or `--config-json TEXT`)
                 "checkpoints_topic": "us.checkpoints.internal",      # optional, on the target
                 "groups": ["app-.*"],                 # optional consumer-group regexes
                 "groups_exclude": ["tmp-.*"],         # optional, groups to leave out
-                "groups_required": true}],            # default true: a regex with no checkpoint fails
+                "groups_required": true,              # default true: a regex with no checkpoint fails
+                "offset_syncs_topic": "mm2-offset-syncs.us.internal"}],  # optional, on the target: purged
      "wait_seconds": 120,
      "window_seconds": 3600,    # optional: only records of the last hour; absent/null: whole history
      "min_records": 0,          # optional: fail when fewer records were checked
      "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
-                   "in_flight": null, "lost": 0}}
+                   "in_flight": null, "lost": 0, "purged": 0}}
 
 Client settings are Java Kafka client properties; they are passed to Spark's
 Kafka source as `kafka.<key>` options (and, translated, to confluent_kafka when
@@ -43,7 +44,7 @@ A value that is exactly `${file:/abs/path:key}` (Kafka's FileConfigProvider
 reference) is replaced, when the config is read, by `key` of that Java
 properties file; the value read never appears in messages or the report.
 Tolerances are maxima; null means no limit.
-Defaults: missing, duplicates, extras, out_of_order and lost 0; in_flight null.
+Defaults: missing, duplicates, extras, out_of_order, lost and purged 0; in_flight null.
 
 Method
 ------
@@ -98,6 +99,10 @@ Method
    target partner lies before D but whose source offset is >= U, and RE-READ
    those at/after D whose source offset is < U.
 
+6. Purged (flows with `offset_syncs_topic`, target topics fed by one source):
+   records the source deleted (retention, delete-records) before MM2 copied
+   them, per partition, from MM2's offset syncs (validation_purged.py says how).
+
 Report (`--out FILE`, JSON)
 ---------------------------
     {"status": "passed" | "failed" | "nothing-checked",   # nothing-checked: 0 records selected
@@ -118,6 +123,8 @@ Report (`--out FILE`, JSON)
         "source_records": int, "target_records": int,
         "matched": int, "missing": int, "in_flight": int,
         "duplicates": int, "extras": int, "out_of_order": int,
+        "purged": int, "purged_evidence": str,
+        "purged_partitions": [{"flow", "topic", "partition", "purged", "pending", "log_start"}],
         "samples": {"missing" | "in_flight": [{"flow", "topic", "partition", "source_offset",
                                                "target_offset": null}],
                     "duplicates": [{"topic", "partition", "source_offset", "target_offset"}],
@@ -131,7 +138,7 @@ Report (`--out FILE`, JSON)
         "passed": bool, "failures": [str]}],
      "flows": [{"name", "topics": [{"topic", "remote_topic", "group",   # index into groups
                                     "source_records", "matched", "missing", "in_flight",
-                                    "duplicates", "out_of_order"}]}]}
+                                    "duplicates", "out_of_order", "purged"}]}]}
 
 A human summary goes to stdout, progress to stderr.
 

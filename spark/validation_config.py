@@ -19,11 +19,11 @@ EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
 DEFAULT_WAIT_SECONDS = 120
 DEFAULT_TOLERANCE: dict[str, int | None] = {
-    "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": None, "lost": 0}
-TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight")
+    "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": None, "lost": 0, "purged": 0}
+TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight", "purged")
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
              "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
-             "checkpoints_topic", "groups", "groups_exclude", "groups_required"}
+             "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic"}
 WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
 
 # Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
@@ -77,6 +77,8 @@ class FlowSpec:
     target_alias: str | None = None
     groups_exclude: tuple[str, ...] = ()
     groups_required: bool = True
+    # MM2's offset syncs of this flow, on the target (offset-syncs.topic.location=target)
+    offset_syncs_topic: str | None = None
 
     def selects(self, topic: str) -> bool:
         """Whether a source topic is one this flow's patterns replicate."""
@@ -307,6 +309,9 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
     checkpoints = raw.get("checkpoints_topic")
     if checkpoints is not None and (not isinstance(checkpoints, str) or not TOPIC.fullmatch(checkpoints)):
         problems.append(f"{where}.checkpoints_topic: {checkpoints!r} is not a Kafka topic name")
+    syncs = raw.get("offset_syncs_topic")
+    if syncs is not None and (not isinstance(syncs, str) or not TOPIC.fullmatch(syncs)):
+        problems.append(f"{where}.offset_syncs_topic: {syncs!r} is not a Kafka topic name")
     groups = raw.get("groups")
     groups_exclude = raw.get("groups_exclude")
     if groups_exclude is not None:
@@ -323,7 +328,7 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
     return FlowSpec(i, name, source, target, alias, policy, separator, tuple(topics), source_client,
                     target_client, checkpoints, tuple(groups) if groups is not None else None,
                     tuple(patterns), tuple(excludes), target_alias, tuple(groups_exclude or ()),
-                    groups_required is not False)
+                    groups_required is not False, syncs)
 
 
 def _regex_list(value: Any, where: str, problems: list[str]) -> list[str]:

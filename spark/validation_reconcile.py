@@ -14,6 +14,7 @@ from typing import Callable
 from validation_checkpoints import checkpoints_frame, latest_checkpoints
 from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
 from validation_offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
+from validation_purged import purged_for_group
 from validation_report import group_failures
 from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
 
@@ -337,6 +338,10 @@ class Validator:
                 result = self.validate_group(group, snap, sources[i], per_src[i],
                                              timed_out=counts[i] < expected[i], waited=waited,
                                              target_hint=counts[i])
+                purged, purged_per_src = purged_for_group(self, group)
+                result.update(purged)
+                for src, n in purged_per_src.items():
+                    result["_per_src"][src]["purged"] = n
                 result["failures"] = group_failures(result, config.tolerance)
                 result["passed"] = not result["failures"]
                 groups.append(result)

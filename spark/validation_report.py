@@ -17,7 +17,7 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
             failures.append(f"{label}: {group['target_partitions']} partitions, but {counts}")
     for key in TOLERANCE_REPORT_KEYS:
         limit = tolerance.get(key)
-        if limit is not None and group[key] > limit:
+        if limit is not None and group.get(key, 0) > limit:
             failures.append(f"{label}: {key} {group[key]} > tolerance {limit}")
     lost_limit = tolerance.get("lost")
     for entry in group.get("failover", []):
@@ -43,7 +43,7 @@ def summary_text(report: dict) -> str:
         lines.append(f"  {g['topic']} on {g['target_bootstrap']} <- {feeds}")
         lines.append(f"    source {g['source_records']}  target {g['target_records']}  matched {g['matched']}  "
                      f"missing {g['missing']}  in-flight {g['in_flight']}  duplicates {g['duplicates']}  "
-                     f"extras {g['extras']}  out-of-order {g['out_of_order']}  "
+                     f"extras {g['extras']}  out-of-order {g['out_of_order']}  purged {g.get('purged', 0)}  "
                      f"partitions {'ok' if g['partitions_ok'] else 'WRONG'}"
                      f"{'  (wait bound expired)' if g['timed_out'] else ''}")
         for f in g["failover"]:
@@ -52,6 +52,10 @@ def summary_text(report: dict) -> str:
             else:
                 lines.append(f"    failover {f['consumer_group']} ({f['flow']}): lost {f['lost']}, "
                              f"re-read {f['reread']} over {f['partitions']} partition(s)")
+        for e in g.get("purged_partitions", []):
+            lines.append(f"    purged {e['flow']}:{e['topic']}[{e['partition']}]: {e['purged']} record(s) gone from "
+                         f"the source before MM2 copied them (log start {e['log_start']}"
+                         f"{', ' + str(e['pending']) + ' while not yet reached' if e['pending'] else ''})")
         for name in ("missing", "in_flight", "duplicates", "extras", "out_of_order"):
             if g["samples"].get(name):
                 lines.append(f"    {name} e.g. {json.dumps(g['samples'][name][:3])}")

@@ -33,6 +33,7 @@ def validation_job_config(topology, servers: dict[str, str],
             "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
             "separator": flow.separator, "topic_patterns": list(flow.topics)}
         entry["topics_exclude"] = topics_exclude(flow)  # what MM2 leaves out (Connect's storage topics too)
+        entry["offset_syncs_topic"] = offset_syncs_topic(flow)  # evidence of records purged before copied
         for side in ("source", "target"):
             if clients.get(getattr(flow, side)):
                 entry[f"{side}_client"] = dict(clients[getattr(flow, side)])
@@ -50,6 +51,14 @@ def validation_job_config(topology, servers: dict[str, str],
             "min_records": settings.min_records,
             # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
             "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
+
+
+def offset_syncs_topic(flow) -> str:
+    """MM2's offset-syncs topic of a flow: on the target (mirror.py sets
+    offset-syncs.topic.location=target), named after the source alias, with the
+    flow's separator (replication.policy.internal.topic.separator.enabled)."""
+    sep = flow.separator
+    return f"mm2-offset-syncs{sep}{flow.source}{sep}internal"
 
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -71,6 +80,7 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
     for flow in report["flows"]:
         totals = {key: sum(t[key] for t in flow["topics"])
                   for key in ("source_records", "matched", "missing", "in_flight", "duplicates", "out_of_order")}
+        totals["purged"] = sum(t.get("purged", 0) for t in flow["topics"])
         flows[flow["name"]] = {**totals, "records_checked": totals["source_records"], "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
     for group in report["groups"]:
         for entry in group["failover"]:

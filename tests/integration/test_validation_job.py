@@ -22,12 +22,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from urllib.parse import quote
+
 import pytest
+import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from components import toolchain
 from components.config.mirror import mirror_connector_configs
-from components.config.validation import job_modules
+from components.config.validation import job_modules, offset_syncs_topic
 from components.mirror import MirrorMaker2Provider
 from components.model import load_topology
 from spark import validate_replication as job
@@ -544,3 +548,109 @@ def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spar
     code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=60, min_records=1))
     assert (code, report["status"]) == (1, "failed")
     assert report["failures"] == ["checked 0 records, fewer than min_records 1"]
+
+
+def _connector_state(rest_url: str, name: str) -> tuple[str, list[str]]:
+    status = requests.get(f"{rest_url}/connectors/{quote(name, safe='')}/status", timeout=10).json()
+    return status["connector"]["state"], [t["state"] for t in status.get("tasks", [])]
+
+
+def _set_connector(rest_url: str, name: str, action: str, state: str) -> None:
+    """PUT /connectors/{name}/pause|resume, then wait until it and its tasks are in `state`."""
+    requests.put(f"{rest_url}/connectors/{quote(name, safe='')}/{action}", timeout=10).raise_for_status()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        connector, tasks = _connector_state(rest_url, name)
+        if connector == state and tasks and all(t == state for t in tasks):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{name} not {state} after 60s: {_connector_state(rest_url, name)}")
+
+
+def _produce_at(bootstrap: str, topic: str, partition: int, count: int, prefix: str, timestamp: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=f"{prefix}-{i}".encode(), value=f"{prefix}-v{i}".encode(),
+                         partition=partition, timestamp=timestamp + i)
+    assert producer.flush(30) == 0
+
+
+def _wait_for_end(bootstrap: str, topic: str, ends: dict[int, int], timeout: float = 120) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"vj-ends-{uuid.uuid4().hex}"})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            now = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                   for p in ends}
+            if now == ends or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    assert now == ends, f"{topic} end offsets {now}, expected {ends}"
+
+
+def test_records_purged_at_the_source_while_the_flow_is_paused_are_reported_exactly(
+        spark, tmp_path, kafka_a, kafka_b, connect_b):
+    """A real MM2 flow is paused; 25 records produced meanwhile to partition 0
+    are deleted at the source (delete-records, as retention would) before MM2
+    copies them. Paused, the job sees them as `purged` (the next offset to copy
+    is behind the log start); resumed (MM2 resets to the log start), the gap
+    shows in the offset syncs: 25 either way, per partition, and the run fails
+    unless tolerance.purged allows it."""
+    topic = "vj-purge-orders"
+    a, b = kafka_a.bootstrap_servers, kafka_b.bootstrap_servers
+    create_topic(a, topic, partitions=PARTITIONS, replication_factor=2)
+    now = int(time.time() * 1000)
+    # copied before the pause; partition 0's are older than the job's window, so its deleted
+    # copies on the target are out of the window (not extras)
+    _produce_at(a, topic, 0, 30, "old", now - 2 * 3_600_000)
+    _produce_at(a, topic, 1, 30, "p1", now - 60_000)
+
+    topology = load_topology({"clusters": {"vjpsrc": {"brokers": 2}, "vjpdst": {"brokers": 1}}, "flows": [{
+        "source": "vjpsrc", "target": "vjpdst", "topics": [topic], "heartbeats": False}]})
+    flow = topology.flows[0]
+    connectors = {name: cfg for name, cfg in mirror_connector_configs(
+        flow, replication_factor=1, source_bootstrap=a, target_bootstrap=b).items()
+        if cfg["connector.class"].endswith("MirrorSourceConnector")}
+    [source_connector] = connectors
+    provider = MirrorMaker2Provider()
+    created = provider.create({"flow": flow.name, "connect_url": connect_b.rest_url, "connectors": connectors,
+                               "timeout_seconds": "120", "restart_trigger": ""})
+    try:
+        remote = f"vjpsrc.{topic}"
+        syncs_topic = offset_syncs_topic(flow)
+        _wait_for_end(b, remote, {0: 30, 1: 30})
+        _set_connector(connect_b.rest_url, source_connector, "pause", "PAUSED")
+        _produce_at(a, topic, 0, 25, "purged", now - 30_000)
+        # delete-records up to the end: the log start moves past what MM2 has not copied
+        source_admin = AdminClient({"bootstrap.servers": a})  # kept: its futures need it alive
+        deleted = source_admin.delete_records([TopicPartition(topic, 0, 55)], request_timeout=30)
+        assert [f.result(60).low_watermark for f in deleted.values()] == [55]
+        _wait_for_end(b, remote, {0: 30, 1: 30}, timeout=1)  # paused: nothing more was copied
+
+        cfg = {"flows": [{"name": flow.name, "source_bootstrap": a, "target_bootstrap": b,
+                          "source_alias": "vjpsrc", "policy": "default", "topics": [topic],
+                          "offset_syncs_topic": syncs_topic}],
+               "wait_seconds": 60, "window_seconds": 3600}
+        code, report = validate(spark, tmp_path, cfg)
+        [group] = report["groups"]
+        assert (code, group["purged"], group["missing"], group["extras"]) == (1, 25, 0, 0), report["failures"]
+        assert group["purged_partitions"] == [{"flow": flow.name, "topic": topic, "partition": 0, "purged": 25,
+                                               "pending": 25, "log_start": 55}]
+        assert f"{remote} on {b}: purged 25 > tolerance 0" in report["failures"]
+
+        _set_connector(connect_b.rest_url, source_connector, "resume", "RUNNING")
+        _produce_at(a, topic, 0, 10, "new", now)
+        _wait_for_end(b, remote, {0: 40, 1: 30})
+        code, report = validate(spark, tmp_path, cfg)
+        [group] = report["groups"]
+        assert counts(group) == exact(40), report["failures"]
+        assert group["purged_partitions"] == [{"flow": flow.name, "topic": topic, "partition": 0, "purged": 25,
+                                               "pending": 0, "log_start": 55}]
+        assert code == 1 and report["failures"] == [f"{remote} on {b}: purged 25 > tolerance 0"]
+        assert report["flows"][0]["topics"][0]["purged"] == 25
+        code, report = validate(spark, tmp_path, {**cfg, "tolerance": {"purged": 25}})
+        assert (code, report["status"], report["groups"][0]["purged"]) == (0, "passed", 25), report["failures"]
+    finally:
+        provider.delete(created.id, created.outs)

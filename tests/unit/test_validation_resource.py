@@ -47,14 +47,15 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
                   "topic_patterns": ["orders", "clicks.*"],
                   "topics_exclude": [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
                   "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
-                  "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False}
+                  "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False,
+                  "offset_syncs_topic": "mm2-offset-syncs.us.internal"}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
     # the default window: the last hour of records; no minimum
     assert (config["window_seconds"], config["min_records"]) == (3600, 0)
     # no limit is spelled "unlimited": a null would be dropped on its way through the engine
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
-                                   "in_flight": "unlimited", "lost": 0}
+                                   "in_flight": "unlimited", "lost": 0, "purged": 0}
 
 
 def test_job_config_is_valid_input_for_the_job():
@@ -125,7 +126,7 @@ def test_summary_totals_per_flow_and_failover_per_group():
     assert summary["window"] == {"seconds": 3600, "since": "2026-11-24T20:00:00+00:00"}
     assert summary["flows"]["us->central"] == {
         "records_checked": 15, "source_records": 15, "matched": 14, "missing": 1, "in_flight": 0, "duplicates": 3, "out_of_order": 1,
-        "topics": ["clicks", "orders"], "failover": {"app": {"lost": 1, "reread": 42}}}
+        "purged": 0, "topics": ["clicks", "orders"], "failover": {"app": {"lost": 1, "reread": 42}}}
     assert summary["flows"]["uk->central"]["source_records"] == 0
 
 

@@ -31,7 +31,7 @@ def test_defaults_and_tolerance():
     config = job.parse_config({"flows": [flow()]})
     assert config.wait_seconds == 120
     assert config.tolerance == {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
-                                "in_flight": None, "lost": 0}
+                                "in_flight": None, "lost": 0, "purged": 0}
     [group] = config.groups
     assert (group.topic, group.target_bootstrap) == ("us.orders", C)
     assert job.parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
