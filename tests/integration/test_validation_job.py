@@ -198,7 +198,7 @@ def test_clean_copy_passes_with_exact_counts(spark, tmp_path, kafka_a, kafka_b):
     assert group["sources"][0]["window"] == {str(p): [0, n] for p, n in enumerate(per_partition)}
     assert report["flows"] == [{"name": "a->b", "topics": [
         {"topic": topic, "remote_topic": remote, "group": 0, "source_records": 1000, "matched": 1000,
-         "missing": 0, "in_flight": 0, "duplicates": 0, "out_of_order": 0}]}]
+         "missing": 0, "in_flight": 0, "duplicates": 0, "out_of_order": 0, "purged": 0}]}]
 
     # the same verdict with offsets and partition counts from Spark aggregates instead of confluent_kafka
     code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic), "--offsets-via", "spark")
