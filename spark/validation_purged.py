@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import struct
 
+from validation_offsets import jvm_list_offsets
 from validation_spark import read_whole_topic
 
 # Kafka protocol types of org.apache.kafka.connect.mirror.OffsetSync (no version header):
@@ -103,28 +104,11 @@ def offset_syncs(spark, bootstrap: str, client: dict[str, str], syncs_topic: str
 def jvm_watermarks(spark, bootstrap: str, client: dict[str, str], topic: str) -> dict[int, tuple[int, int]] | None:
     """--offsets-via spark: {partition: (log start, end)} through the Kafka Admin
     client; None when the topic does not exist."""
-    jvm = spark._jvm
-    props = jvm.java.util.Properties()
-    props.put("bootstrap.servers", bootstrap)
-    props.put("default.api.timeout.ms", "30000")
-    for key, value in client.items():
-        props.put(key, value)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
-    try:
-        if topic not in set(admin.listTopics().names().get()):
-            return None
-        info = admin.describeTopics(jvm.java.util.Collections.singleton(topic)).allTopicNames().get().get(topic)
-        spec = jvm.org.apache.kafka.clients.admin.OffsetSpec
-        found = {}
-        for which in ("earliest", "latest"):
-            request = jvm.java.util.HashMap()
-            for p in info.partitions():
-                request.put(jvm.org.apache.kafka.common.TopicPartition(topic, p.partition()), getattr(spec, which)())
-            result = admin.listOffsets(request).all().get()
-            found[which] = {tp.partition(): result.get(tp).offset() for tp in result.keySet()}
-        return {p: (found["earliest"][p], found["latest"][p]) for p in found["latest"]}
-    finally:
-        admin.close()
+    starts = jvm_list_offsets(spark, bootstrap, client, topic, "earliest")
+    ends = jvm_list_offsets(spark, bootstrap, client, topic, "latest")
+    if starts is None or ends is None:
+        return None
+    return {p: (starts[p], ends[p]) for p in ends}
 
 
 def purged_for_group(validator, group) -> tuple[dict, dict[int, int]]:
