@@ -1,24 +1,55 @@
 """Read a cluster's topic and consumer-group names for the replication plan
 (components/config/plan.py), quickly: a preview never waits more than
 LIVE_TIMEOUT seconds per request on a cluster that does not answer (about
-2 × LIVE_TIMEOUT per cluster at worst: topics, then groups)."""
+2 × LIVE_TIMEOUT per cluster at worst: topics, then groups).
+
+Secured clusters are read with the same client settings the flows use: their
+`${file:...}` references are resolved and the Java settings translated to
+librdkafka's by the validation job's own code (components/jobs), so the plan
+and the job read a cluster the same way."""
 from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
 
 from components.config.plan import Live
 
 LIVE_TIMEOUT = 5  # seconds
+JOB_DIR = Path(__file__).parent / "jobs"
+
+
+def _job_module(name: str):
+    """One of the validation job's modules (they import each other by bare name)."""
+    if str(JOB_DIR) not in sys.path:
+        sys.path.append(str(JOB_DIR))
+    return importlib.import_module(name)
+
+
+def librdkafka_settings(bootstrap: str, client_settings: dict[str, str]) -> tuple[dict | None, str | None]:
+    """(confluent_kafka settings, None) or (None, why they cannot be had here).
+    The reason names files and keys, never a value."""
+    job_config, job_offsets = _job_module("validation_config"), _job_module("validation_offsets")
+    problems: list[str] = []
+    resolved = {key: job_config.resolve_reference(str(value), key, problems)
+                for key, value in client_settings.items()}
+    if problems:  # e.g. the client files are written by `up` and this machine has none yet
+        return None, "client settings not readable here: " + "; ".join(problems)
+    conf = job_offsets.librdkafka_config(bootstrap, resolved)
+    if conf is None:
+        protocol = client_settings.get("security.protocol", "PLAINTEXT")
+        return None, f"{protocol} client settings with no librdkafka equivalent (e.g. a JKS store)"
+    return conf, None
 
 
 def read_names(bootstrap: str, client_settings: dict[str, str] | None = None) -> Live:
     """The cluster's topics and groups, or Live(error=...) saying why not."""
-    settings = client_settings or {}
-    if settings.get("security.protocol", "PLAINTEXT") != "PLAINTEXT" or \
-            any("${" in str(v) for v in settings.values()):
-        # Java client settings (keystores, ${file:} references) have no librdkafka equivalent here.
-        return Live(error=f"{settings.get('security.protocol')} listener: the plan reads plaintext listeners only")
+    conf, why_not = librdkafka_settings(bootstrap, client_settings or {})
+    if conf is None:
+        return Live(error=why_not)
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,  # no librdkafka lines in the preview
+    admin = AdminClient({**conf, "log_level": 0,  # no librdkafka lines in the preview
                          "socket.connection.setup.timeout.ms": LIVE_TIMEOUT * 1000,
                          "socket.timeout.ms": LIVE_TIMEOUT * 1000})
     try:

@@ -2,6 +2,7 @@
 replicated exactly-once into central (SASL_SSL, PLAIN, mTLS), with every
 secret checked for leaks: state, Connect's config topic, `ps`, logs, files."""
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -68,7 +69,12 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
                           client={**central_client, "isolation.level": "read_committed"})
         assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
 
-        project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1", timeout=900)
+        again = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1",
+                            timeout=900)
+        # The replication plan read the SASL_SSL source through the flow's own client files.
+        again_output = again.stdout + again.stderr
+        assert re.search(r"orders +-> edge\.orders", again_output), again_output[-3000:]
+        assert "not checked" not in again_output
         report = project.outputs()["validation"]
         counts = report["flows"]["edge->central"]
         assert report["passed"] is True, report
@@ -92,7 +98,7 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
         assert _leaks(ps, secrets) == []
         # 4. Logs: the services', and what `pulumi up` printed.
         logs = "".join(p.read_text(errors="ignore") for p in local.rglob("*.log"))
-        assert logs and _leaks(logs + project.up_output, secrets) == []
+        assert logs and _leaks(logs + project.up_output + again_output, secrets) == []
         # 5. Files: a secret only in 0600 files of 0700 folders.
         for path in (p for p in local.rglob("*") if p.is_file()):
             if _leaks(path.read_text(errors="ignore"), secrets):

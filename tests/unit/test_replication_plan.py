@@ -94,5 +94,26 @@ def test_flow_spec_reads_the_model():
 def test_the_live_read_names_a_cluster_it_cannot_read():
     from components.live_topics import read_names
     assert read_names("127.0.0.1:1").error == "no answer from 127.0.0.1:1 within 5s"  # nothing listens on port 1
-    secured = read_names("x:9093", {"security.protocol": "SASL_SSL"})
-    assert secured.error == "SASL_SSL listener: the plan reads plaintext listeners only" and secured.topics == []
+    missing = read_names("x:9093", {"security.protocol": "SASL_SSL",
+                                    "sasl.jaas.config": "${file:/nonexistent/client.properties:sasl.jaas.config}"})
+    assert missing.error.startswith("client settings not readable here: sasl.jaas.config: cannot read "
+                                    "/nonexistent/client.properties") and missing.topics == []
+    jks = read_names("x:9093", {"security.protocol": "SSL", "ssl.truststore.location": "/x.jks",
+                                "ssl.truststore.type": "JKS"})
+    assert jks.error == "SSL client settings with no librdkafka equivalent (e.g. a JKS store)"
+
+
+def test_secured_client_settings_translate_to_librdkafka_without_showing_the_secret(tmp_path):
+    from components.live_topics import librdkafka_settings
+    props = tmp_path / "client.properties"
+    props.write_text('sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                     'username="mm2" password="pa55-w0rd";\n')
+    conf, why_not = librdkafka_settings("b:9093", {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.pem"),
+        "sasl.jaas.config": f"${{file:{props}:sasl.jaas.config}}"})
+    assert why_not is None
+    assert conf == {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                    "ssl.ca.location": str(tmp_path / "ca.pem"), "sasl.username": "mm2", "sasl.password": "pa55-w0rd"}
+    _, bad = librdkafka_settings("b:9093", {"sasl.jaas.config": f"${{file:{props}:missing.key}}"})
+    assert "pa55-w0rd" not in bad
