@@ -555,6 +555,9 @@ def _connector_state(rest_url: str, name: str) -> tuple[str, list[str]]:
     return status["connector"]["state"], [t["state"] for t in status.get("tasks", [])]
 
 
+FETCH_SETTLE_SECONDS = 3  # > the source consumer's fetch.max.wait.ms (500 ms, Kafka's default)
+
+
 def _set_connector(rest_url: str, name: str, action: str, state: str) -> None:
     """PUT /connectors/{name}/pause|resume, then wait until it and its tasks are in `state`."""
     requests.put(f"{rest_url}/connectors/{quote(name, safe='')}/{action}", timeout=10).raise_for_status()
@@ -622,6 +625,10 @@ def test_records_purged_at_the_source_while_the_flow_is_paused_are_reported_exac
         syncs_topic = offset_syncs_topic(flow)
         _wait_for_end(b, remote, {0: 30, 1: 30})
         _set_connector(connect_b.rest_url, source_connector, "pause", "PAUSED")
+        # The paused task's consumer may still have a fetch at the broker (sent at its last
+        # poll, held up to fetch.max.wait.ms = 500 ms): records arriving now would reach
+        # MM2 in that fetch's answer and be copied after the resume even though deleted.
+        time.sleep(FETCH_SETTLE_SECONDS)
         _produce_at(a, topic, 0, 25, "purged", now - 30_000)
         # delete-records up to the end: the log start moves past what MM2 has not copied
         source_admin = AdminClient({"bootstrap.servers": a})  # kept: its futures need it alive
