@@ -49,18 +49,22 @@ class Site:
         _parallel(k.stop for k in self.kafka.values())
 
     def connectors(self, url: str | None = None) -> list[str]:
-        url = url or next(u for u, h in zip(self.dc.rest_urls, self.dc.handles) if launcher.is_alive(h))
-        return sorted(requests.get(f"{url}/connectors", timeout=10, verify=self.ca_file, auth=self.auth).json())
+        return sorted(self._get("/connectors", url))
 
     def config(self, name: str) -> dict:
-        """The connector's config; while the group rebalances after an update a
-        worker answers 409 (stale configuration) for a few seconds: asked again."""
-        url = next(u for u, h in zip(self.dc.rest_urls, self.dc.handles) if launcher.is_alive(h))
+        return self._get(f"/connectors/{name}/config")
+
+    def _get(self, path: str, url: str | None = None):
+        """A read from a live worker. While the group rebalances after an update a
+        worker refuses reads for a few seconds, with 409 (stale configuration) or
+        500 (RebalanceNeededException): asked again, as mirrorstack's client does."""
+        url = url or next(u for u, h in zip(self.dc.rest_urls, self.dc.handles) if launcher.is_alive(h))
         deadline = time.monotonic() + 60
         while True:
-            reply = requests.get(f"{url}/connectors/{name}/config", timeout=10, verify=self.ca_file, auth=self.auth)
-            if reply.status_code != 409 or time.monotonic() > deadline:
-                reply.raise_for_status()
+            reply = requests.get(f"{url}{path}", timeout=10, verify=self.ca_file, auth=self.auth)
+            rebalancing = reply.status_code == 409 or (reply.status_code == 500 and "rebalance" in reply.text)
+            if not rebalancing or time.monotonic() > deadline:
+                assert reply.ok, (path, reply.status_code, reply.text)
                 return reply.json()
             time.sleep(1)
 
