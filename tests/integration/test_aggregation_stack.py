@@ -7,6 +7,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
@@ -72,14 +73,14 @@ def test_aggregation_stack_end_to_end(aggregation):
     project.run("up", "--yes", "--skip-preview", timeout=600)
     source = "uk->central.MirrorSourceConnector"
     connect_url = out["connect"]["central"]
-    assert requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/config", timeout=10).json()["tasks.max"] == "3"
+    assert connect_rest.read(f"{connect_url}/connectors/{quote(source, safe='')}/config")["tasks.max"] == "3"
 
     # a connector deleted by hand: refresh sees it, up repairs it
     requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
     assert refreshed(refresh.stdout) == {"aggregation-uk->central-connectors"}, refresh.stdout
     project.run("up", "--yes", "--skip-preview", timeout=600)
-    status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
+    status = connect_rest.read(f"{connect_url}/connectors/{quote(source, safe='')}/status")
     assert status["connector"]["state"] == "RUNNING"
 
     # the validation re-runs on demand and reconciles every record of both flows
@@ -114,7 +115,7 @@ def test_aggregation_stack_end_to_end(aggregation):
     assert len(urns) == 2
     project.run("destroy", "--yes", "--skip-preview", *[f"--target={u}" for u in urns],
                 "--target-dependents", timeout=600)
-    assert requests.get(f"{connect_url}/connectors", timeout=10).json() == []
+    assert connect_rest.read(f"{connect_url}/connectors") == []
 
     # destroy: no process left, empty stack
     project.run("destroy", "--yes", "--skip-preview", timeout=600)

@@ -8,11 +8,10 @@ two stacks whose Connect clusters share one Kafka cluster."""
 from __future__ import annotations
 
 import json
-import time
 import pytest
-import requests
 
 from components.platforms.local import launcher
+from tests.support import connect_rest
 from tests.support.external_connect import basic_auth, put_connectors, ready_check, rest_tls, seed_connectors
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel
@@ -55,18 +54,8 @@ class Site:
         return self._get(f"/connectors/{name}/config")
 
     def _get(self, path: str, url: str | None = None):
-        """A read from a live worker. While the group rebalances after an update a
-        worker refuses reads for a few seconds, with 409 (stale configuration) or
-        500 (RebalanceNeededException): asked again, as mirrorstack's client does."""
         url = url or next(u for u, h in zip(self.dc.rest_urls, self.dc.handles) if launcher.is_alive(h))
-        deadline = time.monotonic() + 60
-        while True:
-            reply = requests.get(f"{url}{path}", timeout=10, verify=self.ca_file, auth=self.auth)
-            rebalancing = reply.status_code == 409 or (reply.status_code == 500 and "rebalance" in reply.text)
-            if not rebalancing or time.monotonic() > deadline:
-                assert reply.ok, (path, reply.status_code, reply.text)
-                return reply.json()
-            time.sleep(1)
+        return connect_rest.read(f"{url}{path}", verify=self.ca_file, auth=self.auth)
 
     def servers(self, alias: str) -> str:
         return self.kafka[alias].bootstrap_servers
@@ -217,7 +206,7 @@ def test_two_stacks_share_a_kafka_cluster_for_their_connect_groups(site, tmp_pat
         for (_, project), (stack, source) in zip(projects, (("existing-connect", "us"), ("edge-push", "uk"))):
             out = project.outputs()
             groups.add(out["connect_groups"]["central"])
-            listed = sorted(requests.get(f"{out['connect']['central']}/connectors", timeout=10).json())
+            listed = sorted(connect_rest.read(f"{out['connect']['central']}/connectors"))
             assert listed == [f"{source}->central.Mirror{k}Connector" for k in ("Checkpoint", "Heartbeat", "Source")]
         assert groups == {"mirrorstack-existing-connect-central", "mirrorstack-edge-push-central"}
     finally:

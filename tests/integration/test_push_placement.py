@@ -5,11 +5,11 @@ copied twice. One stack, brought up once, asserted throughout."""
 import time
 
 import pytest
-import requests
 import yaml
 
 from components.config.mirror import throughput_settings
 from components.model import Flow
+from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, consume_group, create_topic, produce, topic_names
 from tests.support.secured import librdkafka_client
 from tests.support.stacks import stack_project
@@ -25,7 +25,7 @@ def _values(records) -> list:
 
 
 def _connectors(url: str) -> list[str]:
-    return sorted(requests.get(f"{url}/connectors", timeout=10).json())
+    return sorted(connect_rest.read(f"{url}/connectors"))
 
 
 def _wait_translated(bootstrap: str, group: str, client: dict | None = None, timeout: float = 120) -> dict:
