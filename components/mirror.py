@@ -137,6 +137,16 @@ class ConnectClient:
         """Create a connector that does not start (KIP-980), to give it offsets first."""
         self._ok(self._call("POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}),
                  f"creating {name} stopped")
+        self.wait_known(name)
+
+    def wait_known(self, name: str, timeout: float = 20) -> None:
+        """Until this worker knows a connector just created through it: the leader
+        writes the config, and a follower answers 404 for it until it has read it."""
+        deadline = time.monotonic() + timeout
+        while self.status(name) is None:
+            if time.monotonic() > deadline:
+                raise ConnectError(f"{name} was created but {self.url} does not know it after {timeout:.0f}s")
+            time.sleep(0.5)
 
     def stop(self, name: str, timeout: float = 120) -> None:
         """Stop a connector (KIP-875): its tasks commit their offsets and go away."""
