@@ -187,7 +187,7 @@ class ConnectClient:
 
 # A flow's state (components.model.Flow.state) as Connect names its connectors' target state.
 CONNECT_STATES = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
-# What a connector's state is, in Connect's words, when someone moved it outside the stack.
+# Connect's connector states that are a flow state (UNASSIGNED, RESTARTING, FAILED are none).
 TARGET_STATES = {v: k for k, v in CONNECT_STATES.items()}
 VERBS = {"running": "resuming", "paused": "pausing", "stopped": "stopping"}
 
