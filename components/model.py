@@ -514,7 +514,8 @@ class Topology(_Model):
 
     def flow_state(self, flow: Flow) -> FlowState:
         """The state the flow's connectors must be in: the one place that decides
-        it (the MirrorMaker2 component and the outputs read it here)."""
+        it (each flow's MirrorMaker2 component is given this, never flow.state);
+        today the flow's own `state`."""
         return flow.state
 
     def flows_by_connect(self) -> dict[str, list[Flow]]:
