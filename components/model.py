@@ -315,6 +315,9 @@ def _flow_schema(schema: dict) -> None:
     schema["not"] = {"required": list(SHORTHAND)}
 
 
+FlowState = Literal["running", "paused", "stopped"]
+
+
 class Flow(_Model):
     model_config = ConfigDict(json_schema_extra=_flow_schema)
 
@@ -363,6 +366,11 @@ class Flow(_Model):
         "Existing connectors (made by hand) this flow replaces: on the next up each is stopped, its source "
         "offsets are copied to the flow's connector of the same kind (Kafka's offsets REST API, KIP-875), and "
         "it is deleted, so replication goes on where it stopped. Remove it after that up."))
+    state: FlowState = Field("running", description=(
+        "running: the connectors copy. paused: Connect's pause: tasks stay assigned, nothing moves, resuming is "
+        "instant. stopped: Kafka's stop (KIP-875): tasks commit their offsets and shut down, nothing is held on "
+        "the workers. Both keep the connectors and their offsets, so `running` again continues where it stopped "
+        "(Strimzi's `state`)."))
 
     @property
     def name(self) -> str:
@@ -503,6 +511,12 @@ class Topology(_Model):
         if flow.replication_factor is not None:
             return flow.replication_factor
         return min(3, self.target_brokers(flow))
+
+    def flow_state(self, flow: Flow) -> FlowState:
+        """The state the flow's connectors must be in: the one place that decides
+        it (each flow's MirrorMaker2 component is given this, never flow.state);
+        today the flow's own `state`."""
+        return flow.state
 
     def flows_by_connect(self) -> dict[str, list[Flow]]:
         return {name: [f for f in self.flows if f.connect == name] for name in self.connect}
