@@ -219,6 +219,9 @@ class Switch:
                 if not rules.flow_topic(self.flow, topic):
                     continue
                 checkpoint = checkpoints.get((group, remote_name(self.flow, topic), p))
+                start, end = marks.get((topic, p), (None, None))
+                if start == end == committed:
+                    continue  # nothing there to translate: it moves to the copy's end
                 checked[group] = checked.get(group, 0) + 1
                 if not rules.checkpoint_fresh(committed, checkpoint, syncs.get((topic, p))):
                     rows.append({"topic": topic, "partition": p, "committed": committed,

@@ -201,11 +201,16 @@ def translate_planned(group: str, commits: dict[Key, int], flow: dict, back_flow
         if flow_topic(flow, topic):
             remote = remote_name(flow, topic)
             checkpoint = checkpoints.get((group, remote, p))
+            end_to = ends_to.get((remote, p))
+            if checkpoint is None and old == end_from and end_to is not None:
+                # At the end of a partition with nothing to read (MM2 checkpoints no empty partition):
+                # with nothing in flight, its end is the copy's end.
+                rows.append(partition_entry(topic, remote, p, old, end_to, exact=end_to))
+                continue
             if checkpoint is None:
                 notes.append(f"{group}: {topic}/{p} has no checkpoint: not moved (its position on {remote} "
                              "is unknown)")
                 continue
-            end_to = ends_to.get((remote, p))
             exact = end_to - (end_from - old) if end_to is not None and end_from is not None else None
             rows.append(partition_entry(topic, remote, p, old, checkpoint[1], exact=exact))
         elif (original := back_topic_original(back_flow, topic)) is not None:
@@ -249,37 +254,44 @@ def lost_note(from_alias: str) -> str:
 # -- the report --------------------------------------------------------------
 
 def _figure(value) -> str:
-    return "?" if value is None else str(value)
+    """A count or offset; Pulumi's state turns numbers into floats."""
+    if value is None:
+        return "?"
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def render_report(report: dict) -> str:
     """Short aligned lines: the switch, the gate, one line per group and one
-    per partition that re-reads or loses records, then the notes."""
+    per partition (only those not moved exactly when a group has many), then
+    the notes. Missing keys (a report that went through Pulumi's state, which
+    drops nulls) read as unknown."""
     lines = [f"{report['mode']} switch {report['from']} -> {report['to']} at {report['at']}"]
     gate = report.get("gate")
     if gate is None:
         lines.append("  gate: none (unplanned)")
     else:
-        lines.append(f"  gate: passed after {gate.get('waited_seconds', 0):.0f}s: {gate['in_flight']} in flight, "
-                     f"{len(gate['groups'])} group(s) with fresh checkpoints on {gate['checkpointed_partitions']} "
-                     "partition(s)" + (f", active on {report['from']} (allowed): "
-                                       + ", ".join(gate["members_from"]) if gate["members_from"] else ""))
+        allowed = ", ".join(gate.get("members_from") or {})
+        lines.append(f"  gate: passed after {float(gate.get('waited_seconds') or 0):.0f}s: "
+                     f"{_figure(gate.get('in_flight', 0))} in flight, {len(gate.get('groups') or [])} group(s) with "
+                     f"fresh checkpoints on {_figure(gate.get('checkpointed_partitions', 0))} partition(s)"
+                     + (f", active on {report['from']} (allowed): {allowed}" if allowed else ""))
     groups = report.get("groups") or {}
     width = max([len(g) for g in groups] + [5])
     for group, entry in sorted(groups.items()):
-        parts = entry["partitions"]
-        figures = (f"re-read {_figure(entry['reread'])}" if entry["reread_at_most"] is None or entry["reread"] is not None
-                   else f"re-read at most {entry['reread_at_most']}")
-        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry['lost'])}")
-        pwidth = max([len(f"{r['from_topic']}/{r['partition']}") for r in parts] + [1])
+        parts = entry.get("partitions") or []
+        at_most = entry.get("reread") is None and entry.get("reread_at_most") is not None
+        figures = (f"re-read at most {_figure(entry.get('reread_at_most'))}" if at_most
+                   else f"re-read {_figure(entry.get('reread'))}")
+        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry.get('lost'))}")
+        pwidth = max([len(f"{r['from_topic']}/{_figure(r['partition'])}") for r in parts] + [1])
         for r in parts:
-            if r["reread"] == 0 and r["lost"] == 0 and len(parts) > 4:
+            if r.get("reread") == 0 and r.get("lost") == 0 and len(parts) > 4:
                 continue  # exact moves of many partitions: the group line says it
-            where = f"{r['from_topic']}/{r['partition']}"
-            reread = (f"re-read {r['reread']}" if r["reread"] is not None
-                      else f"re-read at most {_figure(r['reread_at_most'])}")
-            lines.append(f"    {where:<{pwidth}}  {_figure(r['old']):>8} -> {r['to_topic']} {r['new']:<8}  {reread}, "
-                         f"lost {_figure(r['lost'])}")
+            where = f"{r['from_topic']}/{_figure(r['partition'])}"
+            reread = (f"re-read {_figure(r.get('reread'))}" if r.get("reread") is not None
+                      else f"re-read at most {_figure(r.get('reread_at_most'))}")
+            lines.append(f"    {where:<{pwidth}}  {_figure(r.get('old')):>8} -> {r['to_topic']} "
+                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}")
     if not groups:
         lines.append("  no group moved")
     lines += [f"  note: {n}" for n in report.get("notes") or []]

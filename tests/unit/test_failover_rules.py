@@ -134,6 +134,12 @@ def test_translate_planned_moves_flow_topics_by_checkpoint_and_back_topics_by_of
                      "g1: local-only not mirrored by primary->standby: not moved"]
 
 
+def test_a_group_at_the_end_of_an_empty_partition_moves_to_the_copys_end():
+    entry, notes = f.translate_planned("g1", {("orders", 3): 0}, FORWARD, None, {}, {}, {("orders", 3): 0},
+                                       {("primary.orders", 3): 0})
+    assert [(r["new"], r["reread"], r["lost"]) for r in entry["partitions"]] == [(0, 0, 0)] and notes == []
+
+
 def test_translate_planned_reports_a_back_topic_without_sync_and_never_guesses():
     entry, notes = f.translate_planned("g1", {("standby.orders", 0): 15}, FORWARD, REVERSE, {}, {}, {}, {})
     assert entry == {"reread": None, "reread_at_most": None, "lost": None, "partitions": []}
@@ -170,6 +176,12 @@ def test_render_report_is_one_line_per_group_and_partition():
     unplanned = {**planned, "mode": "unplanned", "gate": None, "notes": [f.lost_note("primary")],
                  "groups": {"g1": f.group_entry([f.partition_entry("orders", "primary.orders", 0, 40, 31, end_to=50)])}}
     lines = f.render_report(unplanned).splitlines()
+    # through Pulumi's state: numbers as floats, nulls dropped
+    stored = {**planned, "groups": {"g1": {"reread": 7.0, "lost": 0.0, "partitions": [
+        {"from_topic": "orders", "to_topic": "primary.orders", "partition": 0.0, "old": 40.0, "new": 31.0,
+         "reread": 7.0, "lost": 0.0}]}}}
+    assert f.render_report(stored).splitlines()[2:4] == [
+        "  g1     1 partition(s)  re-read 7  lost 0", "    orders/0        40 -> primary.orders 31        re-read 7, lost 0"]
     assert lines[1] == "  gate: none (unplanned)"
     assert lines[2] == "  g1     1 partition(s)  re-read at most 19  lost ?"
     assert lines[-1].endswith("cannot be counted until primary returns")
