@@ -25,7 +25,10 @@ from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 
 pytestmark = pytest.mark.integration
 
-FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2"}, "source": {"offset.lag.max": "10"}}
+# Checkpoints every 2 s, an offset sync every 10 records; MM2's admin tasks give up after 10 s, so a
+# connector whose source is dead stops in seconds (its default, 60 s, is how long a stop takes then).
+FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2", "admin.timeout.ms": "10000"},
+        "source": {"offset.lag.max": "10", "admin.timeout.ms": "10000"}}
 PARTS = 2
 
 
@@ -177,12 +180,14 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     message = _gate_message(site)
     assert "stale checkpoints: group g3: " in message and "checkpoint none" in message, message
     site.client.resume(checkpoint)
-    admin(p).delete_consumer_groups(["g3"])["g3"].result(timeout=30)
+    client = admin(p)  # must outlive the future
+    client.delete_consumer_groups(["g3"])["g3"].result(timeout=30)
 
     # -- planned failover: the reported re-reads are what the consumers re-read ------------------
     lines = []
     report = run_switch(site.spec(), lines.append)
     text = render_report(report)
+    print(text)
     assert report["mode"] == "planned" and report["gate"]["in_flight"] == 0, text
     assert sorted(report["groups"]) == ["g1", "g2"], text
     assert {site.states()[n] for n in (source, checkpoint)} == {"STOPPED"}, text
@@ -203,13 +208,15 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     site.wait_settled(site.reverse, ["g1"])
     # g2 back a few records on primary.orders: its position falls between two offset syncs
     rewound = {p_: o - 3 for p_, o in site.offsets("standby", ["g2"])["g2"].items()}
-    admin(s).alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+    client = admin(s)
+    client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         "g2", [TopicPartition("primary.orders", p_, o) for p_, o in rewound.items()])])["g2"].result(timeout=30)
     copy = consume(s, "primary.orders", expected=len(sent), timeout=30)
     before_g2 = {r.value for r in copy if r.offset < rewound[r.partition]}  # what g2's position says it read
 
     report = run_switch(site.spec(back=True), lambda _: None)
     text = render_report(report)
+    print(text)
     assert (report["from"], report["to"]) == ("standby", "primary"), text
     g1, g2 = report["groups"]["g1"], report["groups"]["g2"]
     assert {r["to_topic"] for r in g1["partitions"]} == {"orders", "standby.orders"}, text
@@ -224,7 +231,8 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     reread = {t: sum(r["reread"] for r in g1["partitions"] if r["to_topic"] == t) for t in ("orders", "standby.orders")}
     assert len(set(copied_back) & set(seen["g1"])) == reread["standby.orders"] and g1["lost"] == 0, text
     assert set(made_on_standby) <= set(copied_back) | set(seen["g1"])
-    assert _read_to_end(p, "g1", "orders") == [] and reread["orders"] == 0, text  # it had read them all
+    again = _read_to_end(p, "g1", "orders")  # it had read primary.orders to the end
+    assert len(set(again) & set(seen["g1"])) == reread["orders"] and set(again) <= set(seen["g1"]), text
 
     # -- unplanned: the primary is lost after the last checkpoints ---------------------------------
     for name in (source, checkpoint):
