@@ -25,10 +25,12 @@ from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 
 pytestmark = pytest.mark.integration
 
-# Checkpoints every 2 s, an offset sync every 10 records; MM2's admin tasks give up after 10 s, so a
-# connector whose source is dead stops in seconds (its default, 60 s, is how long a stop takes then).
-FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2", "admin.timeout.ms": "10000"},
-        "source": {"offset.lag.max": "10", "admin.timeout.ms": "10000"}}
+# Checkpoints every 2 s, an offset sync every 10 records. MM2's calls to a dead source give up after
+# 10 s (Kafka's admin default: 60 s, which is how long stopping a connector whose source is lost takes).
+DEAD_SOURCE = {"admin.timeout.ms": "10000", "source.admin.default.api.timeout.ms": "10000",
+               "source.admin.request.timeout.ms": "5000"}
+FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2", **DEAD_SOURCE},
+        "source": {"offset.lag.max": "10", **DEAD_SOURCE}}
 PARTS = 2
 
 
