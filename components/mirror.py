@@ -133,10 +133,16 @@ class ConnectClient:
         if reply.status != 404:
             self._ok(reply, f"deleting {name}")
 
+    def create(self, name: str, config: dict[str, str], state: str = "running") -> None:
+        """Create a connector in its flow's state (KIP-980's initial_state), so a
+        paused or stopped flow never copies a record, not even at its creation."""
+        self._ok(self._call("POST", "/connectors", json={"name": name, "config": config,
+                                                         "initial_state": CONNECT_STATES[state]}),
+                 f"creating {name} {state}")
+
     def create_stopped(self, name: str, config: dict[str, str]) -> None:
         """Create a connector that does not start (KIP-980), to give it offsets first."""
-        self._ok(self._call("POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}),
-                 f"creating {name} stopped")
+        self.create(name, config, "stopped")
 
     def stop(self, name: str, timeout: float = 120) -> None:
         """Stop a connector (KIP-875): its tasks commit their offsets and go away."""
@@ -152,6 +158,14 @@ class ConnectClient:
 
     def resume(self, name: str) -> None:
         self._ok(self._call("PUT", f"/connectors/{quote(name, safe='')}/resume"), f"resuming {name}")
+
+    def pause(self, name: str) -> None:
+        """Connect's pause: the tasks stay assigned and stop copying."""
+        self._ok(self._call("PUT", f"/connectors/{quote(name, safe='')}/pause"), f"pausing {name}")
+
+    def set_state(self, name: str, state: str) -> None:
+        """Move a connector to a flow state (running, paused, stopped); a stop waits until STOPPED."""
+        {"running": self.resume, "paused": self.pause, "stopped": self.stop}[state](name)
 
     def offsets(self, name: str) -> list[dict]:
         """The connector's committed source offsets: [{partition, offset}]."""
@@ -171,6 +185,13 @@ class ConnectClient:
                  f"restarting {name}")
 
 
+# A flow's state (components.model.Flow.state) as Connect names its connectors' target state.
+CONNECT_STATES = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
+# What a connector's state is, in Connect's words, when someone moved it outside the stack.
+TARGET_STATES = {v: k for k, v in CONNECT_STATES.items()}
+VERBS = {"running": "resuming", "paused": "pausing", "stopped": "stopping"}
+
+
 def summarize(status: dict | None) -> dict[str, str]:
     if status is None:
         return {"state": "MISSING", "tasks": "0", "running_tasks": "0"}
@@ -183,11 +204,31 @@ RESTART_GRACE = 30  # seconds a just-restarted connector may still report its ol
 VANISH_GRACE = 20  # seconds a just-configured connector may be missing from a (forwarding) worker's status (10 s misfired on a loaded 2-core host)
 
 
+def reached(status: dict | None, state: str) -> bool:
+    """A connector's status (GET /connectors/<n>/status) is the flow state:
+    running with all its tasks (no tasks is normal: no matching topic or group
+    yet), paused with every task paused, or stopped with no task left."""
+    if status is None:
+        return False
+    tasks = [t["state"] for t in status.get("tasks", [])]
+    if state == "stopped":
+        return status["connector"]["state"] == "STOPPED" and not tasks
+    want = CONNECT_STATES[state]
+    return status["connector"]["state"] == want and all(t == want for t in tasks)
+
+
 def wait_running(client: ConnectClient, names: list[str], timeout: float,
                  restarted: set[str] = frozenset()) -> dict[str, dict[str, str]]:
-    """Until every connector and all its tasks run; fails at once naming a
-    FAILED connector or task with Connect's stack trace. Connect restarts
-    asynchronously, so `restarted` connectors may show FAILED for a grace period."""
+    """Until every connector and all its tasks run (see wait_state)."""
+    return wait_state(client, names, "running", timeout, restarted)
+
+
+def wait_state(client: ConnectClient, names: list[str], state: str, timeout: float,
+               restarted: set[str] = frozenset()) -> dict[str, dict[str, str]]:
+    """Until every connector is in the flow state `state` (reached); fails at
+    once naming a FAILED connector or task with Connect's stack trace. Connect
+    restarts asynchronously, so `restarted` connectors may show FAILED for a
+    grace period."""
     started = time.monotonic()
     next_progress = started + 10
     while True:
@@ -206,14 +247,13 @@ def wait_running(client: ConnectClient, names: list[str], timeout: float,
                                "annotation strimzi.io/use-connector-resources: \"true\" does); fix: run the flow "
                                "on a Connect cluster whose connectors are managed over REST")
         summary = {name: summarize(status) for name, status in statuses.items()}
-        # No tasks is normal: no matching topic (or group) exists yet.
-        if all(s["state"] == "RUNNING" and s["running_tasks"] == s["tasks"] for s in summary.values()):
+        if all(reached(status, state) for status in statuses.values()):
             return summary
         now = time.monotonic()
         if now - started > timeout:
-            raise ConnectError(f"connectors not RUNNING after {timeout:.0f}s: {summary}")
+            raise ConnectError(f"connectors not {CONNECT_STATES[state]} after {timeout:.0f}s: {summary}")
         if now >= next_progress:
-            _progress(f"waiting for {', '.join(names)} to run ({now - started:.0f}s): {summary}")
+            _progress(f"waiting for {', '.join(names)} to be {state} ({now - started:.0f}s): {summary}")
             next_progress = now + 10
         time.sleep(1)
 
@@ -266,10 +306,12 @@ def check_workers(client: ConnectClient) -> None:
                            "classpath) and restart the workers, or run the flow on another Connect cluster")
 
 
-def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
-    """Connectors missing or with a FAILED part right now, in one quick call
-    (`GET /connectors?expand=status`); [] when Connect does not answer (the
-    update itself will then say so), so a preview never hangs on it."""
+def _live_problems(props, client: ConnectClient | None = None) -> dict[str, str]:
+    """Connectors not as the stack wants them right now, in one quick call
+    (`GET /connectors?expand=status`): name → MISSING, FAILED (a part of it), or
+    the state someone moved it to outside the stack (PAUSED, STOPPED, RUNNING:
+    not the flow's state). {} when Connect does not answer (the update itself
+    will then say so), so a preview never hangs on it."""
     import urllib3
     try:
         client = client or _client(props)
@@ -282,14 +324,42 @@ def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
         # A preview where Connect does not answer (a PR runner): no change, and say so.
         _progress(f"{props.get('flow')}: Kafka Connect at {props.get('connect_url')} did not answer within "
                   f"{PROBE_TIMEOUT}s ({type(exc).__name__}); could not check its connectors from here")
-        return []
-    failed = []
+        return {}
+    want = CONNECT_STATES[props.get("state") or "running"]
+    problems = {}
     for name in props.get("connectors") or {}:
         status = (live.get(name) or {}).get("status")
         parts = [status["connector"], *status.get("tasks", [])] if status else []
-        if status is None or any(p.get("state") == "FAILED" for p in parts):
-            failed.append(name)
-    return failed
+        if status is None:
+            problems[name] = "MISSING"
+        elif any(p.get("state") == "FAILED" for p in parts):
+            problems[name] = "FAILED"
+        elif status["connector"].get("state") in TARGET_STATES and status["connector"]["state"] != want:
+            problems[name] = status["connector"]["state"]  # UNASSIGNED/RESTARTING pass: Connect is moving it
+    return problems
+
+
+def _live_failures(props, client: ConnectClient | None = None) -> list[str]:
+    """Connectors missing or with a FAILED part right now (see _live_problems)."""
+    return [n for n, p in _live_problems(props, client).items() if p in ("MISSING", "FAILED")]
+
+
+def _settle(client: ConnectClient, names, state: str, drift: dict[str, str] | None = None) -> None:
+    """Move each connector that is not in the flow's state to it (Connect's
+    pause, resume, stop). `drift`: connectors someone moved outside the stack
+    (name → the state seen): `up` says what it repairs."""
+    want = CONNECT_STATES[state]
+    for name in names:
+        status = client.status(name)
+        now = (status or {}).get("connector", {}).get("state")
+        if now == want and (state != "stopped" or not status.get("tasks")):
+            continue
+        if state == "running" and now not in ("PAUSED", "STOPPED"):
+            continue  # starting or restarting: wait_state sees it run, or fails naming why
+        if name in (drift or {}):
+            _progress(f"{name} on {client.url} is {now or drift[name]}, changed outside the stack; the flow's "
+                      f"state is {state}: {VERBS[state]} it")
+        client.set_state(name, state)
 
 
 def _restart_failed(client: ConnectClient, name: str) -> None:
@@ -317,18 +387,20 @@ def _owner_problems(client: ConnectClient, connectors: dict[str, dict], adopt: l
     return problems
 
 
-def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None) -> bool:
+def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None,
+               state: str = "running") -> bool:
     """Replace connector `old` by `new` without replication starting over:
     stop `old` (its tasks commit), copy its source offsets to `new` (created
-    stopped, or stopped), start `new`, delete `old`. `config` None: only delete
-    `old`. False when there is no `old` (never was, or a re-run after a failure
-    part-way): `new` is then the caller's to configure."""
+    stopped, or stopped), put `new` in the flow's `state`, delete `old`. `config`
+    None: only delete `old`. False when there is no `old` (never was, or a re-run
+    after a failure part-way): `new` is then the caller's to configure."""
     if old_client.status(old) is None:
         return False
     old_client.stop(old)
     if old == new and config is not None and (client.status(new) or {}).get("connector", {}).get("state") == "STOPPED":
         client.put_config(new, config)  # one Connect group after all (its workers moved): nothing to carry
-        client.resume(new)
+        if state != "stopped":
+            client.set_state(new, state)
         return True
     offsets = old_client.offsets(old) if config is not None else []
     if config is not None:
@@ -339,12 +411,22 @@ def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: 
             client.put_config(new, config)
         if offsets:
             client.set_offsets(new, offsets)
-        client.resume(new)
+        if state != "stopped":
+            client.set_state(new, state)
     old_client.delete(old)
     where = "" if old_client.url == client.url else f" on {old_client.url}"
     _progress(f"{old}{where} replaced by {new} on {client.url}, {len(offsets)} source offsets carried over"
               if config is not None else f"{old}{where} deleted (taken over)")
     return True
+
+
+def _configure(client: ConnectClient, name: str, config: dict[str, str], state: str) -> None:
+    """Write a connector's config; one that does not exist yet is created in the
+    flow's state (a config change keeps an existing one's paused or stopped state)."""
+    if state != "running" and client.get_config(name) is None:
+        client.create(name, config, state)
+    else:
+        client.put_config(name, config)
 
 
 def _by_class(connectors: dict[str, dict]) -> dict[str, str]:
@@ -359,14 +441,16 @@ class MirrorMaker2Provider(ResourceProvider):
         _validate_all(client, connectors)
         if problems := _owner_problems(client, connectors, props.get("adopt") or []):
             raise ConnectError("\n".join(problems))
+        state = props.get("state") or "running"
         taken = set()
         for old, new in (props.get("take_over") or {}).items():
-            if carry_over(client, old, client, new, connectors.get(new) if new else None):
+            if carry_over(client, old, client, new, connectors.get(new) if new else None, state):
                 taken.add(new)
         for name, config in connectors.items():
             if name not in taken:
-                client.put_config(name, config)
-        states = wait_running(client, list(connectors), float(props["timeout_seconds"]))
+                _configure(client, name, config, state)
+        _settle(client, connectors, state)  # adopted connectors keep theirs until told
+        states = wait_state(client, list(connectors), state, float(props["timeout_seconds"]))
         return CreateResult(id_=props["flow"], outs={**props, "states": states})
 
     def diff(self, _id, olds, news):
@@ -374,8 +458,17 @@ class MirrorMaker2Provider(ResourceProvider):
         changed = [k for k in ("connect", "connect_url", "connect_urls", "connectors", "secrets_digest",
                                "restart_trigger", "take_over")
                    if (olds.get(k) or None) != (news.get(k) or None)]
-        if any(s.get("state") != "RUNNING" for s in (olds.get("states") or {}).values()) or _live_failures(olds):
-            changed.append("states")  # failed or missing out of band (seen by refresh, or live now): up repairs
+        state = olds.get("state") or "running"
+        if state != (news.get("state") or "running"):
+            changed.append("state")
+        # Failed, missing, paused or stopped out of band (seen by refresh, or live now): up repairs.
+        live = _live_problems(olds)
+        for name, problem in live.items():
+            if problem in TARGET_STATES and "state" not in changed:
+                _progress(f"{name} is {problem}, changed outside the stack (the flow's state is {state}); "
+                          f"up puts it back")
+        if live or any(s.get("state") != CONNECT_STATES[state] for s in (olds.get("states") or {}).values()):
+            changed.append("states")
         return DiffResult(changes=bool(replaces or changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id, olds, news):
@@ -387,7 +480,14 @@ class MirrorMaker2Provider(ResourceProvider):
         url_changed = olds.get("connect_url") != news["connect_url"]
         moved = olds.get("connect") != news.get("connect") if olds.get("connect") else url_changed
         changed = {name: cfg for name, cfg in new.items() if url_changed or moved or old.get(name) != cfg}
-        live_failed = set() if url_changed or moved else set(_live_failures(news, client))
+        state = news.get("state") or "running"
+        live = {} if url_changed or moved else _live_problems(news, client)
+        live_failed = {name for name, problem in live.items() if problem in ("MISSING", "FAILED")}
+        # Paused, stopped or resumed by hand while the stack's state stayed: up puts them back, saying so.
+        drift = {} if (olds.get("state") or "running") != state else {
+            **{name: s["state"] for name, s in (olds.get("states") or {}).items()
+               if name in new and s.get("state") in TARGET_STATES and s["state"] != CONNECT_STATES[state]},
+            **{name: problem for name, problem in live.items() if problem in TARGET_STATES}}
         changed.update({name: new[name] for name in live_failed if client.get_config(name) is None})  # deleted
         _validate_all(client, changed)
         if problems := _owner_problems(client, {n: changed[n] for n in changed.keys() - old.keys()},
@@ -401,32 +501,34 @@ class MirrorMaker2Provider(ResourceProvider):
         for name in sorted(gone):
             successor = new_by_class.get(old[name].get("connector.class"))
             if successor and (moved or successor not in old):
-                if carry_over(old_client, name, client, successor, new[successor]):
+                if carry_over(old_client, name, client, successor, new[successor], state):
                     taken.add(successor)
             else:
                 old_client.delete(name)
         for stale, successor in (news.get("take_over") or {}).items():
-            if carry_over(client, stale, client, successor, new.get(successor) if successor else None):
+            if carry_over(client, stale, client, successor, new.get(successor) if successor else None, state):
                 taken.add(successor)
         for name, config in changed.items():
             if name not in taken:
-                client.put_config(name, config)
+                _configure(client, name, config, state)
         # Secrets reach Connect as `${file:...}` references, resolved when a connector
         # starts: a rotated secret (a new digest) needs a restart to be read.
         restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
+        # A stopped connector has no task to restart: it reads them when it starts.
         restarted = set()
         for name in new:
-            if name in changed or name in taken:
+            if name in changed or name in taken or state == "stopped":
                 continue
-            state = (olds.get("states") or {}).get(name) or {}
+            recorded = (olds.get("states") or {}).get(name) or {}
             if restart:
                 client.restart(name)
                 restarted.add(name)
-            elif name in live_failed or state.get("state") == "FAILED" or \
-                    state.get("running_tasks") != state.get("tasks"):
+            elif name in live_failed or recorded.get("state") == "FAILED" or \
+                    (recorded.get("state") == "RUNNING" and recorded.get("running_tasks") != recorded.get("tasks")):
                 _restart_failed(client, name)
                 restarted.add(name)
-        states = wait_running(client, list(new), float(news["timeout_seconds"]), restarted=restarted)
+        _settle(client, new, state, drift)
+        states = wait_state(client, list(new), state, float(news["timeout_seconds"]), restarted=restarted)
         return UpdateResult(outs={**news, "states": states})
 
     def delete(self, _id, props):
@@ -495,7 +597,10 @@ class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connec
     workers resolve; `secrets_digest` (a secret) changes when they rotate, and
     restarts the connectors so they read the new values. `connect_urls`: every
     worker's REST URL (any that answers is used); `connect_auth` (a secret
-    {username, password}) when the REST API requires basic auth."""
+    {username, password}) when the REST API requires basic auth. `state`: the
+    flow's state (running, paused, stopped), which every connector is put in and
+    kept in (one paused or stopped by hand is a diff that `up` repairs); running
+    is left out of the inputs, so stacks deployed before flow states see no change."""
 
     connectors: pulumi.Output[dict]
     states: pulumi.Output[dict]
@@ -505,12 +610,15 @@ class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connec
                  connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
                  timeout_seconds: int = 300, restart_trigger: str = "", connect: str | None = None,
                  connect_ca_file: str | None = None, adopt: list[str] | None = None,
-                 take_over: dict[str, str] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 take_over: dict[str, str] | None = None, state: str = "running",
+                 opts: pulumi.ResourceOptions | None = None):
+        if state not in CONNECT_STATES:
+            raise ValueError(f"{flow}: state {state!r} is not one of {', '.join(CONNECT_STATES)}")
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         super().__init__(MirrorMaker2Provider(), resource_name, {
             "flow": flow, "connect_url": connect_url, "connectors": connectors,
             "connect": connect, "connect_ca_file": connect_ca_file, "adopt": adopt or None,
-            "take_over": take_over or None,
+            "take_over": take_over or None, "state": None if state == "running" else state,
             "secrets_digest": pulumi.Output.secret(secrets_digest) if secrets_digest is not None else None,
             "connect_urls": connect_urls,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth is not None else None,
@@ -520,7 +628,8 @@ class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connec
 
 
 class MirrorMaker2(pulumi.ComponentResource):
-    """One replication flow (source → target) running in a Connect cluster.
+    """One replication flow (source → target) in a Connect cluster, in `state`
+    (running, paused, stopped: the topology's flow_state of the flow).
     Outputs: `connector_names`, `states` (name → state and task counts)."""
 
     states: pulumi.Output[dict]
@@ -528,7 +637,7 @@ class MirrorMaker2(pulumi.ComponentResource):
     def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
                  secrets_digest: pulumi.Input[str] | None = None, restart_trigger: str = "",
                  connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
-                 connect: str | None = None, connect_ca_file: str | None = None,
+                 connect: str | None = None, connect_ca_file: str | None = None, state: str = "running",
                  opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:mirror:MirrorMaker2", flow.name, opts)
         from components.config.mirror import take_over_names
@@ -538,7 +647,7 @@ class MirrorMaker2(pulumi.ComponentResource):
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
             secrets_digest=secrets_digest, connect_urls=connect_urls, connect_auth=connect_auth,
             restart_trigger=restart_trigger, connect=connect, connect_ca_file=connect_ca_file, adopt=adopt,
-            take_over=take_over, opts=pulumi.ResourceOptions(parent=self))
+            take_over=take_over, state=state, opts=pulumi.ResourceOptions(parent=self))
         if adopt or take_over:  # say in the preview what happens to connectors made by hand
             plan = pulumi.Output.all(connect_url, connect_urls, connect_auth).apply(
                 lambda a: takeover_plan({"connect_url": a[0], "connect_urls": a[1], "connect_auth": a[2],

@@ -315,6 +315,9 @@ def _flow_schema(schema: dict) -> None:
     schema["not"] = {"required": list(SHORTHAND)}
 
 
+FlowState = Literal["running", "paused", "stopped"]
+
+
 class Flow(_Model):
     model_config = ConfigDict(json_schema_extra=_flow_schema)
 
@@ -363,6 +366,11 @@ class Flow(_Model):
         "Existing connectors (made by hand) this flow replaces: on the next up each is stopped, its source "
         "offsets are copied to the flow's connector of the same kind (Kafka's offsets REST API, KIP-875), and "
         "it is deleted, so replication goes on where it stopped. Remove it after that up."))
+    state: FlowState = Field("running", description=(
+        "running: the connectors copy. paused: Connect's pause: tasks stay assigned, nothing moves, resuming is "
+        "instant. stopped: Kafka's stop (KIP-875): tasks commit their offsets and shut down, nothing is held on "
+        "the workers. Both keep the connectors and their offsets, so `running` again continues where it stopped "
+        "(Strimzi's `state`)."))
 
     @property
     def name(self) -> str:
@@ -567,15 +575,16 @@ class Topology(_Model):
         fo = self.failover
         return self.failover_flow(fo.standby, fo.primary) if fo else None
 
-    def flow_state(self, flow: Flow) -> str:
-        """The state the flow's connectors must be in. A failover section stops
-        the direction away from the inactive side, and both while `unplanned`
-        (the side left is lost: nothing to copy to or from it)."""
+    def flow_state(self, flow: Flow) -> FlowState:
+        """The state the flow's connectors must be in: the one place that decides
+        it (the MirrorMaker2 component and the outputs read it here). A failover
+        section stops the direction away from the inactive side, and both while
+        `unplanned` (the side left is lost: nothing to copy to or from it)."""
         fo = self.failover
         if fo is not None and (flow.source, flow.target) in ((fo.primary, fo.standby), (fo.standby, fo.primary)):
             if flow.source != fo.active or fo.unplanned:
                 return "stopped"
-        return getattr(flow, "state", "running")
+        return flow.state
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"

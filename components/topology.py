@@ -96,7 +96,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                 secrets_digest=None if spec.is_external else _secrets_digest(source, target),
                 connect_urls=connect.rest_urls if len(connect.workers) > 1 or spec.is_external else None,
                 connect_auth=connect.rest_credentials, connect=flow.connect, connect_ca_file=connect.ca_file,
-                restart_trigger=flow.restart_trigger,
+                restart_trigger=flow.restart_trigger, state=topology.flow_state(flow),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready,
                                                                      *self._after_switch(topology, flow)]))
 

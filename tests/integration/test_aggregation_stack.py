@@ -2,12 +2,13 @@
 us and uk mirrored into central with the identity policy."""
 import json
 import re
+import time
 from urllib.parse import quote
 
 import pytest
 import requests
 
-from tests.support.kafka_clients import consume, create_topic, produce
+from tests.support.kafka_clients import consume, create_topic, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
@@ -15,6 +16,7 @@ from tests.support.stacks import stack_project
 pytestmark = pytest.mark.integration
 
 RECORDS = 10_000
+HELD = 500  # records produced on uk while its flow is paused, then again while stopped
 WRITES = re.compile(r'"(PUT|POST|DELETE) /connectors')
 
 
@@ -32,6 +34,16 @@ def _connect_writes(project) -> int:
 def _update_steps(preview_json: str) -> list[str]:
     steps = json.loads(preview_json).get("steps", [])
     return [s["urn"] for s in steps if s.get("op") not in ("same", "read", None)]  # a read changes nothing
+
+
+def _wait_connector_state(connect_url: str, name: str, state: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = requests.get(f"{connect_url}/connectors/{quote(name, safe='')}/status", timeout=10).json()
+        if status["connector"]["state"] == state:
+            return
+        assert time.monotonic() < deadline, f"{name} not {state} after {timeout:.0f}s: {status}"
+        time.sleep(0.5)
 
 
 def test_aggregation_stack_end_to_end(aggregation):
@@ -78,21 +90,56 @@ def test_aggregation_stack_end_to_end(aggregation):
     requests.delete(f"{connect_url}/connectors/{quote(source, safe='')}", timeout=30).raise_for_status()
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
     assert refreshed(refresh.stdout) == {"aggregation-uk->central-connectors"}, refresh.stdout
-    project.run("up", "--yes", "--skip-preview", timeout=600)
-    status = requests.get(f"{connect_url}/connectors/{quote(source, safe='')}/status", timeout=10).json()
-    assert status["connector"]["state"] == "RUNNING"
+    # ... and a connector paused by hand after the refresh: up sees it live, resumes it and says so
+    started = time.monotonic()
+    us_source = "us->central.MirrorSourceConnector"
+    requests.put(f"{connect_url}/connectors/{quote(us_source, safe='')}/pause", timeout=30).raise_for_status()
+    _wait_connector_state(connect_url, us_source, "PAUSED")
+    up = project.run("up", "--yes", "--skip-preview", timeout=600)
+    assert f"{us_source} on {connect_url} is PAUSED, changed outside the stack; the flow's state is running: " \
+           "resuming it" in up.stdout + up.stderr, up.stdout[-3000:]
+    for name in (source, us_source):
+        status = requests.get(f"{connect_url}/connectors/{quote(name, safe='')}/status", timeout=10).json()
+        assert status["connector"]["state"] == "RUNNING"
+    project.run("preview", "--expect-no-changes", timeout=600)
+    print(f"\nhand pause repaired by up: {time.monotonic() - started:.0f}s")
 
-    # the validation re-runs on demand and reconciles every record of both flows
+    # the uk flow paused, then stopped, through the stack: records produced on uk meanwhile
+    # stay there, while the same number produced on us (running) arrive in central
+    started = time.monotonic()
+    us, uk, central = out["clusters"]["us"], out["clusters"]["uk"], out["clusters"]["central"]
+    held, control = [], []
+    for state, connect_state in (("paused", "PAUSED"), ("stopped", "STOPPED")):
+        project.run("config", "set", "--path", "mirrorstack:topology.flows[1].state", state)
+        project.run("up", "--yes", "--skip-preview", timeout=600)
+        states = project.outputs()["flows"]["uk->central"]
+        assert {s["state"] for s in states.values()} == {connect_state}, states
+        if state == "stopped":
+            assert {s["tasks"] for s in states.values()} == {"0"}, states  # KIP-875: no task left
+        held += produce(uk, "orders", HELD, prefix=f"uk-{state}")
+        control += produce(us, "orders", HELD, prefix=f"us-{state}")
+        arrived = [r.value for r in wait_for_count(central, "orders", 2 * RECORDS + len(control), timeout=120)]
+        assert {r.value for r in control} <= set(arrived) and not {r.value for r in held} & set(arrived)
+        assert len(arrived) == 2 * RECORDS + len(control)  # and nothing twice
+    print(f"uk->central paused then stopped, holding {len(held)} records: {time.monotonic() - started:.0f}s")
+
+    # running again, and the validation re-run on demand: the held records arrive, and every
+    # record of both flows is reconciled (0 missing, 0 duplicates across the pause and the stop)
+    started = time.monotonic()
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[1].state", "running")
     project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-traffic",
                 timeout=900)
-    validation = project.outputs()["validation"]
+    print(f"uk->central resumed and validated: {time.monotonic() - started:.0f}s")
+    out_after = project.outputs()
+    assert {s["state"] for s in out_after["flows"]["uk->central"].values()} == {"RUNNING"}
+    validation = out_after["validation"]
     assert validation["passed"] is True and validation["status"] == "passed", validation
-    assert validation["records_checked"] == 2 * RECORDS  # all in the default one-hour window
+    assert validation["records_checked"] == 2 * (RECORDS + 2 * HELD)  # all in the default one-hour window
     for flow in ("us->central", "uk->central"):
         counts = validation["flows"][flow]
         assert counts["topics"] == ["orders"]
         assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"],
-                counts["out_of_order"]) == (RECORDS, RECORDS, 0, 0, 0)
+                counts["out_of_order"]) == (RECORDS + 2 * HELD, RECORDS + 2 * HELD, 0, 0, 0), (flow, counts)
         assert counts["failover"] == {}  # no consumer group has committed on us or uk
     # records written straight into central (bypassing MM2) fail the next run, which fails `up`
     produce(out["clusters"]["central"], "orders", 3, prefix="rogue")
@@ -106,7 +153,7 @@ def test_aggregation_stack_end_to_end(aggregation):
     project.run("up", "--yes", "--skip-preview", timeout=900)
     validation = project.outputs()["validation"]
     assert validation["passed"] is False and validation["extras"] == 3
-    assert validation["flows"]["us->central"]["matched"] == RECORDS
+    assert validation["flows"]["us->central"]["matched"] == RECORDS + 2 * HELD
 
     # destroying the flows deletes their connectors (Connect still runs to tell)
     urns = [r["urn"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]

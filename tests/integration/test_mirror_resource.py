@@ -122,3 +122,45 @@ def test_a_connector_deleted_behind_the_stack_while_it_starts_is_named_with_the_
     with pytest.raises(ConnectError, match=r"vanished from Kafka Connect .* strimzi.io/use-connector-resources"):
         wait_running(client, [name], timeout=120)
     assert time.monotonic() - started < 30  # long before the 120 s wait bound
+
+
+def test_flow_state_paused_stopped_running_and_a_hand_pause_repaired(kafka_a, kafka_b, connect_b, capsys):
+    """A flow created paused copies nothing; stopped it holds no task; running
+    again it copies what was held; paused by hand it is a diff, and the update
+    resumes it, saying so."""
+    create_topic(kafka_a.bootstrap_servers, "held", partitions=1, replication_factor=1)
+    props = _props(kafka_a, kafka_b, connect_b, topics=["held"], checkpoints=False, refresh_seconds=5)
+    provider, client = MirrorMaker2Provider(), ConnectClient(connect_b.rest_url)
+    names = list(props["connectors"])  # source and heartbeat: the heartbeat connector follows the state too
+    paused = {**props, "state": "paused"}
+    created = provider.create(paused)
+    try:
+        assert {s["state"] for s in created.outs["states"].values()} == {"PAUSED"}
+        produce(kafka_a.bootstrap_servers, "held", 50, prefix="while-paused")
+        # stopped: every task gone (KIP-875), offsets kept
+        stopped = {**props, "state": "stopped"}
+        assert provider.diff(created.id, created.outs, stopped).changes is True
+        done = provider.update(created.id, created.outs, stopped)
+        assert {(s["state"], s["tasks"]) for s in done.outs["states"].values()} == {("STOPPED", "0")}
+        assert provider.diff(created.id, done.outs, stopped).changes is False
+        assert consume(kafka_b.bootstrap_servers, "src.held", expected=1, timeout=5) == []  # nothing copied
+        # running: what was produced meanwhile arrives
+        running = provider.update(created.id, done.outs, props)
+        assert {s["state"] for s in running.outs["states"].values()} == {"RUNNING"}
+        assert len(consume(kafka_b.bootstrap_servers, "src.held", expected=50, timeout=120)) == 50
+        # paused by hand: the diff sees it live, the update resumes it and says so
+        client.pause(names[0])
+        deadline = time.monotonic() + 30
+        while (client.status(names[0]) or {})["connector"]["state"] != "PAUSED" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        capsys.readouterr()
+        assert provider.diff(created.id, running.outs, props).changes is True
+        assert f"{names[0]} is PAUSED, changed outside the stack" in capsys.readouterr().err
+        repaired = provider.update(created.id, running.outs, props)
+        assert f"{names[0]} on {connect_b.rest_url} is PAUSED, changed outside the stack; the flow's state is " \
+               "running: resuming it" in capsys.readouterr().err
+        assert {s["state"] for s in repaired.outs["states"].values()} == {"RUNNING"}
+        assert provider.diff(created.id, repaired.outs, props).changes is False
+    finally:
+        provider.delete(created.id, created.outs)
+
