@@ -1,0 +1,246 @@
+"""The switch procedure (components/failover_ops.run_switch) against real
+clusters `primary` and `standby` and a Connect group next to the standby
+running both MM2 flows (primary->standby forward, standby->primary reverse,
+pushed to the primary), as the active/passive stack places them; no Pulumi
+engine. In order: each gate failure changes nothing; a planned failover whose
+reported re-reads are what a real consumer re-reads, 0 lost; a failback that
+moves a group's position on a copied topic back through the forward flow's
+offset syncs; an unplanned failover with the primary stopped."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+from components.config import plan
+from components.config.failover import render_report
+from components.config.mirror import mirror_connector_configs
+from components.config.validation import offset_syncs_topic
+from components.failover_ops import Cluster, GateFailed, Switch, run_switch
+from components.mirror import ConnectClient, summarize
+from components.model import Flow
+from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
+from tests.support.services import ConnectGroup, KafkaCluster, _parallel
+
+pytestmark = pytest.mark.integration
+
+FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2"}, "source": {"offset.lag.max": "10"}}
+PARTS = 2
+
+
+def _flow(source: str, target: str) -> Flow:
+    return Flow.model_validate({"source": source, "target": target, "topics": ["orders"], "groups": ["g.*"],
+                                "heartbeats": False, "tasks_max": 1, "refresh_seconds": 5, "overrides": FAST})
+
+
+class Site:
+    def __init__(self, base):
+        self.kafka = {a: KafkaCluster(a, base / a) for a in ("primary", "standby")}
+        self.connect = ConnectGroup("dr", base / "connect", self.kafka["standby"])
+        self.forward, self.reverse = _flow("primary", "standby"), _flow("standby", "primary")
+
+    def start(self):
+        _parallel(k.start for k in self.kafka.values())
+        self.connect.start()
+        self.client = ConnectClient(self.connect.rest_url)
+        for flow in (self.forward, self.reverse):
+            configs = mirror_connector_configs(
+                flow, replication_factor=1, source_bootstrap=self.servers(flow.source),
+                target_bootstrap=self.servers(flow.target), push=flow.target != "standby")
+            for name, config in configs.items():
+                self.client.put_config(name, config)
+        return self
+
+    def stop(self):
+        self.connect.stop()
+        _parallel(k.stop for k in self.kafka.values())
+
+    def servers(self, alias: str) -> str:
+        return self.kafka[alias].bootstrap_servers
+
+    def flow_spec(self, flow: Flow) -> dict:
+        return {**plan.flow_spec(flow), "name": flow.name,
+                "checkpoints_topic": f"{flow.source}.checkpoints.internal",
+                "offset_syncs_topic": offset_syncs_topic(flow),
+                "connectors": {"source": flow.connector_name("source"),
+                               "checkpoint": flow.connector_name("checkpoint"), "heartbeat": None},
+                "connect": {"connect_url": self.connect.rest_url, "connect_urls": None, "connect_auth": None,
+                            "connect_ca_file": None}}
+
+    def spec(self, mode="planned", back=False, **gate) -> dict:
+        flow, other = (self.reverse, self.forward) if back else (self.forward, self.reverse)
+        return {"from": flow.source, "to": flow.target, "mode": mode,
+                "clusters": {a: {"bootstrap": self.servers(a), "client": {}} for a in self.kafka},
+                "flow": self.flow_spec(flow), "back_flow": self.flow_spec(other), "groups": None,
+                "gate": {"in_flight": 0, "wait_seconds": 60, "allow_active_consumers": False, **gate}}
+
+    def states(self) -> dict[str, str]:
+        return {n: summarize(self.client.status(n))["state"] for f in (self.forward, self.reverse)
+                for n in (f.connector_name("source"), f.connector_name("checkpoint"))}
+
+    def offsets(self, alias: str, groups=("g1", "g2", "g3")) -> dict:
+        topic = "primary.orders" if alias == "standby" else "orders"
+        return {g: committed_offsets(self.servers(alias), g, topic, PARTS) for g in groups}
+
+    def wait_settled(self, flow: Flow, groups: list[str], timeout: float = 60) -> None:
+        """Until nothing is in flight and every group's checkpoints are fresh."""
+        switch = Switch(self.spec(back=flow is self.reverse), lambda _: None)
+        source, target = (Cluster(a, {"bootstrap": self.servers(a)}) for a in (flow.source, flow.target))
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                figures = switch.observe(source, target)["figures"]
+                if figures["in_flight"] == 0 and not figures["stale"] and set(groups) <= set(figures["groups"]):
+                    return
+                assert time.monotonic() < deadline, figures
+                time.sleep(1)
+        finally:
+            source.close()
+            target.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = Site(tmp_path_factory.mktemp("failover-site"))
+    try:
+        yield site.start()
+    finally:
+        site.stop()
+
+
+def _values(records) -> list[bytes]:
+    return [r.value for r in records]
+
+
+def _read_to_end(bootstrap: str, group: str, topic: str) -> list[bytes]:
+    """What `group` reads of `topic` from its committed offsets to the end (committed)."""
+    marks = Cluster("x", {"bootstrap": bootstrap})
+    ends = {p: hi for (_, p), (_, hi) in marks.watermarks([(topic, p) for p in range(PARTS)]).items()}
+    marks.close()
+    done = committed_offsets(bootstrap, group, topic, PARTS)
+    expected = sum(ends[p] - max(done[p], 0) for p in range(PARTS))
+    records = consume_group(bootstrap, topic, group, expected, timeout=30) if expected else []
+    assert len(records) == expected, (group, topic, len(records), expected)
+    return _values(records)
+
+
+def _joined_consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "latest"})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, f"{group} never joined"
+        consumer.poll(0.5)
+    return consumer
+
+
+def _gate_message(site: Site, **gate) -> str:
+    before = (site.states(), site.offsets("standby"))
+    with pytest.raises(GateFailed) as failed:
+        run_switch(site.spec(**{"wait_seconds": 3, **gate}), lambda _: None)
+    assert (site.states(), site.offsets("standby")) == before  # nothing was changed
+    message = str(failed.value)
+    assert message.endswith("nothing was changed"), message
+    return message
+
+
+def test_switch_gate_failover_failback_and_unplanned(site):
+    p, s = site.servers("primary"), site.servers("standby")
+    create_topic(p, "orders", PARTS, 1)
+    sent = _values(produce(p, "orders", 120, prefix="a"))
+    seen = {"g1": _values(consume_group(p, "orders", "g1", 50)), "g2": _values(consume_group(p, "orders", "g2", 90))}
+    site.wait_settled(site.forward, ["g1", "g2"])
+
+    # -- each gate failure names its reason, changes nothing ------------------------------------
+    active, on_standby = _joined_consumer(p, "g1", "orders"), _joined_consumer(s, "g2", "primary.orders")
+    try:
+        message = _gate_message(site)
+        assert "active consumers on primary: g1 (1 member(s))" in message, message
+        assert "consumers already on standby: g2 (1 member(s))" in message, message
+        message = _gate_message(site, allow_active_consumers=True)  # allowed on the side left, never on the other
+        assert "active consumers on primary" not in message and "consumers already on standby: g2" in message
+    finally:
+        active.close()
+        on_standby.close()
+
+    source, checkpoint = site.forward.connector_name("source"), site.forward.connector_name("checkpoint")
+    site.client.stop(source)
+    sent += _values(produce(p, "orders", 20, prefix="b"))
+    message = _gate_message(site)
+    assert "in flight: 20 record(s) on" in message and "(gate.in_flight allows 0)" in message, message
+    site.client.resume(source)
+
+    site.client.stop(checkpoint)
+    seen["g3"] = _values(consume_group(p, "orders", "g3", 10))
+    message = _gate_message(site)
+    assert "stale checkpoints: group g3: " in message and "checkpoint none" in message, message
+    site.client.resume(checkpoint)
+    admin(p).delete_consumer_groups(["g3"])["g3"].result(timeout=30)
+
+    # -- planned failover: the reported re-reads are what the consumers re-read ------------------
+    lines = []
+    report = run_switch(site.spec(), lines.append)
+    text = render_report(report)
+    assert report["mode"] == "planned" and report["gate"]["in_flight"] == 0, text
+    assert sorted(report["groups"]) == ["g1", "g2"], text
+    assert {site.states()[n] for n in (source, checkpoint)} == {"STOPPED"}, text
+    assert f"{source} stopped" in lines
+    for group in ("g1", "g2"):
+        entry = report["groups"][group]
+        assert entry["lost"] == 0 and {r["to_topic"] for r in entry["partitions"]} == {"primary.orders"}, text
+        assert sum(r["old"] for r in entry["partitions"]) == len(seen[group]), text
+        again = _read_to_end(s, group, "primary.orders")
+        assert len(set(again) & set(seen[group])) == entry["reread"], (group, text)
+        assert set(sent) <= set(again) | set(seen[group])  # nothing lost
+        seen[group] += again
+
+    # -- failback: standby's own records and a copied topic's position move back ---------------
+    create_topic(s, "orders", PARTS, 1)
+    made_on_standby = _values(produce(s, "orders", 40, prefix="c"))
+    seen["g1"] += _values(consume_group(s, "orders", "g1", 15))
+    site.wait_settled(site.reverse, ["g1"])
+    # g2 back a few records on primary.orders: its position falls between two offset syncs
+    rewound = {p_: o - 3 for p_, o in site.offsets("standby", ["g2"])["g2"].items()}
+    admin(s).alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "g2", [TopicPartition("primary.orders", p_, o) for p_, o in rewound.items()])])["g2"].result(timeout=30)
+    copy = consume(s, "primary.orders", expected=len(sent), timeout=30)
+    before_g2 = {r.value for r in copy if r.offset < rewound[r.partition]}  # what g2's position says it read
+
+    report = run_switch(site.spec(back=True), lambda _: None)
+    text = render_report(report)
+    assert (report["from"], report["to"]) == ("standby", "primary"), text
+    g1, g2 = report["groups"]["g1"], report["groups"]["g2"]
+    assert {r["to_topic"] for r in g1["partitions"]} == {"orders", "standby.orders"}, text
+    assert {r["to_topic"] for r in g2["partitions"]} == {"orders"}, text
+    assert {site.states()[site.reverse.connector_name(k)] for k in ("source", "checkpoint")} == {"STOPPED"}
+    # g2, from primary.orders through the forward flow's offset syncs onto orders: re-reads as reported
+    again = _read_to_end(p, "g2", "orders")
+    assert len(set(again) & before_g2) == g2["reread"] and g2["lost"] == 0, text
+    assert set(sent) <= before_g2 | set(again)
+    # g1: the records made on standby, through the reverse flow's checkpoints
+    copied_back = _read_to_end(p, "g1", "standby.orders")
+    reread = {t: sum(r["reread"] for r in g1["partitions"] if r["to_topic"] == t) for t in ("orders", "standby.orders")}
+    assert len(set(copied_back) & set(seen["g1"])) == reread["standby.orders"] and g1["lost"] == 0, text
+    assert set(made_on_standby) <= set(copied_back) | set(seen["g1"])
+    assert _read_to_end(p, "g1", "orders") == [] and reread["orders"] == 0, text  # it had read them all
+
+    # -- unplanned: the primary is lost after the last checkpoints ---------------------------------
+    for name in (source, checkpoint):
+        site.client.resume(name)
+    sent += _values(produce(p, "orders", 40, prefix="d"))
+    seen["g1"] += _values(consume_group(p, "orders", "g1", 20))
+    site.wait_settled(site.forward, ["g1"])
+    site.kafka["primary"].stop()
+    report = run_switch(site.spec(mode="unplanned"), lambda _: None)
+    text = render_report(report)
+    assert report["gate"] is None and report["mode"] == "unplanned", text
+    assert any("primary did not answer" in n for n in report["notes"]), text
+    assert any("cannot be counted until primary returns" in n for n in report["notes"]), text
+    g1 = report["groups"]["g1"]
+    assert g1["lost"] is None and g1["reread"] is None and g1["reread_at_most"] is not None, text
+    again = _read_to_end(s, "g1", "primary.orders")
+    assert len(set(again) & set(seen["g1"])) <= g1["reread_at_most"], text
+    assert set(sent) <= set(again) | set(seen["g1"])  # 0 lost among the replicated records
+    print(text)
