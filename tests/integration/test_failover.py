@@ -190,7 +190,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
     with stack_project("active-passive", tmp_path / "stack", topology(sites["primary"], sites["standby"])) as project:
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
         out = project.outputs()
-        assert out["failover"] == {"active": "primary", "report": None}, out["failover"]
+        assert out["failover"]["active"] == "primary" and out["failover"].get("report") is None, out["failover"]
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}, out["flows"]
         copies.read_topic("standby", standby, "primary.orders", N)  # replicated before anything switches
@@ -228,7 +228,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         for name in (f"{FORWARD}.{SOURCE}", f"{FORWARD}.{CHECKPOINT}"):  # the flow still runs
             assert connector(project, name) == "RUNNING", name
         unchanged = project.outputs()
-        assert unchanged["failover"] == {"active": "primary", "report": None}
+        assert unchanged["failover"]["active"] == "primary" and unchanged["failover"].get("report") is None
         assert unchanged["flows"] == out["flows"]
         for group in GROUPS:  # nothing written on the standby
             assert committed(standby, group, ["primary.orders"]) == {}, group
@@ -298,13 +298,14 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
         out = project.outputs()
         report = out["failover"]["report"]
-        assert (out["failover"]["active"], report["mode"], report["gate"]) == ("standby", "unplanned", None), report
+        # (None values come back from Pulumi's state as missing keys)
+        assert (out["failover"]["active"], report["mode"], report.get("gate")) == ("standby", "unplanned", None), report
         assert any("cannot be counted until primary returns" in n for n in report["notes"]), report["notes"]
         assert any("primary did not answer" in n for n in report["notes"]), report["notes"]
         replicated = {v: w for v, w in copies.on("primary").items() if w[0] == "orders" and v in copies.on("standby")}
         for group in GROUPS:
             entry = report["groups"][group]
-            assert entry["lost"] is None and entry["reread"] is None, entry
+            assert entry.get("lost") is None and entry.get("reread") is None, entry
             read = read_group(standby, group, ["primary.orders"])
             reread, lost = moved(read, before[group], replicated)
             assert lost == 0, (group, entry)
