@@ -34,8 +34,8 @@ def _progress(message: str) -> None:
     print(f"mirrorstack: failover: {message}", file=sys.stderr, flush=True)
 
 
-def switch_kind(primary: str, standby: str, old: str, new: str, cutover: bool) -> str:
-    """failover, failback or cutover, for a move of `active` from old to new."""
+def switch_kind(standby: str, new: str, cutover: bool) -> str:
+    """failover, failback or cutover, for a move of `active` to `new`."""
     if new == standby:
         return "cutover" if cutover else "failover"
     return "failback"
@@ -47,7 +47,7 @@ def describe(primary: str, standby: str, old: str | None, new: str, *, cutover: 
     when it switches nothing."""
     if old is None or old == new:
         return None
-    kind = switch_kind(primary, standby, old, new, cutover)
+    kind = switch_kind(standby, new, cutover)
     if kind == "failback" and cutover:
         return (f"active {old} -> {new}: refused, the cutover to {old} is final; fix: set failover.active back to "
                 f"{old}")
@@ -120,7 +120,7 @@ class FailoverSwitchProvider(ResourceProvider):
         spec = switch_spec(olds, news)
         if spec["flow"] is None:
             raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
-        kind = switch_kind(news["primary"], news["standby"], old, new, bool(news.get("cutover")))
+        kind = switch_kind(news["standby"], new, bool(news.get("cutover")))
         _progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
         report = failover_ops.run_switch(spec, progress=_progress)
         report = {**report, "kind": kind}
