@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pulumi
 
+from components.failover import log_plan as log_failover_plan
 from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
 from components.platforms import make_platform
@@ -62,6 +63,8 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
 # Which live topics each flow mirrors, and what this change starts or stops mirroring.
 pulumi.export("replication_plan", report_plan(topology, replication.clusters,
                                               previous_output(own, "replication_plan"), replication))
+if topology.failover is not None:  # the preview says what the switch will do
+    log_failover_plan(topology, previous_output(own, "failover"), replication)
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
@@ -76,3 +79,5 @@ if replication.monitoring is not None:
         pulumi.export("grafana_admin_password", replication.monitoring.grafana_password)
 if replication.validation_output is not None:
     pulumi.export("validation", replication.validation_output)
+if replication.failover_output is not None:  # {active, report}: the side clients use, the last switch's report
+    pulumi.export("failover", replication.failover_output)

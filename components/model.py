@@ -452,6 +452,37 @@ class Monitoring(_Model):
         "docker/kubernetes: run kafka-exporter per cluster (consumer lag, topic offsets), scraped too."))
 
 
+class FailoverGate(_Model):
+    """What a planned switch checks before anything changes (the readiness gate)."""
+
+    in_flight: int = Field(0, ge=0, description=(
+        "Records on the side being left not yet copied by the flow that the switch still accepts (they stay behind)."))
+    wait_seconds: float = Field(120, ge=0, le=3600, description=(
+        "How long the gate waits for replication and checkpoints to catch up before it fails `up`."))
+    allow_active_consumers: bool = Field(False, description=(
+        "Switch although consumers of the moved groups are still active on the side being left (their commits "
+        "after the switch are lost to the other side)."))
+
+
+class Failover(_Model):
+    """Which side of an active/passive pair (or a migration) clients use. Changing
+    `active` and running `up` is the switch: the gate, the flow stopped, every
+    group's offsets translated and written on the other side, the report."""
+
+    primary: str = Field(description="Alias of the cluster clients use in normal times (migration: the old one).")
+    standby: str = Field(description="Alias of the cluster that takes over (migration: the new one).")
+    active: str = Field(description=(
+        "Which side clients use now: `standby` fails over, back to `primary` fails back (a reviewed `up`)."))
+    cutover: bool = Field(False, description=(
+        "Migration: the switch to standby is final (no reverse flow, no way back)."))
+    unplanned: bool = Field(False, description=(
+        "The side being left is lost: switch from the last checkpoints, no gate; remove it once that side is back "
+        "(the reverse flow then starts)."))
+    groups: list[str] | None = Field(None, description=(
+        "Regexes of the consumer groups moved; default: the forward flow's `groups`."))
+    gate: FailoverGate = Field(FailoverGate(), description="The readiness gate of a planned switch.")
+
+
 class Topology(_Model):
     """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
 
@@ -471,6 +502,8 @@ class Topology(_Model):
         "JMX exporters, Prometheus, alert rules and Grafana dashboards (omit for none)."))
     validation: Validation | None = Field(None, description=(
         "Run the Spark validation job after the flows are up (omit for none)."))
+    failover: Failover | None = Field(None, description=(
+        "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -512,12 +545,6 @@ class Topology(_Model):
             return flow.replication_factor
         return min(3, self.target_brokers(flow))
 
-    def flow_state(self, flow: Flow) -> FlowState:
-        """The state the flow's connectors must be in: the one place that decides
-        it (each flow's MirrorMaker2 component is given this, never flow.state);
-        today the flow's own `state`."""
-        return flow.state
-
     def flows_by_connect(self) -> dict[str, list[Flow]]:
         return {name: [f for f in self.flows if f.connect == name] for name in self.connect}
 
@@ -534,6 +561,30 @@ class Topology(_Model):
             return []
         names = self.validation.flows
         return [f for f in self.flows if names is None or f.name in names]
+
+    def failover_flow(self, source: str, target: str) -> Flow | None:
+        return next((f for f in self.flows if (f.source, f.target) == (source, target)), None)
+
+    def forward_flow(self) -> Flow | None:
+        """The failover section's primary -> standby flow."""
+        fo = self.failover
+        return self.failover_flow(fo.primary, fo.standby) if fo else None
+
+    def reverse_flow(self) -> Flow | None:
+        """The failover section's standby -> primary flow (failback), if any."""
+        fo = self.failover
+        return self.failover_flow(fo.standby, fo.primary) if fo else None
+
+    def flow_state(self, flow: Flow) -> FlowState:
+        """The state the flow's connectors must be in: the one place that decides
+        it (the MirrorMaker2 component and the outputs read it here). A failover
+        section stops the direction away from the inactive side, and both while
+        `unplanned` (the side left is lost: nothing to copy to or from it)."""
+        fo = self.failover
+        if fo is not None and (flow.source, flow.target) in ((fo.primary, fo.standby), (fo.standby, fo.primary)):
+            if flow.source != fo.active or fo.unplanned:
+                return "stopped"
+        return flow.state
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"

@@ -47,6 +47,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _forwarding_problems(t, origins)
     yield from _topic_name_problems(t, origins)
     yield from _validation_problems(t)
+    yield from _failover_problems(t, origins)
     yield from _plaintext_secrets(t, origins)
     yield from _security_problems(t)
     yield from _exactly_once_problems(t, origins)
@@ -157,6 +158,59 @@ def _validation_problems(t: Topology) -> Iterator[str]:
     if v.schedule is not None and t.platform != "kubernetes":
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")
+
+
+def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """The failover section: two known, different sides, `active` one of them,
+    a checkpointed flow each way (only forward for a cutover)."""
+    fo = t.failover
+    if fo is None:
+        return
+    clusters = ", ".join(sorted(t.clusters))
+    sides_known = True
+    for side in ("primary", "standby"):
+        alias = getattr(fo, side)
+        if alias not in t.clusters:
+            sides_known = False
+            yield f"{_path(('failover', side))}: unknown cluster {alias!r}; fix: use one of {clusters}"
+    if fo.primary == fo.standby:
+        yield (f"{_path(('failover', 'standby'))}: same as the primary {fo.primary!r}; fix: name the cluster that "
+               "takes over")
+    if fo.active not in (fo.primary, fo.standby):
+        yield (f"{_path(('failover', 'active'))}: {fo.active!r} is neither the primary nor the standby; fix: use "
+               f"{fo.primary!r} (normal times) or {fo.standby!r} (failed over)")
+    for j, regex in enumerate(fo.groups or []):
+        where = _path(("failover", "groups", j))
+        try:
+            check_java_regex(regex)
+        except JavaRegexError as e:
+            yield f"{where}: regex {regex!r} {e.reason} in java.util.regex (MM2's); fix: {e.fix}"
+    if fo.groups is not None and not fo.groups:
+        yield f"{_path(('failover', 'groups'))}: empty; fix: name the groups' regexes, or remove it for the flow's"
+    if not sides_known or fo.primary == fo.standby:
+        return
+    index = {(f.source, f.target): i for i, f in enumerate(t.flows)}
+    directions = [("forward", fo.primary, fo.standby)]
+    if not fo.cutover:
+        directions.append(("reverse", fo.standby, fo.primary))
+    elif (fo.standby, fo.primary) in index:
+        i = index[fo.standby, fo.primary]
+        yield (f"{origins[i].path()}: a flow {fo.standby}->{fo.primary} with failover.cutover true; a cutover is "
+               "final and nothing flows back; fix: remove this flow, or set failover.cutover: false (failback)")
+    for role, source, target in directions:
+        if (source, target) not in index:
+            why = ("copies the primary's records and checkpoints its groups" if role == "forward" else
+                   "copies what is written on the standby while it is active, for the failback")
+            yield (f"{_path(('failover',))}: no flow {source}->{target} (the {role} flow: {why}); fix: add "
+                   f"`- {{source: {source}, target: {target}, checkpoints: true}}` to flows"
+                   + ("" if role == "forward" else ", or set cutover: true for a migration without a way back"))
+            continue
+        i = index[source, target]
+        f = t.flows[i]
+        if not f.checkpoints:
+            yield (f"{origins[i].path('checkpoints')}: false, but the {role} flow of failover translates the groups' "
+                   "offsets from its checkpoints; fix: set checkpoints: true")
+    # Identity on either flow of a pair with both directions is a cycle: refused by the identity-cycle rule.
 
 
 def _placement_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:

@@ -8,6 +8,7 @@ import json
 
 from components.config.mirror import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
 from components.connect import ConnectCluster
+from components.failover import FailoverSwitch, failover_output, flow_piece
 from components.kafka import KafkaCluster
 from components.mirror import MirrorMaker2
 from components.monitoring import Monitoring
@@ -76,6 +77,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             # Allowed (the classic aggregation), but say it where a reviewer looks.
             pulumi.log.info(f"identity policy: {', '.join(merged)} merge same-named topics into {target}",
                             resource=self)
+        self.switch = self._failover_switch(topology) if topology.failover is not None else None
         self.flows = {}
         for flow in topology.flows:
             source, target = self.clusters[flow.source], self.clusters[flow.target]
@@ -95,7 +97,8 @@ class ReplicationTopology(pulumi.ComponentResource):
                 connect_urls=connect.rest_urls if len(connect.workers) > 1 or spec.is_external else None,
                 connect_auth=connect.rest_credentials, connect=flow.connect, connect_ca_file=connect.ca_file,
                 restart_trigger=flow.restart_trigger, state=topology.flow_state(flow),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready]))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready,
+                                                                     *self._after_switch(topology, flow)]))
 
         self.monitoring = None
         if metrics:
@@ -117,8 +120,35 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.validation_output = self.validation.report if self.validation else None
         self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
                                                    if not topology.connect[n].is_external})
+        self.failover_output = failover_output(self.switch) if self.switch is not None else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
-                               "flows": self.flow_outputs, "validation": self.validation_output})
+                               "flows": self.flow_outputs, "validation": self.validation_output,
+                               "failover": self.failover_output})
+
+    def _failover_switch(self, topology) -> FailoverSwitch:
+        """The failover section's switch: the two flows' pieces, the two sides'
+        addresses and client settings, the Connect REST credentials (a secret)."""
+        fo = topology.failover
+        forward, reverse = topology.forward_flow(), topology.reverse_flow()
+        flows = [f for f in (forward, reverse) if f is not None]
+        clusters = {alias: {"bootstrap": self.clusters[alias].bootstrap_servers,
+                            "client": dict(self.clusters[alias].client_settings)} for alias in (fo.primary, fo.standby)}
+        auth = {f.connect: self.connect[f.connect].rest_credentials for f in flows
+                if self.connect[f.connect].rest_credentials is not None}
+        after = [r for f in flows for r in self.connect[f.connect].workers]
+        after += [r for alias in (fo.primary, fo.standby) for r in (*self.clusters[alias].ready,
+                                                                     *self.clusters[alias].client_resources)]
+        return FailoverSwitch(
+            "failover", failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
+            reverse=flow_piece(reverse, self.connect[reverse.connect]) if reverse is not None else None,
+            connect_auth=auth or None, opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+
+    def _after_switch(self, topology, flow) -> list:
+        """The failover pair's flows change only after the switch: its gate runs first."""
+        fo = topology.failover
+        if self.switch is None or {flow.source, flow.target} != {fo.primary, fo.standby}:
+            return []
+        return [self.switch]
 
 
 def _secrets_digest(*clusters) -> pulumi.Output[str] | None:

@@ -1,0 +1,323 @@
+"""Failover, failback and an unplanned failover through the real engine.
+
+`primary` and `standby` are Kafka clusters this test starts and hands to the
+stack as external clusters (so the test can kill the primary and the stack
+cannot heal it, as in a lost data centre); the stack deploys a Connect group
+next to the standby running both flows (primary->standby, and the reverse
+flow standby->primary, pushed). One stack, brought up once:
+
+1. each gate failure (an active consumer, records in flight, a stale
+   checkpoint) fails `up` with its reason, and the stack is unchanged;
+2. a planned failover moves two groups: each resumes on the standby with 0
+   records lost and re-reads exactly what the report says;
+3. records produced on the standby meanwhile reach the primary exactly once
+   (the Spark validation job of the stack counts them), the failback moves
+   the groups back (0 lost, re-reads as reported), nothing loops;
+4. the primary's processes are killed; the unplanned switch says what is
+   unknown; the groups resume on the standby with 0 lost among the records
+   that had been replicated.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from urllib.parse import quote
+
+import pytest
+import requests
+from confluent_kafka import Consumer
+
+from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
+from tests.support.services import KafkaCluster, _parallel
+from tests.support.stacks import stack_project
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+# records: on primary; while its flow is paused; past a fresh offset sync; on standby; before the loss
+N, LAGGED, SYNCED, M, K = 240, 30, 15, 90, 60
+GROUPS = ("app-billing", "app-audit")
+FORWARD, REVERSE = "primary->standby", "standby->primary"
+SOURCE, CHECKPOINT = "MirrorSourceConnector", "MirrorCheckpointConnector"
+FAILING_GATE_SECONDS = 8
+
+
+def topology(primary: KafkaCluster, standby: KafkaCluster) -> dict:
+    checkpoints_fast = {"checkpoint": {"emit.checkpoints.interval.seconds": "2"}}
+    flow = {"connect": "standby", "topics": [".*"], "checkpoints": True, "heartbeats": False,
+            "tasks_max": 1, "overrides": checkpoints_fast}
+    return {
+        "platform": "local",
+        "clusters": {alias: {"brokers": 1, "external": {"bootstrap_servers": c.bootstrap_servers}}
+                     for alias, c in (("primary", primary), ("standby", standby))},
+        "connect": {"standby": {"kafka": "standby", "push": True, "resources": {"heap": "512m"}}},
+        "flows": [{"source": "primary", "target": "standby", **flow},
+                  {"source": "standby", "target": "primary", **flow}],
+        "failover": {"primary": "primary", "standby": "standby", "active": "primary", "groups": ["app-.*"],
+                     "gate": {"wait_seconds": FAILING_GATE_SECONDS}},
+    }
+
+
+class Copies:
+    """Where each record (by value, unique) sits: {value: {cluster: (topic, partition, offset)}}."""
+
+    def __init__(self):
+        self.at: dict[bytes, dict[str, tuple[str, int, int]]] = {}
+
+    def produced(self, cluster: str, topic: str, records) -> list:
+        for r in records:
+            self.at.setdefault(r.value, {})[cluster] = (topic, r.partition, r.offset)
+        return records
+
+    def read_topic(self, cluster: str, bootstrap: str, topic: str, expected: int) -> None:
+        records = consume(bootstrap, topic, expected, timeout=120)
+        assert len(records) == expected, (cluster, topic, len(records), expected)
+        for r in records:
+            self.at.setdefault(r.value, {})[cluster] = (topic, r.partition, r.offset)
+
+    def on(self, cluster: str) -> dict[bytes, tuple[str, int, int]]:
+        return {v: where[cluster] for v, where in self.at.items() if cluster in where}
+
+
+def read_group(bootstrap: str, group: str, topics: list[str], limit: int | None = None,
+               timeout: float = 90) -> list:
+    """Read as `group` (from its committed offsets, else the earliest) `limit`
+    records, or to the end of every partition; commits what it read. Returns
+    the messages' (topic, partition, offset, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe(topics)
+    read, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            wanted = 50 if limit is None else min(50, limit - len(read))
+            for msg in consumer.consume(num_messages=wanted, timeout=1.0):
+                if msg.error() is None:
+                    read.append((msg.topic(), msg.partition(), msg.offset(), msg.value()))
+            if limit is not None and len(read) >= limit:
+                break
+            if limit is None and _at_end(consumer):
+                break
+        else:
+            raise AssertionError(f"{group} did not read {limit or 'to the end'} within {timeout:.0f}s: {len(read)}")
+        if read:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return read
+
+
+def _at_end(consumer: Consumer) -> bool:
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    positions = consumer.position(assigned)
+    committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(assigned, timeout=10)}
+    for tp in positions:
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        at = tp.offset if tp.offset >= 0 else committed.get((tp.topic, tp.partition), -1)
+        if (at if at >= 0 else low) < high:
+            return False
+    return True
+
+
+def moved(read: list, positions: dict[tuple[str, int], int], side: dict[bytes, tuple[str, int, int]]) -> tuple:
+    """(re-read, lost) of a group that moved off `side` at `positions` (its
+    committed offsets there; none: it had read nothing of that partition) and
+    then read `read` on the other side: a record is re-read when it lay before
+    the group's position on `side`; lost when it lay at or after it (so the
+    group had not read it) and was not read now."""
+    values = {m[3] for m in read}
+    reread = sum(1 for m in read if m[3] in side and side[m[3]][2] < positions.get(side[m[3]][:2], 0))
+    lost = [v for v, (t, p, o) in side.items() if o >= positions.get((t, p), 0) and v not in values]
+    return reread, len(lost)
+
+
+def committed(bootstrap: str, group: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    out = {}
+    for topic in topics:
+        for p, offset in committed_offsets(bootstrap, group, topic, PARTITIONS).items():
+            if offset >= 0:
+                out[(topic, p)] = offset
+    return out
+
+
+def connector(project, name: str, action: str | None = None) -> str:
+    """The connector's state; `action` (pause/resume) first, by hand, as an operator would."""
+    url = project.outputs()["connect"]["standby"]
+    if action:
+        requests.put(f"{url}/connectors/{quote(name, safe='')}/{action}", timeout=10).raise_for_status()
+        want = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}[action]
+        deadline = time.monotonic() + 60
+        while _state(url, name) != want:
+            assert time.monotonic() < deadline, f"{name} not {want}"
+            time.sleep(0.5)
+    return _state(url, name)
+
+
+def _state(url: str, name: str) -> str:
+    return requests.get(f"{url}/connectors/{quote(name, safe='')}/status", timeout=10).json()["connector"]["state"]
+
+
+def failed_up(project) -> str:
+    done = project.run("up", "--yes", "--skip-preview", check=False, timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text[-3000:]
+    assert "the failover gate did not pass" in text and "nothing was changed" in text, text[-3000:]
+    return text
+
+
+@pytest.fixture
+def sites(tmp_path):
+    clusters = {alias: KafkaCluster(alias, tmp_path / alias) for alias in ("primary", "standby")}
+    try:
+        _parallel(c.start for c in clusters.values())
+        yield clusters
+    finally:
+        _parallel(c.stop for c in clusters.values())
+
+
+def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_path):
+    primary, standby = sites["primary"].bootstrap_servers, sites["standby"].bootstrap_servers
+    copies = Copies()
+    for bootstrap in (primary, standby):
+        create_topic(bootstrap, "orders", PARTITIONS, 1)
+    copies.produced("primary", "orders", produce(primary, "orders", N, prefix="p1"))
+    # consumers of two groups read part of `orders` on the primary
+    read_group(primary, "app-billing", ["orders"], limit=90)
+    read_group(primary, "app-audit", ["orders"], limit=170)
+
+    with stack_project("active-passive", tmp_path / "stack", topology(sites["primary"], sites["standby"])) as project:
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        out = project.outputs()
+        assert out["failover"]["active"] == "primary" and out["failover"].get("report") is None, out["failover"]
+        assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
+        assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}, out["flows"]
+        copies.read_topic("standby", standby, "primary.orders", N)  # replicated before anything switches
+
+        # 1. each gate failure: `up` fails saying why, and the stack is unchanged
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")
+        preview = project.run("preview", "--diff")
+        assert re.search(r'~ active\s*: "primary" => "standby"', preview.stdout), preview.stdout[-5000:]
+        # (the CLI writes info diagnostics to stderr)
+        assert "failover: failover primary -> standby, planned: the gate waits up to 8s" in preview.stderr, \
+            preview.stderr[-3000:]
+
+        still_reading = Consumer({"bootstrap.servers": primary, "group.id": "app-billing",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        still_reading.subscribe(["orders"])
+        deadline = time.monotonic() + 30
+        while not still_reading.assignment() and time.monotonic() < deadline:
+            still_reading.poll(0.5)  # joined: a member of app-billing on primary
+        try:
+            text = failed_up(project)
+            assert "active consumers on primary: app-billing (1 member(s))" in text, text[-3000:]
+        finally:
+            still_reading.close()
+
+        connector(project, f"{FORWARD}.{SOURCE}", "pause")
+        copies.produced("primary", "orders", produce(primary, "orders", LAGGED, prefix="p2"))
+        text = failed_up(project)
+        assert re.search(r"in flight: [1-9][0-9]* record\(s\) on .* of primary not yet replicated to standby", text), \
+            text[-3000:]
+        connector(project, f"{FORWARD}.{SOURCE}", "resume")
+
+        # A commit no checkpoint has seen, which a checkpoint would translate further than the last one:
+        # past an offset sync the source task writes for its first record (stopped and resumed: a new task).
+        connector(project, f"{FORWARD}.{CHECKPOINT}", "pause")
+        connector(project, f"{FORWARD}.{SOURCE}", "stop")
+        connector(project, f"{FORWARD}.{SOURCE}", "resume")
+        copies.produced("primary", "orders", produce(primary, "orders", SYNCED, prefix="p2b"))
+        copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED)
+        read_group(primary, "app-audit", ["orders"])  # to the end
+        text = failed_up(project)
+        assert "stale checkpoints: group app-audit" in text, text[-3000:]
+        connector(project, f"{FORWARD}.{CHECKPOINT}", "resume")
+
+        for name in (f"{FORWARD}.{SOURCE}", f"{FORWARD}.{CHECKPOINT}"):  # the flow still runs
+            assert connector(project, name) == "RUNNING", name
+        unchanged = project.outputs()
+        assert unchanged["failover"]["active"] == "primary" and unchanged["failover"].get("report") is None
+        assert unchanged["flows"] == out["flows"]
+        for group in GROUPS:  # nothing written on the standby
+            assert committed(standby, group, ["primary.orders"]) == {}, group
+
+        # 2. planned failover: the gate passes, both groups resume on the standby
+        before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.gate.wait_seconds", "90")
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        log = up.stdout + up.stderr
+        out = project.outputs()
+        report = out["failover"]["report"]
+        assert out["failover"]["active"] == "standby" and report["kind"] == "failover", out["failover"]
+        assert (report["from"], report["to"], report["mode"]) == ("primary", "standby", "planned")
+        assert report["gate"]["in_flight"] == 0 and set(report["groups"]) == set(GROUPS), report
+        assert "planned switch primary -> standby" in log and "app-billing" in log  # the report in the up log
+        assert {s["state"] for s in out["flows"][FORWARD].values()} == {"STOPPED"}
+        assert {s["state"] for s in out["flows"][REVERSE].values()} == {"RUNNING"}
+        for group in GROUPS:
+            read = read_group(standby, group, ["primary.orders"])
+            side = {v: (t, p, o) for v, (t, p, o) in copies.on("primary").items()}
+            reread, lost = moved(read, before[group], side)
+            assert lost == 0 and report["groups"][group]["lost"] == 0, (group, report["groups"][group])
+            assert reread == report["groups"][group]["reread"], (group, reread, report["groups"][group])
+
+        # 3. standby active: its records reach the primary once; failback moves the groups back
+        copies.produced("standby", "orders", produce(standby, "orders", M, prefix="s1"))
+        read_group(standby, "app-billing", ["orders"], limit=30)
+        read_group(standby, "app-audit", ["orders"], limit=60)
+        before = {g: committed(standby, g, ["orders", "primary.orders"]) for g in GROUPS}
+        for key, value in (("active", "primary"), ("validation.flows[0]", REVERSE),
+                           ("validation.report_only", "true"), ("validation.wait_seconds", "60")):
+            project.run("config", "set", "--path", f"mirrorstack:topology.failover.{key}" if key == "active"
+                        else f"mirrorstack:topology.{key}", value)
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        out = project.outputs()
+        report = out["failover"]["report"]
+        assert (out["failover"]["active"], report["kind"], report["from"], report["to"]) == (
+            "primary", "failback", "standby", "primary"), report
+        counts = out["validation"]["flows"][REVERSE]
+        assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"]) == (
+            M, M, 0, 0), counts
+        assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
+        assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}
+        copies.read_topic("primary", primary, "standby.orders", M)
+        side = {**{v: w for v, w in copies.on("standby").items()}}
+        for group in GROUPS:
+            read = read_group(primary, group, ["orders", "standby.orders"])
+            reread, lost = moved(read, before[group], side)
+            assert lost == 0 and report["groups"][group]["lost"] == 0, (group, report["groups"][group])
+            assert reread == report["groups"][group]["reread"], (group, reread, report["groups"][group])
+        time.sleep(12)  # a discovery round of the resumed forward flow: nothing may loop
+        names = topic_names(primary) | topic_names(standby)
+        assert not {"standby.primary.orders", "primary.standby.orders"} & names, names
+        assert len(consume(primary, "standby.orders", M + 1, timeout=10)) == M
+
+        # 4. the primary is lost: unplanned failover from the last checkpoints
+        copies.produced("primary", "orders", produce(primary, "orders", K, prefix="p3"))
+        read_group(primary, "app-billing", ["orders"], limit=K // 2)
+        copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED + K)
+        time.sleep(6)  # a few checkpoint rounds (every 2 s) after the last commit
+        before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
+        for handle in sites["primary"].handles:
+            os.kill(handle.pid, signal.SIGKILL)
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.unplanned", "true")
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        out = project.outputs()
+        report = out["failover"]["report"]
+        # (None values come back from Pulumi's state as missing keys)
+        assert (out["failover"]["active"], report["mode"], report.get("gate")) == ("standby", "unplanned", None), report
+        assert any("cannot be counted until primary returns" in n for n in report["notes"]), report["notes"]
+        assert any("primary did not answer" in n for n in report["notes"]), report["notes"]
+        replicated = {v: w for v, w in copies.on("primary").items() if w[0] == "orders" and v in copies.on("standby")}
+        for group in GROUPS:
+            entry = report["groups"][group]
+            assert entry.get("lost") is None and entry.get("reread") is None, entry
+            read = read_group(standby, group, ["primary.orders"])
+            reread, lost = moved(read, before[group], replicated)
+            assert lost == 0, (group, entry)
+            assert len(read) == entry["reread_at_most"], (group, len(read), entry)
+        project.run("destroy", "--yes", "--skip-preview", timeout=600)

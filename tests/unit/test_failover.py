@@ -1,0 +1,413 @@
+"""The failover section: its rules (field path and fix), the flows' states it
+forces, the FailoverSwitch resource in the graph under Pulumi mocks, and the
+provider's diff/update logic with run_switch replaced by a recording fake
+(the real procedure runs in tests/integration/test_failover.py)."""
+from __future__ import annotations
+
+import copy
+import sys
+import types
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+import components
+from components import topology as topology_module
+from components.failover import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
+from components.model import TopologyError, load_topology
+from components.platforms.local.platform import LocalPlatform
+from components.topology import ReplicationTopology
+from tests.unit.test_platforms_mocked import RecordingMocks
+
+ROOT = Path(__file__).resolve().parents[2]
+FAILOVER_TYPE = "pulumi-python:dynamic/failover:FailoverSwitch"
+
+PAIR = yaml.safe_load("""
+platform: local
+clusters:
+  primary: {brokers: 1}
+  standby: {brokers: 1}
+connect:
+  standby: {kafka: standby, push: true}
+flows:
+  - {source: primary, target: standby, connect: standby}
+  - {source: standby, target: primary, connect: standby}
+failover: {primary: primary, standby: standby, active: primary}
+""")
+
+
+def pair(**failover) -> dict:
+    data = copy.deepcopy(PAIR)
+    data["failover"].update(failover)
+    return data
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(TopologyError) as info:
+        load_topology(data)
+    return info.value.problems
+
+
+def only(found: list[str], path: str) -> str:
+    [problem] = [p for p in found if p.startswith(f"{path}:")]
+    assert "fix:" in problem, problem
+    return problem
+
+
+# ---------------------------------------------------------------- model rules
+
+def test_the_pair_loads_with_the_gate_defaults():
+    fo = load_topology(PAIR).failover
+    assert (fo.primary, fo.standby, fo.active, fo.cutover, fo.unplanned, fo.groups) == (
+        "primary", "standby", "primary", False, False, None)
+    assert (fo.gate.in_flight, fo.gate.wait_seconds, fo.gate.allow_active_consumers) == (0, 120, False)
+
+
+@pytest.mark.parametrize("side", ["primary", "standby"])
+def test_an_unknown_side_is_refused_naming_the_clusters(side):
+    found = problems(pair(**{side: "dr"}))
+    problem = only(found, f"failover.{side}")
+    assert "unknown cluster 'dr'" in problem and "use one of primary, standby" in problem
+
+
+def test_the_same_cluster_on_both_sides_is_refused():
+    found = problems(pair(standby="primary", active="primary"))
+    assert "same as the primary 'primary'" in only(found, "failover.standby")
+
+
+def test_active_must_be_one_of_the_sides():
+    problem = only(problems(pair(active="elsewhere")), "failover.active")
+    assert "neither the primary nor the standby" in problem and "'primary'" in problem and "'standby'" in problem
+
+
+def test_a_missing_forward_flow_is_refused_with_the_flow_to_add():
+    data = pair(cutover=True)
+    data["flows"] = [{"source": "standby", "target": "primary", "connect": "standby"}]
+    found = problems(data)
+    assert any(p.startswith("failover: no flow primary->standby (the forward flow") and
+               "add `- {source: primary, target: standby, checkpoints: true}`" in p for p in found), found
+
+
+def test_without_cutover_the_reverse_flow_is_required():
+    data = pair()
+    data["flows"] = data["flows"][:1]
+    [problem] = problems(data)
+    assert problem.startswith("failover: no flow standby->primary (the reverse flow")
+    assert "or set cutover: true" in problem
+
+
+def test_a_cutover_refuses_a_reverse_flow():
+    problem = only(problems(pair(cutover=True)), "flows[1]")
+    assert "a cutover is final" in problem and "remove this flow" in problem
+
+
+def test_a_cutover_needs_no_reverse_flow():
+    data = pair(cutover=True)
+    data["flows"] = data["flows"][:1]
+    assert load_topology(data).reverse_flow() is None
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_both_flows_must_checkpoint(index):
+    data = pair()
+    data["flows"][index]["checkpoints"] = False
+    problem = only(problems(data), f"flows[{index}].checkpoints")
+    assert "translates the groups' offsets from its checkpoints" in problem and "checkpoints: true" in problem
+
+
+def test_identity_on_the_pair_is_refused_by_the_cycle_rule():
+    data = pair()
+    data["flows"][1]["replication_policy"] = "identity"
+    problem = only(problems(data), "flows[1].replication_policy")
+    assert "records would loop forever" in problem
+
+
+def test_a_bad_group_regex_is_named_with_its_index():
+    found = problems(pair(groups=["orders-.*", "(unclosed"]))
+    assert "regex '(unclosed'" in only(found, "failover.groups[1]")
+
+
+def test_gate_fields_are_typed_with_bounds():
+    found = problems(pair(gate={"in_flight": -1, "wait_seconds": "soon"}))
+    assert only(found, "failover.gate.in_flight")
+    assert "a number" in only(found, "failover.gate.wait_seconds")
+
+
+def test_an_unknown_key_in_the_section_is_refused():
+    assert "allowed keys here are" in only(problems(pair(standy="x")), "failover.standy")
+
+
+# ---------------------------------------------------------------- flow_state
+
+@pytest.mark.parametrize("active, unplanned, forward, reverse", [
+    ("primary", False, "running", "stopped"),
+    ("standby", False, "stopped", "running"),
+    ("standby", True, "stopped", "stopped"),  # the primary is lost: nothing to push to
+    ("primary", True, "stopped", "stopped"),  # an unplanned failback: the standby is lost
+])
+def test_the_inactive_direction_is_stopped(active, unplanned, forward, reverse):
+    t = load_topology(pair(active=active, unplanned=unplanned))
+    assert (t.flow_state(t.forward_flow()), t.flow_state(t.reverse_flow())) == (forward, reverse)
+
+
+def test_flows_outside_the_pair_keep_their_own_state():
+    data = pair(active="standby")
+    data["clusters"]["analytics"] = {}
+    data["flows"].append({"source": "primary", "target": "analytics"})
+    t = load_topology(data)
+    assert t.flow_state(t.flows[2]) == "running"
+    data["flows"][2]["state"] = "paused"
+    t = load_topology(data)
+    assert t.flow_state(t.flows[2]) == "paused"
+
+
+def test_without_a_failover_section_every_flow_keeps_its_state():
+    data = pair()
+    del data["failover"]
+    t = load_topology(data)
+    assert [t.flow_state(f) for f in t.flows] == ["running", "running"]
+
+
+def test_the_repo_stacks_carry_the_section():
+    def topology(stack):
+        return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["mirrorstack:topology"]
+    ap = load_topology(topology("active-passive"))
+    assert (ap.failover.primary, ap.failover.standby, ap.failover.active) == ("primary", "standby", "primary")
+    assert ap.reverse_flow() is not None and {f.connect for f in ap.flows} == {"standby"}
+    mig = load_topology(topology("migration"))
+    assert (mig.failover.primary, mig.failover.standby, mig.failover.active, mig.failover.cutover) == (
+        "old", "new", "old", True)
+
+
+# ---------------------------------------------------------------- the resource graph under mocks
+
+def build(tmp_path, data: dict, monkeypatch, stack: str = "dr"):
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False)
+    topology = load_topology(data)
+    depends: dict[str, list] = {}
+    real = topology_module.MirrorMaker2
+
+    def recording(flow, **kwargs):  # what each flow's component was told to wait for
+        depends[flow.name] = list(kwargs["opts"].depends_on or [])
+        return real(flow, **kwargs)
+    monkeypatch.setattr(topology_module, "MirrorMaker2", recording)
+    out = {}
+
+    @pulumi.runtime.test
+    def program():
+        t = ReplicationTopology(stack, topology, LocalPlatform(stack, str(tmp_path)), stack=stack)
+        out["switch"] = t.switch
+        if t.failover_output is None:
+            return None
+        return t.failover_output.apply(lambda o: out.update(output=o))
+    program()
+    return mocks, depends, out
+
+
+def test_one_switch_with_the_pairs_flows_and_both_sides(tmp_path, monkeypatch):
+    mocks, _, out = build(tmp_path, pair(groups=["app-.*"], gate={"wait_seconds": 30}), monkeypatch)
+    [switch] = mocks.of_type(FAILOVER_TYPE).items()
+    name, props = switch
+    assert name == "failover"
+    assert (props["primary"], props["standby"], props["active"], props["cutover"], props["unplanned"]) == (
+        "primary", "standby", "primary", False, False)
+    assert props["groups"] == ["app-.*"]
+    assert props["gate"] == {"in_flight": 0, "wait_seconds": 30.0, "allow_active_consumers": False}
+    assert set(props["clusters"]) == {"primary", "standby"}
+    assert all(c["bootstrap"].startswith("127.0.0.1:") for c in props["clusters"].values())
+    forward, reverse = props["forward"], props["reverse"]
+    assert (forward["name"], forward["source"], forward["target"]) == ("primary->standby", "primary", "standby")
+    assert (reverse["name"], reverse["source"], reverse["target"]) == ("standby->primary", "standby", "primary")
+    assert forward["checkpoints_topic"] == "primary.checkpoints.internal"
+    assert forward["offset_syncs_topic"] == "mm2-offset-syncs.primary.internal"
+    assert reverse["checkpoints_topic"] == "standby.checkpoints.internal"
+    assert forward["connectors"] == {"source": "primary->standby.MirrorSourceConnector",
+                                     "checkpoint": "primary->standby.MirrorCheckpointConnector",
+                                     "heartbeat": "primary->standby.MirrorHeartbeatConnector"}
+    assert forward["connect_name"] == reverse["connect_name"] == "standby"
+    assert forward["connect"]["connect_url"].startswith("http://127.0.0.1:")
+    assert out["output"] == {"active": "primary", "report": None}
+
+
+def test_the_pairs_flows_wait_for_the_switch_and_others_do_not(tmp_path, monkeypatch):
+    data = pair()
+    data["clusters"]["analytics"] = {}
+    data["flows"].append({"source": "primary", "target": "analytics"})
+    _, depends, out = build(tmp_path, data, monkeypatch)
+    assert out["switch"] in depends["primary->standby"] and out["switch"] in depends["standby->primary"]
+    assert out["switch"] not in depends["primary->analytics"]
+
+
+def test_no_section_no_switch_and_no_output(tmp_path, monkeypatch):
+    data = pair()
+    del data["failover"]
+    mocks, depends, out = build(tmp_path, data, monkeypatch)
+    assert mocks.of_type(FAILOVER_TYPE) == {} and out["switch"] is None and "output" not in out
+
+
+def test_a_secured_rest_api_reaches_the_switch_only_as_a_secret(tmp_path, monkeypatch):
+    data = pair()
+    data["connect"]["standby"]["rest_auth"] = True
+    mocks, _, _ = build(tmp_path, data, monkeypatch)
+    [props] = mocks.of_type(FAILOVER_TYPE).values()
+    from tests.unit.test_platforms_mocked import SECRET_SIG
+    assert props["connect_auth"][SECRET_SIG] is not None  # wrapped as a secret on the wire
+    assert "connect_auth" not in props["forward"]["connect"]
+
+
+# ---------------------------------------------------------------- provider logic (run_switch faked)
+
+def props(active: str = "primary", **changes) -> dict:
+    flow = {"name": "primary->standby", "source": "primary", "target": "standby", "topics": [".*"],
+            "topics_exclude": [], "groups": [".*"], "groups_exclude": [], "replication_policy": "default",
+            "separator": ".", "sync_topic_configs": True, "checkpoints": True,
+            "checkpoints_topic": "primary.checkpoints.internal", "offset_syncs_topic": "mm2-offset-syncs.primary.internal",
+            "connectors": {"source": "primary->standby.MirrorSourceConnector",
+                           "checkpoint": "primary->standby.MirrorCheckpointConnector"},  # heartbeat None: dropped
+            "connect_name": "standby", "connect": {"connect_url": "http://127.0.0.1:8083"}}
+    back = {**flow, "name": "standby->primary", "source": "standby", "target": "primary",
+            "checkpoints_topic": "standby.checkpoints.internal", "offset_syncs_topic": "mm2-offset-syncs.standby.internal",
+            "connectors": {"source": "standby->primary.MirrorSourceConnector",
+                           "checkpoint": "standby->primary.MirrorCheckpointConnector",
+                           "heartbeat": "standby->primary.MirrorHeartbeatConnector"}}
+    base = {"primary": "primary", "standby": "standby", "active": active, "cutover": False, "unplanned": False,
+            "gate": {"in_flight": 0.0, "wait_seconds": 30.0, "allow_active_consumers": False},
+            "clusters": {"primary": {"bootstrap": "127.0.0.1:9092", "client": {}},
+                         "standby": {"bootstrap": "127.0.0.1:9093", "client": {"security.protocol": "SSL"}}},
+            "forward": flow, "reverse": back, "connect_auth": {"standby": {"username": "u", "password": "p"}},
+            "report": None}
+    base.update(changes)
+    return base
+
+
+@pytest.fixture
+def switches(monkeypatch):
+    """run_switch replaced by a fake that records what it gets (render_report is the real one)."""
+    calls = []
+    fake = types.ModuleType("components.failover_ops")
+
+    def run_switch(spec, progress=print):
+        calls.append(copy.deepcopy(spec))
+        progress("gate passed")
+        if spec.get("gate", {}).get("in_flight") == 99:
+            raise fake.GateFailed("in flight: 5 records on 1 partition of orders\nnothing was changed")
+        return {"from": spec["from"], "to": spec["to"], "mode": spec["mode"], "at": "2026-01-01T00:00:00+00:00",
+                "gate": None, "notes": [], "groups": {"g1": {"reread": 3, "reread_at_most": None, "lost": 0,
+                                                             "partitions": []}}}
+    fake.GateFailed = type("GateFailed", (RuntimeError,), {})
+    fake.run_switch = run_switch
+    monkeypatch.setitem(sys.modules, "components.failover_ops", fake)
+    monkeypatch.setattr(components, "failover_ops", fake, raising=False)
+    return calls
+
+
+def test_create_records_the_active_side_and_switches_nothing(switches):
+    result = FailoverSwitchProvider().create(props())
+    assert result.outs["active"] == "primary" and result.outs["report"] is None
+    assert switches == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"active": "standby"}, True),
+    ({"unplanned": True}, True),
+    ({"gate": {"in_flight": 10.0, "wait_seconds": 30.0, "allow_active_consumers": False}}, True),
+    ({"clusters": {"primary": {"bootstrap": "127.0.0.1:1"}}}, False),  # an address alone switches nothing
+    ({"report": {"from": "x"}}, False),
+])
+def test_diff_is_a_change_only_for_the_sections_own_fields(change, expected):
+    assert FailoverSwitchProvider().diff("id", props(), props(**change)).changes is expected
+
+
+def test_a_new_pair_replaces_the_switch():
+    assert FailoverSwitchProvider().diff("id", props(), props(standby="dr")).replaces == ["standby"]
+
+
+def test_failover_runs_the_switch_with_the_forward_flow(switches, capsys):
+    result = FailoverSwitchProvider().update("id", props(), props("standby"))
+    [spec] = switches
+    assert (spec["from"], spec["to"], spec["mode"]) == ("primary", "standby", "planned")
+    assert spec["flow"]["name"] == "primary->standby" and spec["back_flow"]["name"] == "standby->primary"
+    assert spec["flow"]["connectors"] == {"source": "primary->standby.MirrorSourceConnector",
+                                          "checkpoint": "primary->standby.MirrorCheckpointConnector",
+                                          "heartbeat": None}
+    assert spec["flow"]["connect"] == {"connect_url": "http://127.0.0.1:8083", "connect_urls": None,
+                                       "connect_auth": {"username": "u", "password": "p"}, "connect_ca_file": None}
+    assert "connect_name" not in spec["flow"]
+    assert spec["clusters"]["standby"] == {"bootstrap": "127.0.0.1:9093", "client": {"security.protocol": "SSL"}}
+    assert spec["gate"] == {"in_flight": 0, "wait_seconds": 30.0, "allow_active_consumers": False}
+    assert spec["groups"] is None
+    assert result.outs["active"] == "standby"
+    assert result.outs["report"]["groups"]["g1"]["reread"] == 3 and result.outs["report"]["kind"] == "failover"
+    err = capsys.readouterr().err
+    assert "mirrorstack: failover: failover primary -> standby (planned) starts" in err
+    assert "mirrorstack: failover: gate passed" in err
+    assert "mirrorstack: failover: planned switch primary -> standby at 2026-01-01T00:00:00+00:00" in err
+    assert "mirrorstack: failover:   g1" in err and "re-read 3" in err  # the report, in the up log
+    assert "'password'" not in err and ": p\n" not in err
+
+
+def test_failback_runs_the_switch_with_the_reverse_flow(switches):
+    FailoverSwitchProvider().update("id", props("standby"), props("primary", groups=["app-.*"]))
+    [spec] = switches
+    assert (spec["from"], spec["to"]) == ("standby", "primary")
+    assert spec["flow"]["name"] == "standby->primary" and spec["back_flow"]["name"] == "primary->standby"
+    assert spec["groups"] == ["app-.*"]
+
+
+def test_unplanned_is_the_mode(switches):
+    FailoverSwitchProvider().update("id", props(), props("standby", unplanned=True))
+    assert switches[0]["mode"] == "unplanned"
+
+
+def test_a_cutover_has_no_back_flow(switches):
+    old = props(cutover=True, reverse=None)
+    result = FailoverSwitchProvider().update("id", old, props("standby", cutover=True, reverse=None))
+    assert switches[0]["back_flow"] is None and result.outs["report"]["kind"] == "cutover"
+
+
+def test_going_back_after_a_cutover_is_refused_before_anything(switches):
+    with pytest.raises(SwitchRefused, match="the cutover to standby is final") as info:
+        FailoverSwitchProvider().update("id", props("standby", cutover=True, reverse=None),
+                                        props("primary", cutover=True, reverse=None))
+    assert "nothing was changed" in str(info.value)
+    assert switches == []
+
+
+def test_unplanned_back_to_false_only_records_it(switches):
+    old = props("standby", unplanned=True, report={"from": "primary", "to": "standby"})
+    result = FailoverSwitchProvider().update("id", old, props("standby"))
+    assert switches == [] and result.outs["unplanned"] is False
+    assert result.outs["report"] == {"from": "primary", "to": "standby"}  # the last switch's report stays
+
+
+def test_a_failed_gate_fails_the_update_with_its_message(switches):
+    gate = {"in_flight": 99, "wait_seconds": 1.0, "allow_active_consumers": False}
+    with pytest.raises(RuntimeError, match="nothing was changed"):
+        FailoverSwitchProvider().update("id", props(), props("standby", gate=gate))
+    assert len(switches) == 1
+
+
+def test_switch_spec_is_plain_json():
+    import json
+    spec = switch_spec(props(), props("standby"))
+    assert json.loads(json.dumps(spec)) == spec
+
+
+# ---------------------------------------------------------------- what the preview says
+
+def test_the_preview_says_what_the_switch_does():
+    line = describe("primary", "standby", "primary", "standby", cutover=False, unplanned=False,
+                    gate={"in_flight": 0, "wait_seconds": 120, "allow_active_consumers": False})
+    assert line.startswith("failover primary -> standby, planned: the gate waits up to 120s")
+    assert "primary->standby stops" in line and "then standby->primary starts" in line
+    back = describe("primary", "standby", "standby", "primary", cutover=False, unplanned=False)
+    assert back.startswith("failback standby -> primary, planned") and "standby->primary stops" in back
+    lost = describe("primary", "standby", "primary", "standby", cutover=False, unplanned=True)
+    assert "unplanned (primary is lost): no gate" in lost and "starts" not in lost
+    cut = describe("old", "new", "old", "new", cutover=True, unplanned=False)
+    assert cut.startswith("cutover old -> new") and cut.endswith("final: no way back")
+    assert describe("primary", "standby", None, "primary", cutover=False, unplanned=False) is None
+    assert describe("primary", "standby", "primary", "primary", cutover=False, unplanned=False) is None
