@@ -136,8 +136,9 @@ class ReplicationTopology(pulumi.ComponentResource):
         auth = {f.connect: self.connect[f.connect].rest_credentials for f in flows
                 if self.connect[f.connect].rest_credentials is not None}
         after = [r for f in flows for r in self.connect[f.connect].workers]
-        after += [r for alias in (fo.primary, fo.standby) for r in (*self.clusters[alias].ready,
-                                                                     *self.clusters[alias].client_resources)]
+        # Unplanned: the side left is lost, and a failed restart of its services must not hold the switch.
+        sides = (fo.active,) if fo.unplanned else (fo.primary, fo.standby)
+        after += [r for alias in sides for r in (*self.clusters[alias].ready, *self.clusters[alias].client_resources)]
         return FailoverSwitch(
             "failover", failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
             reverse=flow_piece(reverse, self.connect[reverse.connect]) if reverse is not None else None,

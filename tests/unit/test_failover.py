@@ -194,6 +194,12 @@ def build(tmp_path, data: dict, monkeypatch, stack: str = "dr"):
         depends[flow.name] = list(kwargs["opts"].depends_on or [])
         return real(flow, **kwargs)
     monkeypatch.setattr(topology_module, "MirrorMaker2", recording)
+    real_switch = topology_module.FailoverSwitch
+
+    def recording_switch(name, **kwargs):  # what the switch was told to wait for
+        depends["switch"] = list(kwargs["opts"].depends_on or [])
+        return real_switch(name, **kwargs)
+    monkeypatch.setattr(topology_module, "FailoverSwitch", recording_switch)
     out = {}
 
     @pulumi.runtime.test
@@ -239,6 +245,21 @@ def test_the_pairs_flows_wait_for_the_switch_and_others_do_not(tmp_path, monkeyp
     _, depends, out = build(tmp_path, data, monkeypatch)
     assert out["switch"] in depends["primary->standby"] and out["switch"] in depends["standby->primary"]
     assert out["switch"] not in depends["primary->analytics"]
+
+
+def test_an_unplanned_switch_waits_only_for_the_side_it_joins(tmp_path, monkeypatch):
+    """A lost side's services may fail to restart in the same `up`: the switch must not wait for them."""
+    def waits_for(data) -> set[str]:
+        _, depends, _ = build(tmp_path, data, monkeypatch)
+        return {r._name for r in depends["switch"] if "kafka" in type(r).__module__ or "local" in type(r).__module__}
+
+    planned = waits_for(pair())
+    data = pair()
+    data["failover"].update(active="standby", unplanned=True)
+    unplanned = waits_for(data)
+    assert any("primary" in n for n in planned) and any("standby" in n for n in planned), planned
+    assert unplanned and not any("primary" in n for n in unplanned), unplanned
+    assert any("standby" in n for n in unplanned), unplanned
 
 
 def test_no_section_no_switch_and_no_output(tmp_path, monkeypatch):
