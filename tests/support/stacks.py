@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from components.platforms.local.platform import PORT_SPAN
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
@@ -18,6 +19,19 @@ def fast_discovery(topology: dict) -> None:
     """Tests create topics after `up`: MM2 looks for them every 10 s, not the default 60 s."""
     for flow in topology.get("flows", []):
         flow.setdefault("refresh_seconds", TEST_REFRESH_SECONDS)
+
+
+_PORT_BASES: list[int] = []
+
+
+def _port_base() -> int:
+    """A port range of its own for each stack open at once in this test process:
+    a stack spreads its ports over PORT_SPAN from its base, so bases PORT_SPAN
+    apart never share a port (two stacks of one test drew one random base).
+    Four ranges, all below Linux's ephemeral ports, handed out in turn."""
+    if not _PORT_BASES:
+        _PORT_BASES.extend(random.sample(range(10000, 30000, PORT_SPAN), 30000 // PORT_SPAN - 2))
+    return _PORT_BASES.pop()
 
 
 @contextmanager
@@ -35,7 +49,7 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
     project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))
-    project.run("config", "set", "mirrorstack:portBase", str(random.randrange(10000, 25000, 1000)))
+    project.run("config", "set", "mirrorstack:portBase", str(_port_base()))
     try:
         yield project
     finally:

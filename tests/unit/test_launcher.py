@@ -93,3 +93,20 @@ def test_leftover_check_sees_a_running_process_and_not_a_stopped_one(tmp_path):
     finally:
         launcher.stop(handle)
     assert leftover_processes(marker) == []
+
+
+def test_a_service_whose_port_another_process_holds_is_refused_before_it_starts(tmp_path):
+    """Two stacks in one port range: the second's Connect would pass its health
+    check against the first's worker. It is refused, naming the port."""
+    import socket
+    from components.platforms.local.service import _launch
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        props = {"name": "dr-connect-0", "workdir": str(tmp_path / "svc"), "files": {}, "prepare": [],
+                 "argv": [sys.executable, "-c", "import time; time.sleep(30)"], "timeout_seconds": "5",
+                 "health": {"kind": "connect", "url": f"http://127.0.0.1:{port}"}}
+        with pytest.raises(RuntimeError, match=f"dr-connect-0: port {port} on 127.0.0.1 is already in use"):
+            _launch(props)
+    assert not leftover_processes(str(tmp_path))  # nothing was started

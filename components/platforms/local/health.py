@@ -51,6 +51,18 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
     return set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}
 
 
+def own_address(spec: dict) -> tuple[str, int] | None:
+    """The address a service's own health check probes (tcp, http, connect);
+    None for a Kafka check, which asks the whole cluster's bootstrap servers."""
+    if spec["kind"] == "tcp":
+        return spec["host"], int(spec["port"])
+    if spec["kind"] in ("http", "connect"):
+        from urllib.parse import urlsplit
+        url = urlsplit(spec["url"])
+        return url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    return None
+
+
 def check(spec: dict) -> bool:
     """Run a health check described as data (what a service resource stores)."""
     kind = spec["kind"]

@@ -62,6 +62,19 @@ def write_secret_files(folder: Path, files: dict[str, str]) -> None:
             out.write(content)
 
 
+def _refuse_taken_port(props) -> None:
+    """Before starting: another process already listening where this service's
+    health check probes would pass that check for it (another stack's Connect
+    answering for this one): refuse, naming the port."""
+    from components.platforms.local import health
+    address = health.own_address(props["health"])
+    if address and health.port_open(*address):
+        host, port = address
+        raise RuntimeError(f"{props['name']}: port {port} on {host} is already in use by another process, before "
+                           "this service started; fix: give the stack another port range (mirrorstack:portBase) "
+                           "or stop what listens there")
+
+
 def _launch(props) -> dict:
     from components.platforms.local import health, launcher
 
@@ -72,6 +85,7 @@ def _launch(props) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
     write_secret_files(workdir, props.get("secret_files") or {})
+    _refuse_taken_port(props)
     for i, argv in enumerate(props.get("prepare") or []):
         launcher.run(f"{props['name']} prepare", argv, log_file=workdir / f"prepare-{i}.log")
     handle = launcher.start(props["name"], props["argv"], log_file=workdir / "service.log", cwd=workdir)
