@@ -110,11 +110,27 @@ def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(
         assert all(downstream[p] <= committed_old[p] for p in read_partitions)
         assert billing["reread"] == sum(committed_old[p] - downstream[p] for p in read_partitions) <= 400
 
+        # the cutover (failover.active: new): the gate passes, the flow stops, the
+        # group's translated offsets are written on new, and there is no way back
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "new")
+        project.run("up", "--yes", "--skip-preview", timeout=900)
+        out = project.outputs()
+        cutover = out["failover"]["report"]
+        assert out["failover"]["active"] == "new", out["failover"]
+        assert (cutover["kind"], cutover["mode"], cutover["from"], cutover["to"]) == ("cutover", "planned", "old", "new")
+        assert cutover["groups"]["app-billing"]["lost"] == 0, cutover["groups"]
+        assert {s["state"] for s in out["flows"]["old->new"].values()} == {"STOPPED"}
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "old")
+        back = project.run("up", "--yes", "--skip-preview", check=False, timeout=600)
+        assert back.returncode != 0 and "the cutover to new is final" in back.stdout + back.stderr, back.stdout[-3000:]
+        assert project.outputs()["failover"]["active"] == "new"
+
         # the group resumes on the new cluster with the same consumer settings
-        # (earliest where it never committed): together nothing is skipped
+        # (earliest where it never committed): together nothing is skipped, and
+        # it re-reads exactly what the cutover's report says
         read_on_new = consume_group(new, "app.orders", "app-billing", 1000, timeout=30)
         assert {r.value for r in read_on_old} | {r.value for r in read_on_new} == {r.value for r in sent}
-        assert len(read_on_new) >= 600  # re-reads are allowed, skips are not
+        assert len(read_on_new) == 600 + cutover["groups"]["app-billing"]["reread"], cutover["groups"]
 
 
 def test_dev_copy_copies_only_the_selected_topics_and_nothing_else(tmp_path):
