@@ -65,13 +65,15 @@ def in_flight(end: int, start: int, committed: int | None) -> int:
     return max(0, end - max(next_to_copy, start))
 
 
+def _latest_sync(syncs: list[tuple[int, int]] | None, below) -> tuple[int, int] | None:
+    """The last (upstream, downstream) sync MM2 wrote that `below(u, d)` accepts."""
+    return next((sync for sync in reversed(syncs or []) if below(*sync)), None)
+
+
 def upstream_to_downstream(syncs: list[tuple[int, int]] | None, upstream: int) -> int | None:
     """MM2's checkpoint translation (OffsetSyncStore.translateDownstream): the
     latest sync with u <= upstream gives d, or d + 1 when u < upstream."""
-    found = None
-    for u, d in syncs or []:
-        if u <= upstream:
-            found = (u, d)
+    found = _latest_sync(syncs, lambda u, d: u <= upstream)
     if found is None:
         return None
     u, d = found
@@ -153,10 +155,7 @@ def downstream_to_upstream(syncs: list[tuple[int, int]] | None, position: int) -
     else u + 1 (MM2's own conservative rule). Returns (translated, exact
     equivalent u + position - d: records between syncs are copied one to one,
     MM2 writes a sync whenever they are not) or None without such a sync."""
-    found = None
-    for u, d in syncs or []:
-        if d <= position:
-            found = (u, d)
+    found = _latest_sync(syncs, lambda u, d: d <= position)
     if found is None:
         return None
     u, d = found

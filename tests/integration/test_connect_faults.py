@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from components.platforms.local.launcher import ProcessHandle, is_alive
+from tests.support import connect_rest
 from tests.support.kafka_clients import admin, consume, create_topic, produce
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
@@ -99,7 +100,7 @@ def _status(connect_url: str, name: str) -> dict:
 def test_hung_connect_fails_up_in_bounded_time_then_up_converges(deployed):
     project, out = deployed
     connect_url = out["connect"]["standby"]
-    assert _flow_connectors(requests.get(f"{connect_url}/connectors", timeout=10).json()) == CONNECTORS
+    assert _flow_connectors(connect_rest.read(f"{connect_url}/connectors")) == CONNECTORS
     workers = _connect_workers(project)
 
     project.run("config", "set", "--path", "mirrorstack:topology.flows[0].tasks_max", "3")

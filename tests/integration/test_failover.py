@@ -29,6 +29,7 @@ import pytest
 import requests
 from confluent_kafka import Consumer
 
+from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
 from tests.support.services import KafkaCluster, _parallel
 from tests.support.stacks import stack_project
@@ -159,7 +160,7 @@ def connector(project, name: str, action: str | None = None) -> str:
 
 
 def _state(url: str, name: str) -> str:
-    return requests.get(f"{url}/connectors/{quote(name, safe='')}/status", timeout=10).json()["connector"]["state"]
+    return connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/status")["connector"]["state"]
 
 
 def failed_up(project) -> str:
