@@ -7,12 +7,15 @@ the image's own scripts. So any image works that holds (the image contract):
 
 - a JRE, `java` on its PATH, plus `sh` and `bash` (the start script, probes);
 - Kafka's jars in IMAGE_KAFKA_LIBS (the official `apache/kafka` has them);
+- a user with uid IMAGE_KAFKA_UID that runs the container and owns
+  IMAGE_DATA_DIR (so a fresh volume mounted there is writable);
 - for metrics, the pinned JMX exporter agent at `image_jmx_agent()` (docker
   uploads it there from .tools; on kubernetes the image must carry it).
 
-A Spark image for the validation job must carry the spark-sql-kafka jars of
-`make spark-kafka` in IMAGE_SPARK_JARS (docker uploads them there). Nothing is
-downloaded when a container or pod starts.
+A Spark image for the validation job (`bin/spark-submit` in
+config.validation.SPARK_HOME_IN_IMAGE, Python, user IMAGE_SPARK_UID) must carry
+the spark-sql-kafka jars of `make spark-kafka` in IMAGE_SPARK_JARS (docker
+uploads them there). Nothing is downloaded when a container or pod starts.
 """
 from __future__ import annotations
 
@@ -28,12 +31,16 @@ from components.versions import jmx_exporter_version, kafka_version
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
 FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>
+JOB_DIR = "/opt/mirrorstack/validation"  # the Spark validation job's files
 CLIENTS_ROOT = "/etc/mirrorstack/clients"  # a cluster's client folder: CLIENTS_ROOT/<alias>
 CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
 
 # The image contract (see the module docstring). IMAGE_LIB mirrors .tools: jmx/, spark-kafka/.
 IMAGE_JAVA = "java"
 IMAGE_KAFKA_LIBS = "/opt/kafka/libs"
+IMAGE_KAFKA_UID = 1000  # `appuser` of apache/kafka
+IMAGE_DATA_DIR = "/var/lib/kafka/data"
+IMAGE_SPARK_UID = 185  # `spark` of apache/spark
 IMAGE_LIB = "/opt/mirrorstack/lib"
 IMAGE_SPARK_JARS = f"{IMAGE_LIB}/spark-kafka"
 

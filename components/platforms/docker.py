@@ -28,15 +28,15 @@ from components.config.grafana import grafana_files
 from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
 from components.platforms.containers import (
-    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_SPARK_JARS, container_port, container_script, dns_label,
-    hashed_host_port, image_jmx_agent, image_runtime, image_spark_jars, kafka_image, probe_command,
+    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
+    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, hashed_host_port, image_jmx_agent,
+    image_runtime, image_spark_jars, kafka_image, probe_command,
 )
 from components.platforms.java_service import java_service
 from components.platforms.local.platform import default_port_base
 from components.versions import image as versions_image
 from components.versions import spark_version
 
-JOB_DIR = "/opt/mirrorstack/validation"  # the Spark job's files inside its container
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
 PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
@@ -44,9 +44,8 @@ GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
 GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
 GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
 SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
-DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
-KAFKA_UID = "1000"  # `appuser` of apache/kafka: owns the uploaded secret files
-SPARK_UID = "185"  # `spark` of apache/spark
+KAFKA_UID = str(IMAGE_KAFKA_UID)  # owns the uploaded secret files
+SPARK_UID = str(IMAGE_SPARK_UID)
 SECRET_MODE = "0600"
 
 
@@ -107,7 +106,7 @@ class DockerPlatform:
         return f"{FILES_ROOT}/{dns_label(service)}"
 
     def data_dir(self, service: str) -> str:
-        return DATA_DIR
+        return IMAGE_DATA_DIR
 
     def client_dir(self, alias: str) -> str:
         """A cluster's client folder (CA, client key, secret settings) in every
@@ -195,7 +194,7 @@ class DockerPlatform:
             entrypoints=["/bin/sh", "-c"],  # not the image's launcher: the local platform's java command lines
             command=[container_script(spec.argv, spec.prepare, spec.after_start)],
             uploads=self._with_secret_uploads(uploads, secrets, KAFKA_UID),
-            volumes=[{"volume_name": volume.name, "container_path": DATA_DIR}],
+            volumes=[{"volume_name": volume.name, "container_path": IMAGE_DATA_DIR}],
             ports=published,
             healthcheck={"tests": ["CMD", *probe_command(health, self.in_network,
                                                          ready_file=AFTER_START_DONE if after_start else None)],

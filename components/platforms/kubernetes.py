@@ -40,22 +40,22 @@ from components.config.grafana import grafana_files
 from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
 from components.platforms.containers import (
-    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, container_port, container_script, dns_label, hashed_host_port,
-    image_runtime, image_spark_jars, kafka_image, probe_command, tcp_target,
+    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
+    container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars, kafka_image,
+    probe_command, tcp_target,
 )
 from components.platforms.java_service import java_service
 from components.platforms.local.platform import default_port_base
 from components.versions import image, spark_version
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
-DATA_MOUNT = "/var/lib/kafka/data"
+DATA_MOUNT = IMAGE_DATA_DIR
 # Kafka's log dir is a subfolder: a fresh volume's root may hold `lost+found`,
 # which Kafka would take for a broken partition folder.
 DATA_DIR = f"{DATA_MOUNT}/kafka"
-APPUSER = 1000  # the image's user; fsGroup makes the volume writable for it
+APPUSER = IMAGE_KAFKA_UID  # the image's user; fsGroup makes the volume writable for it
 REST_ACCESS = ("port-forward", "in-cluster")
-SPARK_UID = 185  # the `spark` user of the official image
-JOB_DIR = "/opt/mirrorstack/validation"
+SPARK_UID = IMAGE_SPARK_UID
 JOB_TIMEOUT = "2h"
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
