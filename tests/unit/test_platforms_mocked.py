@@ -511,31 +511,56 @@ def local_run(tmp_path_factory):
     return deploy(lambda: LocalPlatform(STACK, str(folder))), folder.resolve()
 
 
-def local_commands(local_run) -> dict[str, list[list[str]]]:
-    """service → [prepare..., service] command lines of the local platform, its
-    host paths (java, .tools' Kafka jars, the service folder) put as an image has them."""
-    (mocks, _), folder = local_run
-    java, libs = toolchain.java_binary(), str(toolchain.kafka_libs())
+def script_commands(script: str) -> dict[str, list[list[str]]]:
+    """prepare, service and after-start command lines of a container's start
+    script (containers.container_script, both of its forms)."""
+    if "\n" not in script:
+        *prepare, service = script_steps(script)
+        return {"prepare": prepare, "service": service, "after_start": []}
+    lines = script.splitlines()
+    return {"prepare": [shlex.split(line.removesuffix(" || exit $?")) for line in lines if line.endswith(" || exit $?")],
+            "service": shlex.split(next(line for line in lines if line.endswith(" &")).removesuffix(" &")),
+            "after_start": [shlex.split(line.rsplit(" 2>/dev/null || ", 1)[1].removesuffix("; do"))
+                            for line in lines if line.startswith("until ")]}
 
-    def in_image(arg: str, service: str) -> str:
-        arg = "java" if arg == java else arg
-        return arg.replace(f"{libs}/", "/opt/kafka/libs/").replace(f"{folder}/{service}", f"/opt/mirrorstack/{service}")
-    services = {n: r for n, r in mocks.of_type(DYNAMIC).items() if n in SERVICES}
-    return {n: [[in_image(a, n) for a in argv] for argv in [*(r.get("prepare") or []), r["argv"]]]
-            for n, r in services.items()}
+
+def local_commands(mocks, folder: Path, services, local=None, other=None) -> dict[str, dict[str, list[list[str]]]]:
+    """The local platform's command lines of `services` (LocalService inputs),
+    its host paths (java, .tools' Kafka jars, the service folder) put as an
+    image has them; with the `local` and `other` platforms, its addresses put
+    as `other`'s (e.g. an after-start step's bootstrap server)."""
+    java, libs = toolchain.java_binary(), str(toolchain.kafka_libs())
+    addresses = {}
+    if local is not None:
+        for key, port in local._ports.items():  # "service/port name" → local port
+            addresses["%s:%d" % local.address(*key.split("/", 1))] = "%s:%d" % other.address(*key.split("/", 1))
+
+    def in_image(argv: list[str], service: str) -> list[str]:
+        argv = [("java" if arg == java else arg).replace(f"{libs}/", "/opt/kafka/libs/")
+                .replace(f"{folder}/{service}", f"/opt/mirrorstack/{service}") for arg in argv]
+        return [addresses.get(arg, arg) for arg in argv]
+    found = {n: r for n, r in mocks.of_type(DYNAMIC).items() if n in services}
+    return {n: {"prepare": [in_image(a, n) for a in r.get("prepare") or []], "service": in_image(r["argv"], n),
+                "after_start": [in_image(a, n) for a in r.get("after_start") or []]} for n, r in found.items()}
+
+
+def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
+    """(docker, kubernetes) service → its start script's command lines."""
+    docker_side = {n: script_commands(c["command"][0])
+                   for n, c in docker_mocks.of_type("docker:index/container:Container").items() if n != JOB}
+    k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
+                for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
+    return docker_side, k8s_side
 
 
 def test_docker_and_kubernetes_run_the_local_platforms_command_lines(local_run, docker_run, k8s_run):
-    local = local_commands(local_run)
+    (mocks, _), folder = local_run
+    local = local_commands(mocks, folder, SERVICES)
     assert set(local) == SERVICES
-    docker_commands = {n: script_steps(c["command"][0]) for n, c in containers(docker_run[0]).items()}
-    pods = {n: sts["spec"]["template"]["spec"]["containers"][0]
-            for n, sts in manifests_of(k8s_run[1], "StatefulSet").items()}
-    k8s_commands = {n: script_steps(pod["command"][2]) for n, pod in pods.items()}
-    assert docker_commands == local
-    assert k8s_commands == local
+    docker_side, k8s_side = container_commands(docker_run[0], k8s_run[1])
+    assert docker_side == local
+    assert k8s_side == local
     # The same generated files beside them (the in-network addresses aside).
-    (mocks, _), _ = local_run
     local_files = {n: set(r["files"]) for n, r in mocks.of_type(DYNAMIC).items() if n in SERVICES}
     assert {n: {u["file"].rsplit("/", 1)[1] for u in c["uploads"]} for n, c in containers(docker_run[0]).items()} \
         == local_files

@@ -17,8 +17,10 @@ from components.model import load_topology
 from components.platforms.containers import AFTER_START_DONE, container_script, probe_command
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.platforms.local.platform import LocalPlatform
 from tests.unit.test_platforms_mocked import (
-    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, deploy, holds_secret_text, leaks,
+    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, container_commands, deploy,
+    holds_secret_text, leaks, local_commands,
 )
 
 STACK = "secure"
@@ -280,6 +282,24 @@ def test_k8s_secure_manifests_validate_strictly(k8s_secure, version):
     _, built = k8s_secure
     for manifest in built["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=version, strict=True)
+
+
+# ---------------------------------------------------------------- one command line for every platform
+
+def test_containers_run_the_local_command_lines_with_after_start_steps_and_jvm_options(
+        tmp_path_factory, docker_secure, k8s_secure):
+    folder = tmp_path_factory.mktemp("local-secure").resolve()
+    mocks, built = deploy(lambda: LocalPlatform(STACK, str(folder)), topology=secure_topology("local"), stack=STACK)
+    docker_side, k8s_side = container_commands(docker_secure[0], k8s_secure[1])
+    # The after-start step names the broker's address: each platform's own.
+    as_docker = local_commands(mocks, folder, SERVICES, built["platform"], docker_secure[1]["platform"])
+    as_k8s = local_commands(mocks, folder, SERVICES, built["platform"], k8s_secure[1]["platform"])
+    (step,) = as_docker["edge-broker-0"]["after_start"]  # the SCRAM user
+    assert step[step.index("--bootstrap-server") + 1] == "edge-broker-0:%d" % docker_secure[1]["platform"].address(
+        "edge-broker-0", "internal")[1]
+    assert any(a.startswith("-Djava.security.auth.login.config=") for a in as_docker[WORKER]["service"])
+    assert docker_side == as_docker
+    assert k8s_side == as_k8s
 
 
 # ---------------------------------------------------------------- shared helpers
