@@ -518,7 +518,8 @@ def script_commands(script: str) -> dict[str, list[list[str]]]:
         *prepare, service = script_steps(script)
         return {"prepare": prepare, "service": service, "after_start": []}
     lines = script.splitlines()
-    return {"prepare": [shlex.split(line.removesuffix(" || exit $?")) for line in lines if line.endswith(" || exit $?")],
+    prepare = [line.removesuffix(" || exit $?") for line in lines if line.endswith(" || exit $?")]
+    return {"prepare": [shlex.split(line) for line in prepare],
             "service": shlex.split(next(line for line in lines if line.endswith(" &")).removesuffix(" &")),
             "after_start": [shlex.split(line.rsplit(" 2>/dev/null || ", 1)[1].removesuffix("; do"))
                             for line in lines if line.startswith("until ")]}
