@@ -37,7 +37,7 @@ def toxiproxy_version() -> str:
 
 
 def image(name: str) -> str:
-    """A pinned monitoring image: prometheus, grafana, kafka_ui, kafka_exporter, agent_fetch."""
+    """A pinned monitoring image: prometheus, grafana, kafka_ui, kafka_exporter."""
     return _pins()[f"{name.upper()}_IMAGE"]
 
 

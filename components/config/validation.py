@@ -114,18 +114,18 @@ def job_modules(job_file) -> list:
 
 
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
-                      packages: str | None = None, py_files: list[str] = ()) -> list[str]:
+                      py_files: list[str] = ()) -> list[str]:
     """spark-submit in a container (docker, kubernetes): local[*] inside it, the
     offsets read through Spark's own Kafka client (no confluent_kafka there);
-    `py_files`: the job's modules, on the driver's (and executors') sys.path."""
+    `jars`: spark-sql-kafka and its deps, files in the container (nothing is
+    fetched at run time); `py_files`: the job's modules, on the driver's (and
+    executors') sys.path."""
     argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
     if py_files:
         argv += ["--py-files", ",".join(py_files)]
     if jars:
         argv += ["--jars", ",".join(jars)]
-    if packages:  # fetched from Maven Central by the pod; the ivy cache must be writable
-        argv += ["--packages", packages, "--conf", "spark.jars.ivy=/tmp/.ivy2"]
     argv += [job_path, "--config", config_path, "--offsets-via", "spark", "--poll-seconds", "5"]
     if settings.report_only:
         argv.append("--report-only")

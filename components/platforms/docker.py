@@ -1,12 +1,14 @@
-"""The `docker` platform: each service is an `apache/kafka` container.
+"""The `docker` platform: each service is a container (`apache/kafka` by default).
 
 One user-defined network per stack; a container's hostname and network alias
 are its service name, so services reach each other at `<service>:<port>` with
 fixed ports per port name. Ports the Pulumi program itself needs (Connect's
 REST API) are published on 127.0.0.1 only, on deterministic host ports.
 
-The helpers at the top (names, ports, the container command, health probes)
-are shared with the kubernetes platform: same image, same shell.
+A Kafka container runs the local platform's java command lines
+(`java_service`) with the image's paths, under the start script and health
+probes shared with the kubernetes platform (containers.py, which also states
+what an image must hold).
 
 Secrets (PEM keys, password files: `secret_files`, a cluster's client files)
 are uploaded 0600, owned by the image's user, with their content a Pulumi
@@ -16,31 +18,25 @@ plain files too: Pulumi marks the property, not one entry of it).
 from __future__ import annotations
 
 import json
-import re
-import shlex
-import zlib
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_docker as docker
 
 from components import naming, toolchain
 from components.config.grafana import grafana_files
-from components.config.jmx import jmx_exporter_config
-from components.config.logging import log4j2_properties
-from components.config.properties import render_properties
 from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
-from components.platforms.local.platform import PORT_SPAN, default_port_base
+from components.platforms.containers import (
+    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
+    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, hashed_host_port, image_jmx_agent,
+    image_runtime, image_spark_jars, kafka_image, probe_command,
+)
+from components.platforms.java_service import java_service
+from components.platforms.local.platform import default_port_base
 from components.versions import image as versions_image
-from components.versions import kafka_version, spark_version
+from components.versions import spark_version
 
-HOST = "127.0.0.1"
-KAFKA_HOME = "/opt/kafka"
-FILES_ROOT = "/opt/mirrorstack"
-JOB_DIR = "/opt/mirrorstack/validation"  # the Spark job's files inside its container
-AGENT_JAR = "/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar"  # uploaded from .tools
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
 PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
@@ -48,205 +44,16 @@ GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
 GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
 GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
 SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
-DATA_DIR = "/var/lib/kafka/data"  # owned by appuser in the image, so a fresh volume is writable
-CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
-PREPARE_HEAP = "256m"  # the storage formatter is a short-lived tool
-PROBE_HEAP = "64m"  # probe JVMs share the container's memory with the service
-CLIENTS_ROOT = "/etc/mirrorstack/clients"  # a cluster's client folder: CLIENTS_ROOT/<alias>
-KAFKA_UID = "1000"  # `appuser` of apache/kafka: owns the uploaded secret files
-SPARK_UID = "185"  # `spark` of apache/spark
+KAFKA_UID = str(IMAGE_KAFKA_UID)  # owns the uploaded secret files
+SPARK_UID = str(IMAGE_SPARK_UID)
 SECRET_MODE = "0600"
-# After-start steps (e.g. creating the SCRAM user) retry while the broker comes up;
-# the health check reports healthy only once they are done (the marker file).
-AFTER_START_DONE = "/tmp/mirrorstack-after-start.done"
-AFTER_START_ATTEMPTS = 36
-AFTER_START_PAUSE = 5  # seconds between attempts: 3 minutes in all, plus the attempts themselves
-HEALTH_CLIENT_FILE = "health-client.properties"  # the probe's client settings (secured listeners)
-# librdkafka settings of a health spec (`client.` + name; local/health.py) → the
-# Java client settings of the probe's --command-config. The Java tools read a PEM
-# keystore holding key and certificate, so both locations must be that one file.
-HEALTH_CLIENT_SETTINGS = {
-    "client.security.protocol": "security.protocol",
-    "client.ssl.ca.location": "ssl.truststore.location",
-    "client.ssl.certificate.location": "ssl.keystore.location",
-    "client.ssl.key.location": "ssl.keystore.location",
-}
 
 
-def kafka_image(image: str | None = None) -> str:
-    return image or f"apache/kafka:{kafka_version()}"
-
-
-def dns_label(name: str, max_len: int = 63) -> str:
-    """A DNS-1035 label (lowercase, [a-z0-9-], starts with a letter). A name
-    that had to change gets a hash suffix, so `US_east` and `us-east` differ."""
-    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    if not label[:1].isalpha():
-        label = f"s-{label}".strip("-")
-    if label != name or len(label) > max_len:
-        suffix = f"{zlib.crc32(name.encode()):08x}"[:6]
-        label = f"{label[:max_len - 7].rstrip('-')}-{suffix}"
-    return label
-
-
-def container_port(port_name: str, taken: set[int]) -> int:
-    """Fixed ports for the known port names; others hashed into 9100-9899."""
-    port = CONTAINER_PORTS.get(port_name) or 9100 + zlib.crc32(port_name.encode()) % 800
-    while port in taken:
-        port += 1
-    return port
-
-
-def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
-    """Deterministic per stack and key (LocalPlatform's scheme), probed on clash."""
-    port = port_base + zlib.crc32(key.encode()) % PORT_SPAN
-    while port in taken:
-        port = port_base + (port - port_base + 1) % PORT_SPAN
-    return port
-
-
-def _tool_command(main: str, args: list[str]) -> str:
-    # KAFKA_OPTS= : tools and probes must not start the service's JMX agent (its port is taken).
-    run_class = f"{KAFKA_HOME}/bin/kafka-run-class.sh"
-    return f"KAFKA_OPTS= KAFKA_HEAP_OPTS=-Xmx{PREPARE_HEAP} {shlex.join([run_class, main, *args])}"
-
-
-def container_script(main: str, args: list[str], prepare=(), after_start=()) -> str:
-    """The `sh -c` script: the one-time preparation steps (idempotent), then
-    `exec` the service, so the JVM replaces the shell as PID 1 and receives the
-    stop signal itself (a clean, controlled shutdown).
-
-    With `after_start` steps (run once the service answers, e.g. creating the
-    SCRAM user) the shell stays: it starts the service in the background,
-    retries each step until it succeeds (the broker needs a few seconds),
-    touches AFTER_START_DONE (which the health check requires), then waits
-    for the service, forwarding TERM/INT to it, and exits with its status.
-    A step that never succeeds stops the service (exit 1, so the container
-    restarts and the steps run again)."""
-    steps = [_tool_command(m, a) for m, a in prepare]
-    service = shlex.join([f"{KAFKA_HOME}/bin/kafka-run-class.sh", main, *args])
-    if not after_start:
-        return " && ".join([*steps, "exec " + service])
-    lines = [f"rm -f {AFTER_START_DONE}", *(f"{step} || exit $?" for step in steps),
-             f"{service} &",
-             "pid=$!",
-             "stopping=",
-             "trap 'stopping=1; kill -TERM \"$pid\" 2>/dev/null' TERM INT",
-             "failed="]
-    for i, (m, a) in enumerate(after_start):
-        lines += [
-            "n=0",
-            # Stop trying when stopping, after a failed step, or when the service is gone (its status tells).
-            f"until [ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || {_tool_command(m, a)}; do",
-            "  n=$((n + 1))",
-            f"  if [ \"$n\" -ge {AFTER_START_ATTEMPTS} ]; then",
-            f"    echo 'mirrorstack: after-start step {i + 1} ({m}) did not succeed; stopping the service' >&2",
-            "    failed=1; kill -TERM \"$pid\" 2>/dev/null; break",
-            "  fi",
-            f"  sleep {AFTER_START_PAUSE}",
-            "done"]
-    lines += [f"[ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || touch {AFTER_START_DONE}",
-              # `wait` returns early when a trapped signal arrives: wait again until the JVM is gone.
-              "wait \"$pid\"; status=$?",
-              "while kill -0 \"$pid\" 2>/dev/null; do wait \"$pid\"; status=$?; done",
-              "[ -z \"$failed\" ] || exit 1",
-              "exit \"$status\""]
-    return "\n".join(lines)
-
-
-def kafka_opts(jvm_options, agent: str | None = None) -> str | None:
-    """KAFKA_OPTS of a service: the JMX agent and `-D...` options (kafka-run-class.sh
-    splits it on blanks, so an option must have none). Tools and probes clear it."""
-    options = [*([agent] if agent else []), *jvm_options]
-    blank = [o for o in options if not o or any(c.isspace() for c in o)]
-    if blank:
-        raise ValueError(f"JVM options must be non-empty and without blanks (KAFKA_OPTS is split on them): {blank!r}")
-    return " ".join(options) or None
-
-
-def add_health_client_file(files: dict[str, str], health: dict, folder: str) -> str | None:
-    """A secured listener's probe needs client settings: add them to `files`
-    and return the file's path for `--command-config` (None when plain)."""
-    client_props = health_client_properties(health)
-    if client_props is None:
-        return None
-    files[HEALTH_CLIENT_FILE] = render_properties(client_props)
-    return f"{folder}/{HEALTH_CLIENT_FILE}"
-
-
-def health_client_properties(spec: dict) -> dict[str, str] | None:
-    """The probe's Java client settings for a health spec with `client.*`
-    (librdkafka) settings, e.g. a secured broker's TLS listener; None without."""
-    client = {k: v for k, v in spec.items() if k.startswith("client.")}
-    if not client:
-        return None
-    unknown = sorted(set(client) - set(HEALTH_CLIENT_SETTINGS))
-    if unknown:
-        raise ValueError(f"health check {spec.get('kind')!r}: no Java client setting for {', '.join(unknown)}")
-    key, cert = client.get("client.ssl.key.location"), client.get("client.ssl.certificate.location")
-    if key != cert:
-        raise ValueError("health check: the Java tools read a PEM keystore, so client.ssl.key.location and "
-                         f"client.ssl.certificate.location must be one file (got {key!r} and {cert!r})")
-    props = {"security.protocol": client.get("client.security.protocol", "plaintext").upper()}
-    if "client.ssl.ca.location" in client:
-        props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": client["client.ssl.ca.location"]})
-    if cert:
-        props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": cert})
-    return props
-
-
-def _http_get(host: str, port: int, path: str, auth_file: str | None = None) -> str:
-    # No curl/wget in the image: plain HTTP/1.0 over bash's /dev/tcp.
-    if auth_file is None:
-        request = r"'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n'"  # printf turns \r\n into CR LF
-        return f"exec 3<>/dev/tcp/{host}/{port} && printf {request} {shlex.quote(path)} {host} >&3 && cat <&3"
-    # Basic auth from a Connect credentials file (`user: password`), read at probe time:
-    # the password is in no command line (printf is a shell builtin; base64 reads stdin).
-    request = r"'GET %s HTTP/1.0\r\nHost: %s\r\nAuthorization: Basic %s\r\n\r\n'"
-    read = ('{ IFS= read -r line || [ -n "$line" ]; } < ' + shlex.quote(auth_file) + ' && user="${line%%:*}" && '
-            'password="${line#*:}" && '
-            'password="${password# }" && auth="$(printf %s:%s "$user" "$password" | base64 | tr -d \'\\n\')"')
-    return (f"{read} && exec 3<>/dev/tcp/{host}/{port} && "
-            f"printf {request} {shlex.quote(path)} {host} \"$auth\" >&3 && cat <&3")
-
-
-def probe_command(spec: dict, in_network, *, command_config: str | None = None,
-                  ready_file: str | None = None) -> list[str]:
-    """A health spec (see local/health.py::check) as a command run inside the
-    container. `in_network(host, port)` turns an address the Pulumi program
-    uses (a published port) into the one reachable from inside.
-    `command_config`: the client settings file of a `kafka` check whose spec
-    has `client.*` settings (see `health_client_properties`), required then.
-    `ready_file`: must exist too (the after-start steps are done)."""
-    command = _probe(spec, in_network, command_config)
-    if ready_file:
-        return ["bash", "-c", f"test -f {shlex.quote(ready_file)} && exec {shlex.join(command)}"]
-    return command
-
-
-def _probe(spec: dict, in_network, command_config: str | None) -> list[str]:
-    kind = spec["kind"]
-    if kind == "tcp":
-        host, port = in_network(spec["host"], int(spec["port"]))
-        return ["bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"]
-    if kind == "kafka":
-        servers = [in_network(h, int(p)) for h, _, p in (s.rpartition(":") for s in spec["bootstrap"].split(","))]
-        command = ["env", "KAFKA_OPTS=", f"KAFKA_HEAP_OPTS=-Xmx{PROBE_HEAP}", f"{KAFKA_HOME}/bin/kafka-broker-api-versions.sh",
-                   "--bootstrap-server", ",".join(f"{h}:{p}" for h, p in servers)]
-        if health_client_properties(spec) is not None:
-            if not command_config:
-                raise ValueError("a kafka health check with client settings needs its command_config file")
-            command += ["--command-config", command_config]
-        return command
-    if kind in ("http", "connect"):
-        url = urlsplit(spec["url"])
-        host, port = in_network(url.hostname, url.port or 80)
-        if kind == "connect":  # as local: the REST API lists the MirrorMaker 2 connectors
-            return ["bash", "-c", _http_get(host, port, "/connector-plugins", spec.get("auth_file"))
-                    + " | grep -q MirrorSourceConnector"]
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        return ["bash", "-c", _http_get(host, port, path) + " | head -n 1 | grep -q ' 200 '"]
-    raise ValueError(f"unknown health check kind {kind!r}")
+def fixed_name(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    """Options of a container, volume or network: they have fixed names (people
+    and tools find them by name), so a replacement deletes the old one first;
+    created first, the new one would fail ("name already in use")."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
 
 
 class DockerPlatform:
@@ -299,7 +106,7 @@ class DockerPlatform:
         return f"{FILES_ROOT}/{dns_label(service)}"
 
     def data_dir(self, service: str) -> str:
-        return DATA_DIR
+        return IMAGE_DATA_DIR
 
     def client_dir(self, alias: str) -> str:
         """A cluster's client folder (CA, client key, secret settings) in every
@@ -340,8 +147,8 @@ class DockerPlatform:
         # the component reaches them); every cluster of the stack uses them.
         if self._network is None:
             parent = pulumi.ResourceOptions(parent=opts.parent if opts else None)
-            self._network = docker.Network(*naming.scoped("network", parent, was_root="docker:index/network:Network"),
-                                           name=self.network_name)
+            resource_name, network_opts = naming.scoped("network", parent, was_root="docker:index/network:Network")
+            self._network = docker.Network(resource_name, name=self.network_name, opts=fixed_name(network_opts))
             # keep_locally: destroying one stack must not delete an image others run.
             self._image = docker.RemoteImage(
                 *naming.scoped("kafka-image", parent, was_root="docker:index/remoteImage:RemoteImage"),
@@ -353,52 +160,43 @@ class DockerPlatform:
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        opts: pulumi.ResourceOptions | None = None) -> docker.Container:
-        """Run one of Kafka's main classes in a container; `{dir}` in `args`,
-        `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
-        options, in KAFKA_OPTS) is the folder the `files` are uploaded to,
-        `secret_files` (a secret dict) too, 0600. `after_start` steps run once
-        the service answers (see `container_script`); the health check waits
-        for them. `uses_clients`: aliases whose client files are uploaded to
-        `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
-        (uploaded from .tools, nothing downloaded) serves on
-        `metrics_address(service)` inside the network."""
+        """Run one of Kafka's main classes in a container: the java command
+        lines of `java_service` (as the local platform runs them) under
+        `container_script`. `{dir}` in `args`, `prepare`, `after_start` and
+        `jvm_options` (the service JVM's `-D...` options) is the folder the
+        `files` are uploaded to, `secret_files` (a secret dict) too, 0600.
+        `after_start` steps run once the service answers; the health check
+        waits for them. `uses_clients`: aliases whose client files are uploaded
+        to `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
+        (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
+        serves on `metrics_address(service)` inside the network."""
         network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
-        fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
-        files = {"log4j2.properties": log4j2_properties(), **files}
-        command_config = add_health_client_file(files, health, folder)
+        spec = java_service(
+            image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
+            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
         secrets = self._clients(uses_clients, service)
         if secret_files is not None:
             secrets.insert(0, (folder, pulumi.Output.secret(secret_files)))
-        envs, uploads, agent = [], [], None
-        if metrics:
-            files["jmx-exporter.yaml"] = jmx_exporter_config()
-            _, port = self.metrics_address(service)
-            agent = f"-javaagent:{AGENT_JAR}={port}:{folder}/jmx-exporter.yaml"
-            uploads.append({"file": AGENT_JAR, "source": str(toolchain.jmx_agent_jar())})
-        options = kafka_opts(fill(jvm_options), agent)
-        if options:
-            envs.append(f"KAFKA_OPTS={options}")
+        uploads = [{"file": f"{folder}/{name}", "content": content} for name, content in spec.files.items()]
+        if metrics:  # the pinned agent from .tools, where an image built for mirrorstack holds it
+            uploads.append({"file": image_jmx_agent(), "source": str(toolchain.jmx_agent_jar())})
         # A volume per service, Connect's too (stays empty; keeps every container alike).
-        volume = docker.Volume(*naming.scoped(f"{host}-data", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
-                               name=f"{self.prefix}-{host}-data")
+        volume_name, volume_opts = naming.scoped(f"{host}-data", pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        volume = docker.Volume(volume_name, name=f"{self.prefix}-{host}-data", opts=fixed_name(volume_opts))
         published = [{"internal": self._ports[host][port_name], "external": port, "ip": HOST}
                      for (name, port_name), port in self._host_ports.items() if name == host]
-        resource_name, opts = naming.scoped(host, opts)
+        resource_name, opts = naming.scoped(host, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}],
-            entrypoints=["/bin/sh", "-c"],  # bypass the image's launcher: we bring our own files
-            command=[container_script(main, fill(args), [(m, fill(a)) for m, a in prepare],
-                                      [(m, fill(a)) for m, a in after_start])],
-            envs=[f"KAFKA_HEAP_OPTS=-Xmx{resources.heap}",
-                  f"KAFKA_LOG4J_OPTS=-Dlog4j2.configurationFile={folder}/log4j2.properties", *envs],
-            uploads=self._with_secret_uploads(
-                [*({"file": f"{folder}/{name}", "content": content} for name, content in files.items()), *uploads],
-                secrets, KAFKA_UID),
-            volumes=[{"volume_name": volume.name, "container_path": DATA_DIR}],
+            entrypoints=["/bin/sh", "-c"],  # not the image's launcher: the local platform's java command lines
+            command=[container_script(spec.argv, spec.prepare, spec.after_start)],
+            uploads=self._with_secret_uploads(uploads, secrets, KAFKA_UID),
+            volumes=[{"volume_name": volume.name, "container_path": IMAGE_DATA_DIR}],
             ports=published,
-            healthcheck={"tests": ["CMD", *probe_command(health, self.in_network, command_config=command_config,
+            healthcheck={"tests": ["CMD", *probe_command(health, self.in_network,
                                                          ready_file=AFTER_START_DONE if after_start else None)],
                          "interval": "5s", "timeout": "30s", "start_period": "120s", "retries": 5},
             memory=resources.container_memory_mib,
@@ -418,7 +216,8 @@ class DockerPlatform:
                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run the validation job once in the official Spark image, on the stack's
         network (the flows' in-network bootstrap servers), with the project's
-        spark-sql-kafka jars uploaded: nothing is fetched at run time. The
+        spark-sql-kafka jars uploaded where an image built for mirrorstack holds
+        them (containers.IMAGE_SPARK_JARS): nothing is fetched at run time. The
         container is replaced (the job re-runs) when the job, its flows or
         `run_id` change; `report` says where its output is.
         `uses_clients`: the aliases whose client folders the job's config
@@ -432,9 +231,9 @@ class DockerPlatform:
         jars = toolchain.spark_kafka_jars()
         modules = job_modules(job_file)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
-                                 config_path=f"{JOB_DIR}/flows.json", jars=[f"{JOB_DIR}/jars/{j.name}" for j in jars],
+                                 config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
                                  py_files=[f"{JOB_DIR}/{m.name}" for m in modules])
-        resource_name, opts = naming.scoped(label, opts)
+        resource_name, opts = naming.scoped(label, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{label}", image=image.name,
             networks_advanced=[{"name": network.name}], command=argv,
@@ -442,7 +241,7 @@ class DockerPlatform:
                 [{"file": f"{JOB_DIR}/validate_replication.py", "content": Path(job_file).read_text()},
                  *({"file": f"{JOB_DIR}/{m.name}", "content": m.read_text()} for m in modules),
                  {"file": f"{JOB_DIR}/flows.json", "content": config.apply(lambda c: json.dumps(c, indent=2))},
-                 *({"file": f"{JOB_DIR}/jars/{j.name}", "source": str(j)} for j in jars)],
+                 *({"file": f"{IMAGE_SPARK_JARS}/{j.name}", "source": str(j)} for j in jars)],
                 clients, SPARK_UID),
             # Runs to the end inside `up`; its output is kept as the container's logs.
             must_run=False, attach=True, logs=True, restart="no",
@@ -469,7 +268,7 @@ class DockerPlatform:
             _, host_port = self.host_address(service, "http")
             ports = [{"internal": port, "external": host_port, "ip": HOST}]
             url = f"http://{HOST}:{host_port}"
-        resource_name, opts = naming.scoped(host, opts)
+        resource_name, opts = naming.scoped(host, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),

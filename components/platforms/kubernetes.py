@@ -2,9 +2,12 @@
 
 Per service: a ConfigMap with its files, a headless Service giving it a stable
 DNS name (`<service>.<namespace>.svc.<cluster domain>`), and a StatefulSet
-running `apache/kafka`. Manifests are built here as plain dicts (kept in
-`manifests`, validated by tests with kubernetes-validate) and handed as-is to
-pulumi_kubernetes; file contents may be Outputs inside them, so resolve with
+running the local platform's java command lines in a Kafka image (`apache/kafka`
+by default; containers.py says what an image must hold: for metrics the JMX
+agent, which the official image lacks; nothing is downloaded at start).
+Manifests are built here as plain dicts (kept in `manifests`, validated by
+tests with kubernetes-validate) and handed as-is to pulumi_kubernetes; file
+contents may be Outputs inside them, so resolve with
 `pulumi.Output.from_input(platform.manifests)` before validating.
 
 Secrets never go in a ConfigMap: a service's `secret_files` (all under
@@ -16,6 +19,10 @@ Connect workers are StatefulSets too, without storage: each worker advertises
 its own name to the group (`rest.advertised.host.name`), so it needs a stable
 identity that exists at most once, which is what a StatefulSet guarantees and
 a Deployment's rolling update (two pods for a while) does not.
+
+Every object has a fixed name: pulumi-kubernetes replaces such an object by
+deleting it first (its rule for named objects), so a replacement never meets
+"already exists".
 """
 from __future__ import annotations
 
@@ -28,52 +35,30 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import naming, toolchain
+from components import naming
 from components.config.grafana import grafana_files
-from components.config.jmx import jmx_exporter_config
-from components.config.logging import log4j2_properties
 from components.config.validation import job_modules, spark_image, spark_submit_argv
 from components.model import Resources
-from components.platforms.docker import (
-    AFTER_START_DONE, CLIENTS_ROOT, HOST, container_port, container_script, dns_label,
-    add_health_client_file, hashed_host_port, kafka_image, kafka_opts, probe_command,
+from components.platforms.containers import (
+    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
+    container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars, kafka_image,
+    probe_command, tcp_target,
 )
+from components.platforms.java_service import java_service
 from components.platforms.local.platform import default_port_base
-from components.versions import image, jmx_exporter_version, spark_version
+from components.versions import image, spark_version
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
-FILES_ROOT = "/opt/mirrorstack"
-DATA_MOUNT = "/var/lib/kafka/data"
+DATA_MOUNT = IMAGE_DATA_DIR
 # Kafka's log dir is a subfolder: a fresh volume's root may hold `lost+found`,
 # which Kafka would take for a broken partition folder.
 DATA_DIR = f"{DATA_MOUNT}/kafka"
-APPUSER = 1000  # the image's user; fsGroup makes the volume writable for it
+APPUSER = IMAGE_KAFKA_UID  # the image's user; fsGroup makes the volume writable for it
 REST_ACCESS = ("port-forward", "in-cluster")
-SPARK_UID = 185  # the `spark` user of the official image
-JOB_DIR = "/opt/mirrorstack/validation"
+SPARK_UID = IMAGE_SPARK_UID
 JOB_TIMEOUT = "2h"
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
-
-
-AGENT_DIR = "/opt/mirrorstack/jmx"
-AGENT_FILE = "jmx_prometheus_javaagent.jar"
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
-
-
-def agent_fetch_container() -> dict:
-    """Fetches the pinned JMX exporter agent and checks it is the very jar
-    `make setup` installed (same sha256), into the pod's shared volume."""
-    version = jmx_exporter_version()
-    url = (f"{MAVEN_CENTRAL}/io/prometheus/jmx/jmx_prometheus_javaagent/{version}/"
-           f"jmx_prometheus_javaagent-{version}.jar")
-    digest = hashlib.sha256(toolchain.jmx_agent_jar().read_bytes()).hexdigest()
-    script = (f"wget -q -O {AGENT_DIR}/{AGENT_FILE} {url} && "
-              f"echo '{digest}  {AGENT_DIR}/{AGENT_FILE}' | sha256sum -c -")
-    return {"name": "fetch-jmx-agent", "image": image("agent_fetch"), "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", script],
-            "volumeMounts": [{"name": "jmx-agent", "mountPath": AGENT_DIR}],
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
 
 
 def mebibytes(heap: str) -> int:
@@ -212,12 +197,12 @@ class KubernetesPlatform:
                 pulumi.ResourceOptions(parent=opts.parent if opts else None), was_root="kubernetes:core/v1:Namespace")
         return self._namespace
 
-    def _probe(self, health: dict, command_config: str | None = None, ready_file: str | None = None) -> dict:
-        if health["kind"] == "tcp" and not ready_file:  # the kubelet checks the pod's own IP: no shell needed
-            check = {"tcpSocket": {"port": int(health["port"])}}
+    def _probe(self, health: dict, ready_file: str | None = None) -> dict:
+        target = tcp_target(health, self.in_cluster)
+        if target is not None and not ready_file:  # the kubelet connects to the pod's own IP: no shell needed
+            check = {"tcpSocket": {"port": target[1]}}
         else:
-            check = {"exec": {"command": probe_command(health, self.in_cluster, command_config=command_config,
-                                                       ready_file=ready_file)}}
+            check = {"exec": {"command": probe_command(health, self.in_cluster, ready_file=ready_file)}}
         return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
@@ -227,23 +212,23 @@ class KubernetesPlatform:
                        opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
         `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
-        options, in KAFKA_OPTS) is the folder the ConfigMap with `files` is
+        options) is the folder the ConfigMap with `files` is
         mounted at. `secret_files` (a secret dict, every path `secrets/<name>`)
         become the Secret `<service>-secrets` mounted at `{dir}/secrets`.
         `after_start` steps run once the service answers (see
         `container_script`); readiness waits for them. `uses_clients`: aliases
-        whose client Secrets are mounted at `client_dir(alias)`. With
-        `metrics`, an init container fetches the pinned JMX exporter agent from
-        Maven Central (checked against the jar `make setup` installed) into a
-        shared volume, and the agent serves on `metrics_address(service)`."""
+        whose client Secrets are mounted at `client_dir(alias)`. The container
+        runs the java command lines of `java_service` (as the local platform
+        runs them) under `container_script`. With `metrics`, the JMX exporter
+        agent the image carries (`image_jmx_agent()`, see containers.py)
+        serves on `metrics_address(service)`: nothing is downloaded."""
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
-        fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
-        files = {"log4j2.properties": log4j2_properties(), **files}
-        command_config = add_health_client_file(files, health, folder)
+        spec = java_service(  # registers the metrics port before the manifests list ports
+            image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
+            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
+        files = spec.files
         clients = self._clients(uses_clients, service)
-        if metrics:
-            files["jmx-exporter.yaml"] = jmx_exporter_config()
-            self.metrics_address(service)  # registers the port before the manifests list ports
         labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
         selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
@@ -267,7 +252,7 @@ class KubernetesPlatform:
                      "ports": [{"name": dns_label(n, 15), "port": p, "targetPort": p} for n, p in ports.items()]}},
             child)
 
-        memory = f"{resources.container_memory_mib}Mi"  # heap + metaspace, buffers and a probe JVM
+        memory = f"{resources.container_memory_mib}Mi"  # heap + metaspace, buffers and an after-start tool
         mounts = [{"name": "files", "mountPath": folder, "readOnly": True}]
         claims = []
         if svc in self._with_data:
@@ -278,8 +263,6 @@ class KubernetesPlatform:
         # The pods restart when a file changes: a ConfigMap update alone would not.
         checksum = pulumi.Output.all(**files).apply(
             lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
-        env = [{"name": "KAFKA_HEAP_OPTS", "value": f"-Xmx{resources.heap}"},
-               {"name": "KAFKA_LOG4J_OPTS", "value": f"-Dlog4j2.configurationFile={folder}/log4j2.properties"}]
         volumes = [{"name": "files", "configMap": {"name": f"{svc}-files"}}]
         if secret_obj is not None:  # a Secret volume may sit inside the ConfigMap one (kubelet makes the mount point)
             volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": SECRET_MODE}})
@@ -293,23 +276,12 @@ class KubernetesPlatform:
             # A changed Secret restarts the pods too. Its resourceVersion says so without
             # putting a digest of secret values where readers of StatefulSets see it.
             annotations["mirrorstack.io/secrets-version"] = _versions(secret_objs)
-        init, agent = [], None
-        if metrics:
-            _, port = self.metrics_address(service)
-            agent = f"-javaagent:{AGENT_DIR}/{AGENT_FILE}={port}:{folder}/jmx-exporter.yaml"
-            mounts.append({"name": "jmx-agent", "mountPath": AGENT_DIR, "readOnly": True})
-            volumes.append({"name": "jmx-agent", "emptyDir": {}})
-            init.append(agent_fetch_container())
-        options = kafka_opts(fill(jvm_options), agent)
-        if options:
-            env.append({"name": "KAFKA_OPTS", "value": options})
         container = {
             "name": "kafka", "image": self.image, "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", container_script(main, fill(args), [(m, fill(a)) for m, a in prepare],
-                                                          [(m, fill(a)) for m, a in after_start])],
-            "env": env,
+            # The local platform's java command lines; the JMX agent is the image's own (image_jmx_agent).
+            "command": ["/bin/sh", "-c", container_script(spec.argv, spec.prepare, spec.after_start)],
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
-            "readinessProbe": self._probe(health, command_config, AFTER_START_DONE if after_start else None),
+            "readinessProbe": self._probe(health, AFTER_START_DONE if after_start else None),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
             "resources": {"requests": {"cpu": format(resources.cpus, "g") if resources.cpus else "250m",
                                        "memory": memory}, "limits": {"memory": memory}},
@@ -326,7 +298,6 @@ class KubernetesPlatform:
                         "securityContext": {"runAsUser": APPUSER, "runAsGroup": APPUSER, "runAsNonRoot": True,
                                             "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
                         "terminationGracePeriodSeconds": 60,  # a broker's controlled shutdown
-                        **({"initContainers": init} if init else {}),
                         "containers": [container],
                         "volumes": volumes}},
                 **({"volumeClaimTemplates": claims} if claims else {})}},
@@ -341,8 +312,8 @@ class KubernetesPlatform:
         """The validation job as a Job (pulumi-kubernetes waits for it to complete
         and fails `up` when it fails), plus a CronJob with the same pod on
         `settings.schedule`. The flows (which may hold client credentials) go in
-        a Secret, the job file in a ConfigMap; spark-sql-kafka comes from Maven
-        Central (`--packages`), so the pod needs to reach it. A change of the
+        a Secret, the job file in a ConfigMap; the spark-sql-kafka jars are the
+        image's (containers.IMAGE_SPARK_JARS): nothing is downloaded. A change of the
         job, its flows or `run_id` changes the pod template: a new Job runs.
         `uses_clients`: the aliases whose client folders the flows reference
         (their Secrets mounted at `client_dir(alias)`); None: every cluster
@@ -365,8 +336,7 @@ class KubernetesPlatform:
                      **{m.name: m.read_text() for m in modules}}}, child)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/validate_replication.py",
                                  py_files=[f"{JOB_DIR}/job/{m.name}" for m in modules],
-                                 config_path=f"{JOB_DIR}/flows/flows.json",
-                                 packages=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}")
+                                 config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
         checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job_sha256}".encode()).hexdigest())
         pod = {

@@ -4,7 +4,6 @@ provisioning and the admin password as a secret, on local, docker and
 kubernetes (manifests validated strictly)."""
 from __future__ import annotations
 
-import hashlib
 import json
 
 import kubernetes_validate
@@ -13,12 +12,13 @@ import yaml
 
 from components import toolchain
 from components.model import load_topology
+from components.platforms.containers import image_jmx_agent
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
 from components.secrets import GeneratedPasswordProvider
-from components.versions import image
-from tests.unit.test_platforms_mocked import SECRET_SIG, _ints
+from components.versions import image, jmx_exporter_version
+from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_steps
 
 STACK = "active-passive"
 JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
@@ -100,20 +100,21 @@ def dockerized():
     return build("docker", lambda: DockerPlatform(STACK), kafka_ui=True, kafka_exporter=True)
 
 
-def test_docker_agent_jar_uploaded_and_attached_with_kafka_opts(dockerized):
+def test_docker_agent_jar_uploaded_and_on_the_service_command_line_only(dockerized):
     mocks, built = dockerized
     containers = mocks.of_type("docker:index/container:Container")
+    agent = f"/opt/mirrorstack/lib/jmx/jmx_prometheus_javaagent-{jmx_exporter_version()}.jar"
+    assert image_jmx_agent() == agent
     for name in JVMS:
         c = containers[name]
-        (opts,) = [e for e in c["envs"] if e.startswith("KAFKA_OPTS=")]
         port = built["platform"].metrics_address(name)[1]
-        assert opts == f"KAFKA_OPTS=-javaagent:/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar={port}:/opt/mirrorstack/{name}/jmx-exporter.yaml"
-        assert {"file": "/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar",
-                "source": str(toolchain.jmx_agent_jar())} in c["uploads"]
-        # storage format and health probes must not start a second agent on the same port
-        assert all("KAFKA_OPTS= " in step for step in c["command"][0].split(" && exec ")[0].split(" && ")
-                   if "StorageTool" in step)
-        assert "KAFKA_OPTS=" in c["healthcheck"]["tests"] or c["healthcheck"]["tests"][1] == "bash"
+        *prepare, service = script_steps(c["command"][0])
+        # Serving on every interface of the container: Prometheus scrapes it over the network.
+        assert f"-javaagent:{agent}=0.0.0.0:{port}:/opt/mirrorstack/{name}/jmx-exporter.yaml" in service
+        assert {"file": agent, "source": str(toolchain.jmx_agent_jar())} in c["uploads"]
+        # the storage format must not start a second agent on the same port
+        assert not any(arg.startswith("-javaagent:") for step in prepare for arg in step)
+        assert "javaagent" not in json.dumps(c["healthcheck"]) and not c.get("envs")
 
 
 def test_docker_prometheus_grafana_and_extras(dockerized):
@@ -153,18 +154,18 @@ def _by_kind(built, kind):
     return {m["metadata"]["name"]: _ints(m) for m in built["manifests"] if m["kind"] == kind}
 
 
-def test_k8s_agent_fetched_and_checked_by_an_init_container(k8s):
+def test_k8s_agent_is_the_images_nothing_is_downloaded(k8s):
     _, built = k8s
-    digest = hashlib.sha256(toolchain.jmx_agent_jar().read_bytes()).hexdigest()
     for name, sts in _by_kind(built, "StatefulSet").items():
         spec = sts["spec"]["template"]["spec"]
-        (init,) = spec["initContainers"]
-        assert init["image"] == image("agent_fetch") and f"echo '{digest}  " in init["command"][-1]
-        assert "jmx_prometheus_javaagent-1.0.1.jar" in init["command"][-1] or "jmx_prometheus_javaagent" in init["command"][-1]
-        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-        assert env["KAFKA_OPTS"].startswith("-javaagent:/opt/mirrorstack/jmx/jmx_prometheus_javaagent.jar=")
-        assert {"name": "jmx-agent", "emptyDir": {}} in spec["volumes"]
-        assert "metrics" in {p["name"] for p in spec["containers"][0]["ports"]}
+        assert "initContainers" not in spec  # no fetch from Maven Central when a pod starts
+        assert [v["name"] for v in spec["volumes"]] == ["files"] and "emptyDir" not in json.dumps(spec["volumes"])
+        (container,) = spec["containers"]
+        port = built["platform"].metrics_address(name)[1]
+        service = script_steps(container["command"][2])[-1]
+        assert f"-javaagent:{image_jmx_agent()}=0.0.0.0:{port}:/opt/mirrorstack/{name}/jmx-exporter.yaml" in service
+        assert "metrics" in {p["name"] for p in container["ports"]}
+        assert "wget" not in container["command"][2] and "maven" not in json.dumps(sts).lower()
 
 
 def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):

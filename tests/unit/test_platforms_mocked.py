@@ -4,6 +4,7 @@ provider plugins; Kubernetes manifests checked against the schema)."""
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +14,11 @@ import pytest
 import yaml
 
 from components.model import load_topology
-from components.platforms.docker import DockerPlatform, dns_label, probe_command
+from components import toolchain
+from components.platforms.containers import dns_label, probe_command
+from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.platforms.local.platform import LocalPlatform
 from components.topology import ReplicationTopology
 from components.versions import kafka_version, spark_version
 
@@ -78,6 +82,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self):
         self.resources: list[Registration] = []
         self.prefix = None  # "<topology>-", from the (first) ReplicationTopology registered
+        self.delete_before_replace: dict[tuple[str, str], bool] = {}  # (type, registered name) → option
 
     def new_resource(self, args):
         if args.typ == "mirrorstack:topology:ReplicationTopology" and self.prefix is None:
@@ -96,6 +101,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return found
 
 
+class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
+    """The mock engine, also recording the options the real engine would get
+    with each registration (delete-before-replace), which Mocks do not see."""
+
+    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
+        self.mocks.delete_before_replace[(request.type, request.name)] = request.deleteBeforeReplace
+        return super().RegisterResource(request)
+
+
 def aggregation_topology():
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.aggregation.yaml").read_text())
     return load_topology(document["config"]["mirrorstack:topology"])
@@ -105,7 +119,7 @@ def deploy(make_platform, topology=None, stack: str = STACK):
     """Build a topology (default: the aggregation stack's) on a fresh mock engine;
     wait until every registration is done and every output (and manifest) is resolved."""
     mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False)
+    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     built = {}
     topology = topology or aggregation_topology()
 
@@ -218,20 +232,44 @@ def test_docker_broker_files_use_in_network_addresses(docker_run):
     assert "rest.advertised.host.name=connect-central-0" in worker
 
 
+def script_steps(script: str) -> list[list[str]]:
+    """The command lines of a container's start script without after-start
+    steps: `<prepare> && ... && exec <service>` (the service last, `exec` dropped)."""
+    steps = [shlex.split(step) for step in script.split(" && ")]
+    assert steps[-1][0] == "exec"
+    return [*steps[:-1], steps[-1][1:]]
+
+
 def test_docker_command_formats_storage_once_then_execs_the_service(docker_run):
     mocks, _ = docker_run
     broker = containers(mocks)["us-broker-0"]
     assert broker["entrypoints"] == ["/bin/sh", "-c"]
     (script,) = broker["command"]
-    prepare, run = script.split(" && exec ")
-    assert "kafka.tools.StorageTool format --ignore-formatted" in prepare
-    assert "-c /opt/mirrorstack/us-broker-0/server.properties" in prepare
-    assert run == "/opt/kafka/bin/kafka-run-class.sh kafka.Kafka /opt/mirrorstack/us-broker-0/server.properties"
+    (prepare, run) = script_steps(script)
+    assert prepare[prepare.index("-cp") + 1:] == [
+        "/opt/kafka/libs/*", "kafka.tools.StorageTool", "format", "--ignore-formatted", "-t", prepare[-3],
+        "-c", "/opt/mirrorstack/us-broker-0/server.properties"]
+    # The java command line itself, not the image's scripts (kafka-run-class.sh) with KAFKA_* variables.
+    assert run == ["java", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                   "-Dlog4j2.configurationFile=/opt/mirrorstack/us-broker-0/log4j2.properties",
+                   "-cp", "/opt/kafka/libs/*", "kafka.Kafka", "/opt/mirrorstack/us-broker-0/server.properties"]
     assert {u["file"] for u in broker["uploads"]} == {
         "/opt/mirrorstack/us-broker-0/server.properties", "/opt/mirrorstack/us-broker-0/log4j2.properties"}
-    assert "KAFKA_HEAP_OPTS=-Xmx1g" in broker["envs"] and broker["memory"] == 2304 and "cpus" not in broker
-    assert "KAFKA_HEAP_OPTS=-Xmx256m" in containers(mocks)["us-controller"]["envs"]
-    assert containers(mocks)["connect-central-0"]["command"][0].startswith("exec ")  # nothing to prepare
+    assert not broker.get("envs") and broker["memory"] == 2304 and "cpus" not in broker
+    assert "-Xmx256m" in script_steps(containers(mocks)["us-controller"]["command"][0])[-1]
+    assert containers(mocks)["connect-central-0"]["command"][0].startswith("exec java ")  # nothing to prepare
+
+
+def test_docker_replaces_named_containers_volumes_and_network_by_deleting_first(docker_run):
+    mocks, _ = docker_run
+    named = [r for r in mocks.resources if r.typ in (
+        "docker:index/container:Container", "docker:index/volume:Volume", "docker:index/network:Network")]
+    assert len(named) == 2 * len(SERVICES) + 1 + 1  # + the network, the validation job's container
+    assert {r.name: mocks.delete_before_replace[(r.typ, r.registered_name)] for r in named} == {
+        r.name: True for r in named}
+    # Images are shared between stacks (keep_locally): nothing to delete first.
+    images = [r for r in mocks.resources if r.typ == "docker:index/remoteImage:RemoteImage"]
+    assert not any(mocks.delete_before_replace[(r.typ, r.registered_name)] for r in images)
 
 
 def test_docker_only_connect_rest_is_published_and_only_on_loopback(docker_run):
@@ -255,9 +293,10 @@ def test_docker_every_container_has_a_healthcheck_and_a_restart_policy(docker_ru
     by_name = containers(mocks)
     controller_check = by_name["us-controller"]["healthcheck"]["tests"]
     assert controller_check == ["CMD", "bash", "-c", "exec 3<>/dev/tcp/us-controller/9093"]
-    broker_check = by_name["us-broker-0"]["healthcheck"]["tests"]
-    assert "/opt/kafka/bin/kafka-broker-api-versions.sh" in broker_check
-    assert broker_check[-2:] == ["--bootstrap-server", "us-broker-0:9092"]
+    # A broker is healthy once its listener accepts (Kafka opens it when it serves): no JVM started.
+    assert by_name["us-broker-0"]["healthcheck"]["tests"] == ["CMD", "bash", "-c", "exec 3<>/dev/tcp/us-broker-0/9092"]
+    for container in containers(mocks).values():
+        assert not any("java" in part or "kafka-" in part for part in container["healthcheck"]["tests"])
     # Connect's check runs inside the container: the in-network port, not the published one.
     connect_check = by_name["connect-central-0"]["healthcheck"]["tests"][-1]
     assert "/dev/tcp/connect-central-0/8083" in connect_check and "/connector-plugins" in connect_check
@@ -413,11 +452,11 @@ def test_k8s_statefulsets_probe_mount_and_size_from_heap(k8s_run):
     assert controller["readinessProbe"]["tcpSocket"] == {"port": 9093}
     assert controller["resources"]["limits"]["memory"] == "768Mi"  # 2 x 256m heap + 256Mi
     broker = sets["us-broker-0"]["spec"]["template"]["spec"]["containers"][0]
-    broker_probe = broker["readinessProbe"]["exec"]["command"]
-    assert broker_probe[-2:] == ["--bootstrap-server", f"{FQDN.format('us-broker-0')}:9092"]
+    assert broker["readinessProbe"]["tcpSocket"] == {"port": 9092}  # the kubelet's check: no JVM, no shell
     assert broker["resources"]["limits"]["memory"] == "2304Mi"  # 2 x 1g heap + 256Mi
     assert {"name": "data", "mountPath": "/var/lib/kafka/data"} in broker["volumeMounts"]
-    assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec " in broker["command"][2]
+    assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec java " in broker["command"][2]
+    assert "env" not in broker  # heap, log4j and options are on the java command line
     # The probe runs in the pod: it targets the in-cluster name even with port-forward access.
     worker = sets["connect-central-0"]["spec"]["template"]["spec"]["containers"][0]
     assert f"/dev/tcp/{FQDN.format('connect-central-0')}/8083" in worker["readinessProbe"]["exec"]["command"][-1]
@@ -462,3 +501,69 @@ def test_make_platform_picks_the_topology_platform(tmp_path):
     assert isinstance(k8s, KubernetesPlatform) and k8s.listen_host == "0.0.0.0"
     with pytest.raises(ValueError, match="unknown platform 'nomad'"):
         make_platform("nomad", "s", local_dir=str(tmp_path))
+
+
+# ---------------------------------------------------------------- one command line for every platform
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("local")
+    return deploy(lambda: LocalPlatform(STACK, str(folder))), folder.resolve()
+
+
+def script_commands(script: str) -> dict[str, list[list[str]]]:
+    """prepare, service and after-start command lines of a container's start
+    script (containers.container_script, both of its forms)."""
+    if "\n" not in script:
+        *prepare, service = script_steps(script)
+        return {"prepare": prepare, "service": service, "after_start": []}
+    lines = script.splitlines()
+    prepare = [line.removesuffix(" || exit $?") for line in lines if line.endswith(" || exit $?")]
+    return {"prepare": [shlex.split(line) for line in prepare],
+            "service": shlex.split(next(line for line in lines if line.endswith(" &")).removesuffix(" &")),
+            "after_start": [shlex.split(line.rsplit(" 2>/dev/null || ", 1)[1].removesuffix("; do"))
+                            for line in lines if line.startswith("until ")]}
+
+
+def local_commands(mocks, folder: Path, services, local=None, other=None) -> dict[str, dict[str, list[list[str]]]]:
+    """The local platform's command lines of `services` (LocalService inputs),
+    its host paths (java, .tools' Kafka jars, the service folder) put as an
+    image has them; with the `local` and `other` platforms, its addresses put
+    as `other`'s (e.g. an after-start step's bootstrap server)."""
+    java, libs = toolchain.java_binary(), str(toolchain.kafka_libs())
+    addresses = {}
+    if local is not None:
+        for key, port in local._ports.items():  # "service/port name" → local port
+            addresses["%s:%d" % local.address(*key.split("/", 1))] = "%s:%d" % other.address(*key.split("/", 1))
+
+    def in_image(argv: list[str], service: str) -> list[str]:
+        argv = [("java" if arg == java else arg).replace(f"{libs}/", "/opt/kafka/libs/")
+                .replace(f"{folder}/{service}", f"/opt/mirrorstack/{service}") for arg in argv]
+        return [addresses.get(arg, arg) for arg in argv]
+    found = {n: r for n, r in mocks.of_type(DYNAMIC).items() if n in services}
+    return {n: {"prepare": [in_image(a, n) for a in r.get("prepare") or []], "service": in_image(r["argv"], n),
+                "after_start": [in_image(a, n) for a in r.get("after_start") or []]} for n, r in found.items()}
+
+
+def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
+    """(docker, kubernetes) service → its start script's command lines."""
+    docker_side = {n: script_commands(c["command"][0])
+                   for n, c in docker_mocks.of_type("docker:index/container:Container").items() if n != JOB}
+    k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
+                for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
+    return docker_side, k8s_side
+
+
+def test_docker_and_kubernetes_run_the_local_platforms_command_lines(local_run, docker_run, k8s_run):
+    (mocks, _), folder = local_run
+    local = local_commands(mocks, folder, SERVICES)
+    assert set(local) == SERVICES
+    docker_side, k8s_side = container_commands(docker_run[0], k8s_run[1])
+    assert docker_side == local
+    assert k8s_side == local
+    # The same generated files beside them (the in-network addresses aside).
+    local_files = {n: set(r["files"]) for n, r in mocks.of_type(DYNAMIC).items() if n in SERVICES}
+    assert {n: {u["file"].rsplit("/", 1)[1] for u in c["uploads"]} for n, c in containers(docker_run[0]).items()} \
+        == local_files
+    assert {n.removesuffix("-files"): set(m["data"]) for n, m in manifests_of(k8s_run[1], "ConfigMap").items()
+            if n.removesuffix("-files") in SERVICES} == local_files

@@ -6,6 +6,7 @@ must only ever be in Pulumi secrets, 0600 uploads and Kubernetes Secrets."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import kubernetes_validate
@@ -13,12 +14,13 @@ import pytest
 import yaml
 
 from components.model import load_topology
-from components.platforms.docker import (
-    AFTER_START_DONE, DockerPlatform, container_script, health_client_properties, probe_command,
-)
+from components.platforms.containers import AFTER_START_DONE, container_script, probe_command
+from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from components.platforms.local.platform import LocalPlatform
 from tests.unit.test_platforms_mocked import (
-    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, deploy, holds_secret_text, leaks,
+    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, container_commands, deploy,
+    holds_secret_text, leaks, local_commands,
 )
 
 STACK = "secure"
@@ -29,7 +31,17 @@ SERVICES = NODES | {WORKER}
 JOB = "validation-job"
 CLIENTS = "/etc/mirrorstack/clients"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
-RUN_CLASS = "/opt/kafka/bin/kafka-run-class.sh"
+
+
+def service_line(script: str) -> list[str]:
+    """The service's java command line in a start script (`exec ...` or `... &`)."""
+    (line,) = [line for line in script.replace(" && ", "\n").splitlines()
+               if line.startswith("exec java ") or (line.startswith("java ") and line.endswith(" &"))]
+    return shlex.split(line.removeprefix("exec ").removesuffix(" &"))
+
+
+def internal_port(platform, service: str) -> int:
+    return platform.address(service, "internal")[1]
 
 
 def secure_topology(platform: str):
@@ -77,7 +89,7 @@ def test_docker_secret_files_are_secret_0600_uploads_of_the_image_user(docker_se
             assert secret_place == (entry.get("permissions") == "0600"), path
             if secret_place:
                 assert (entry["owner"], entry["group"]) == ("1000", "1000"), path
-            else:  # plain files (configs, log4j, the probe's settings) hold no key or password
+            else:  # plain files (configs, log4j) hold no key or password
                 assert not holds_secret_text(entry.get("content")), path
     for node in NODES:
         uploads = uploads_of(containers[node])
@@ -115,40 +127,42 @@ def test_docker_connect_gets_the_client_folders_and_its_own_copy(docker_secure):
 def test_docker_connect_rest_auth_options_and_probe(docker_secure):
     mocks, _ = docker_secure
     worker = docker_containers(mocks)[WORKER]
-    assert f"KAFKA_OPTS=-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf" in worker["envs"]
+    java = service_line(worker["command"][0])
+    jaas = f"-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf"
+    assert java.index(jaas) < java.index("-cp") and not worker.get("envs")  # a JVM option, no KAFKA_OPTS
     probe = worker["healthcheck"]["tests"][-1]
     assert f"< {folder(WORKER)}/secrets/rest-credentials.properties" in probe
     assert "Authorization: Basic %s" in probe and "/connector-plugins" in probe
 
 
 def test_docker_scram_broker_creates_its_user_after_the_start(docker_secure):
-    mocks, _ = docker_secure
+    mocks, built = docker_secure
     containers = docker_containers(mocks)
     (script,) = containers["edge-broker-0"]["command"]
     lines = script.splitlines()
-    start = lines.index(f"{RUN_CLASS} kafka.Kafka {folder('edge-broker-0')}/server.properties &")
+    (start,) = [i for i, line in enumerate(lines) if line.endswith(" &")]
+    assert service_line(script)[-2:] == ["kafka.Kafka", f"{folder('edge-broker-0')}/server.properties"]
     step = next(i for i, line in enumerate(lines) if CONFIG_COMMAND in line)
     assert "kafka.tools.StorageTool format" in script.split(" &\n")[0]  # formatted before the start
     assert start < step < lines.index('wait "$pid"; status=$?')
     assert lines[step].startswith("until ")  # retried until the broker takes it
     assert f"--add-config-file {folder('edge-broker-0')}/secrets/scram.properties" in lines[step]
     assert f"--command-config {folder('edge-broker-0')}/admin.properties" in lines[step]
+    assert " java -Xmx256m -XX:+UseSerialGC " in lines[step]  # a short-lived tool's java command line
     assert "trap 'stopping=1; kill -TERM \"$pid\" 2>/dev/null' TERM INT" in lines[start + 1:step]
     assert f"touch {AFTER_START_DONE}" in script and "exec " not in script
-    # Healthy only after the step, over the INTERNAL TLS listener with the node's own certificate.
-    check = containers["edge-broker-0"]["healthcheck"]["tests"]
-    assert check[:3] == ["CMD", "bash", "-c"] and check[3].startswith(f"test -f {AFTER_START_DONE} && exec ")
-    assert f"--command-config {folder('edge-broker-0')}/health-client.properties" in check[3]
-    probe_props = uploads_of(containers["edge-broker-0"])[f"{folder('edge-broker-0')}/health-client.properties"]
-    assert probe_props["content"].splitlines() == [
-        "security.protocol=SSL", "ssl.truststore.type=PEM",
-        f"ssl.truststore.location={folder('edge-broker-0')}/secrets/ca.pem", "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={folder('edge-broker-0')}/secrets/server.pem"]
+    # Healthy only after the step, once the INTERNAL (TLS) listener accepts: no JVM, no client settings.
+    port = internal_port(built["platform"], "edge-broker-0")
+    assert containers["edge-broker-0"]["healthcheck"]["tests"] == [
+        "CMD", "bash", "-c", f"test -f {AFTER_START_DONE} && exec 3<>/dev/tcp/edge-broker-0/{port}"]
+    assert not any(path.endswith("health-client.properties") for path in uploads_of(containers["edge-broker-0"]))
     # PLAIN (central) has nothing to do after the start: the service is exec'd as before.
     (plain,) = containers["central-broker-0"]["command"]
-    assert plain.split(" && ")[-1] == f"exec {RUN_CLASS} kafka.Kafka {folder('central-broker-0')}/server.properties"
-    assert containers["central-broker-0"]["healthcheck"]["tests"][-2:] == [
-        "--command-config", f"{folder('central-broker-0')}/health-client.properties"]
+    assert plain.split(" && ")[-1].startswith("exec java ")
+    assert service_line(plain)[-2:] == ["kafka.Kafka", f"{folder('central-broker-0')}/server.properties"]
+    port = internal_port(built["platform"], "central-broker-0")
+    assert containers["central-broker-0"]["healthcheck"]["tests"] == [
+        "CMD", "bash", "-c", f"exec 3<>/dev/tcp/central-broker-0/{port}"]
 
 
 def test_docker_validation_job_gets_the_client_folders(docker_secure):
@@ -223,8 +237,8 @@ def test_k8s_connect_mounts_the_client_secrets_at_client_dir(k8s_secure):
         assert built["platform"].client_dir(alias) == f"{CLIENTS}/{alias}"
         volume = volumes[mounts[f"{CLIENTS}/{alias}"]]
         assert volume["secret"] == {"secretName": f"{alias}-client", "defaultMode": 0o400}
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["KAFKA_OPTS"] == f"-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf"
+    assert f"-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf" in service_line(container["command"][2])
+    assert "env" not in container
     probe = container["readinessProbe"]["exec"]["command"][-1]
     assert f"{folder(WORKER)}/secrets/rest-credentials.properties" in probe
 
@@ -238,11 +252,13 @@ def test_k8s_scram_broker_script_and_probe(k8s_secure):
     assert script.index(CONFIG_COMMAND) < script.index('wait "$pid"')
     probe = broker["readinessProbe"]["exec"]["command"]
     internal_host = f"edge-broker-0.mirrorstack-{STACK}.svc.cluster.local"
-    assert probe[2].startswith(f"test -f {AFTER_START_DONE} && exec ")
-    assert f"--bootstrap-server {internal_host}:" in probe[2]
-    assert f"--command-config {folder('edge-broker-0')}/health-client.properties" in probe[2]
+    port = internal_port(built["platform"], "edge-broker-0")
+    assert probe == ["bash", "-c", f"test -f {AFTER_START_DONE} && exec 3<>/dev/tcp/{internal_host}/{port}"]
     files = manifests(built, "ConfigMap")["edge-broker-0-files"]["data"]
-    assert {"server.properties", "admin.properties", "health-client.properties"} <= set(files)
+    assert set(files) == {"server.properties", "admin.properties", "log4j2.properties"}
+    # Without after-start steps (PLAIN on central) the kubelet checks the INTERNAL port itself.
+    (central,) = pod_of(built, "central-broker-0")["spec"]["containers"]
+    assert central["readinessProbe"]["tcpSocket"] == {"port": internal_port(built["platform"], "central-broker-0")}
     # The controller keeps the kubelet's TCP check; the internal port is listed on the broker.
     (controller,) = pod_of(built, "edge-controller")["spec"]["containers"]
     assert "tcpSocket" in controller["readinessProbe"]
@@ -268,6 +284,24 @@ def test_k8s_secure_manifests_validate_strictly(k8s_secure, version):
         kubernetes_validate.validate(manifest, desired_version=version, strict=True)
 
 
+# ---------------------------------------------------------------- one command line for every platform
+
+def test_containers_run_the_local_command_lines_with_after_start_steps_and_jvm_options(
+        tmp_path_factory, docker_secure, k8s_secure):
+    folder = tmp_path_factory.mktemp("local-secure").resolve()
+    mocks, built = deploy(lambda: LocalPlatform(STACK, str(folder)), topology=secure_topology("local"), stack=STACK)
+    docker_side, k8s_side = container_commands(docker_secure[0], k8s_secure[1])
+    # The after-start step names the broker's address: each platform's own.
+    as_docker = local_commands(mocks, folder, SERVICES, built["platform"], docker_secure[1]["platform"])
+    as_k8s = local_commands(mocks, folder, SERVICES, built["platform"], k8s_secure[1]["platform"])
+    (step,) = as_docker["edge-broker-0"]["after_start"]  # the SCRAM user
+    assert step[step.index("--bootstrap-server") + 1] == "edge-broker-0:%d" % docker_secure[1]["platform"].address(
+        "edge-broker-0", "internal")[1]
+    assert any(a.startswith("-Djava.security.auth.login.config=") for a in as_docker[WORKER]["service"])
+    assert docker_side == as_docker
+    assert k8s_side == as_k8s
+
+
 # ---------------------------------------------------------------- shared helpers
 
 HEALTH = {"kind": "kafka", "bootstrap": "b:9100", "brokers": "1", "client.security.protocol": "ssl",
@@ -275,20 +309,15 @@ HEALTH = {"kind": "kafka", "bootstrap": "b:9100", "brokers": "1", "client.securi
           "client.ssl.key.location": "/x/secrets/server.pem"}
 
 
-def test_health_client_settings_map_to_the_java_client():
-    assert health_client_properties({"kind": "kafka", "bootstrap": "b:9092"}) is None
-    assert health_client_properties(HEALTH) == {
-        "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/x/secrets/ca.pem",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": "/x/secrets/server.pem"}
-    with pytest.raises(ValueError, match="one file"):
-        health_client_properties({**HEALTH, "client.ssl.key.location": "/x/secrets/key.pem"})
-    with pytest.raises(ValueError, match="client.sasl.password"):
-        health_client_properties({**HEALTH, "client.sasl.password": "x"})
-    with pytest.raises(ValueError, match="command_config"):
-        probe_command(HEALTH, lambda h, p: (h, p))
+def test_a_kafka_health_check_in_a_container_is_a_tcp_connect():
+    """Secured or not, the listener accepting is the sign (no JVM, so no client settings)."""
+    assert probe_command(HEALTH, lambda h, p: (f"{h}.ns", p + 1)) == ["bash", "-c", "exec 3<>/dev/tcp/b.ns/9101"]
+    assert probe_command(HEALTH, lambda h, p: (h, p), ready_file="/tmp/ready") == [
+        "bash", "-c", "test -f /tmp/ready && exec 3<>/dev/tcp/b/9100"]
 
 
-def test_script_without_after_start_is_unchanged():
-    script = container_script("kafka.Kafka", ["/d/server.properties"], [("kafka.tools.StorageTool", ["format"])])
-    assert script == (f"KAFKA_OPTS= KAFKA_HEAP_OPTS=-Xmx256m {RUN_CLASS} kafka.tools.StorageTool format"
-                      f" && exec {RUN_CLASS} kafka.Kafka /d/server.properties")
+def test_script_without_after_start_prepares_then_execs():
+    script = container_script(["java", "-cp", "/l/*", "kafka.Kafka", "/d/server.properties"],
+                              [["java", "-cp", "/l/*", "kafka.tools.StorageTool", "format"]])
+    assert script == ("java -cp '/l/*' kafka.tools.StorageTool format"
+                      " && exec java -cp '/l/*' kafka.Kafka /d/server.properties")

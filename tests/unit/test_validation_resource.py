@@ -198,10 +198,11 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     flows = json.loads(uploads["/opt/mirrorstack/validation/flows.json"]["content"])["flows"]
     assert {f["source_bootstrap"] for f in flows} == {"us-broker-0:9092", "uk-broker-0:9092"}  # in-network
     jars = toolchain.spark_kafka_jars()
-    assert {uploads[f"/opt/mirrorstack/validation/jars/{j.name}"]["source"] for j in jars} == {str(j) for j in jars}
+    # Uploaded where an image built for mirrorstack holds them (the kubernetes job reads them there).
+    assert {uploads[f"/opt/mirrorstack/lib/spark-kafka/{j.name}"]["source"] for j in jars} == {str(j) for j in jars}
     argv = job["command"]
     assert argv[0] == "/opt/spark/bin/spark-submit" and "/opt/mirrorstack/validation/validate_replication.py" in argv
-    assert argv[argv.index("--jars") + 1] == ",".join(f"/opt/mirrorstack/validation/jars/{j.name}" for j in jars)
+    assert argv[argv.index("--jars") + 1] == ",".join(f"/opt/mirrorstack/lib/spark-kafka/{j.name}" for j in jars)
     assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
     assert "--report-only" not in argv and "--packages" not in argv
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
@@ -238,7 +239,10 @@ def test_kubernetes_job_and_cronjob_run_the_same_pod(k8s_run):
     assert pod["metadata"]["annotations"]["mirrorstack.io/run-id"] == "r1"
     (container,) = pod["spec"]["containers"]
     argv = container["command"]
-    assert argv[argv.index("--packages") + 1] == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"
+    # spark-sql-kafka from the image (the jars `make spark-kafka` installed): nothing fetched when the pod starts.
+    jars = toolchain.spark_kafka_jars()
+    assert argv[argv.index("--jars") + 1] == ",".join(f"/opt/mirrorstack/lib/spark-kafka/{j.name}" for j in jars)
+    assert "--packages" not in argv and not any("ivy" in a for a in argv)
     assert argv[-1] == "--report-only"  # report_only: the Job succeeds, the report says FAILED
     assert container["resources"]["limits"]["memory"] == f"{1024 + 768}Mi"
 

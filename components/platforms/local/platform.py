@@ -11,11 +11,9 @@ from pathlib import Path
 import pulumi
 
 from components import toolchain
-from components.config import jvm
 from components.config.grafana import grafana_files
-from components.config.jmx import jmx_exporter_config
-from components.config.logging import log4j2_properties
 from components.model import Resources
+from components.platforms.java_service import JavaRuntime, java_service
 from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
 from components.platforms.local.spark_job import LocalSparkJob
@@ -61,16 +59,6 @@ class LocalPlatform:
     def data_dir(self, service: str) -> str:
         return str(self.base_dir / service / "data")
 
-    def _java(self, service: str, main: str, args: list[str], heap: str, short_lived: bool = False,
-              metrics: bool = False, system_properties: list[str] = ()) -> list[str]:
-        agent = None
-        if metrics:  # the JMX exporter agent from .tools, serving on the service's metrics port
-            host, port = self.metrics_address(service)
-            agent = (str(toolchain.jmx_agent_jar()), host, port, f"{self.service_dir(service)}/jmx-exporter.yaml")
-        return jvm.java_command(toolchain.java_binary(), main, args, classpath=toolchain.kafka_classpath(),
-                                heap=heap, log4j_file=f"{self.service_dir(service)}/log4j2.properties",
-                                short_lived=short_lived, jmx_agent=agent, system_properties=system_properties)
-
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
         return self.address(service, "metrics")
@@ -97,16 +85,19 @@ class LocalPlatform:
         serves on `metrics_address(service)`. Of `resources` only the heap
         applies here (no container)."""
         folder = self.service_dir(service)
-        fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
-        files = {"log4j2.properties": log4j2_properties(), **files}
-        if metrics:
-            files["jmx-exporter.yaml"] = jmx_exporter_config()
+        spec = java_service(
+            self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
+            metrics=self.metrics_address(service) if metrics else None)
         return LocalService(
-            service, workdir=folder, files=files,
-            argv=self._java(service, main, fill(args), resources.heap, metrics=metrics, system_properties=fill(jvm_options)),
-            prepare=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in prepare],
-            after_start=[self._java(service, m, fill(a), "256m", short_lived=True) for m, a in after_start] or None,
-            secret_files=secret_files, health=health, opts=opts)
+            service, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
+            after_start=spec.after_start or None, secret_files=secret_files, health=health, opts=opts)
+
+    @staticmethod
+    def _runtime(metrics: bool) -> JavaRuntime:
+        """This host's java and Kafka jars from .tools (the JMX agent too, when needed)."""
+        return JavaRuntime(java=toolchain.java_binary(), kafka_libs=str(toolchain.kafka_libs()),
+                           jmx_agent=str(toolchain.jmx_agent_jar()) if metrics else None)
 
     def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
                       uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:

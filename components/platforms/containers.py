@@ -1,0 +1,205 @@
+"""What the docker and kubernetes platforms share: the image contract, names,
+ports, the container's start script and its health probes.
+
+A Kafka container runs the java command lines of `java_service` (the local
+platform's, with the image's paths), started by a small `sh` script, not by
+the image's own scripts. So any image works that holds (the image contract):
+
+- a JRE, `java` on its PATH, plus `sh` and `bash` (the start script, probes);
+- Kafka's jars in IMAGE_KAFKA_LIBS (the official `apache/kafka` has them);
+- a user with uid IMAGE_KAFKA_UID that runs the container and owns
+  IMAGE_DATA_DIR (so a fresh volume mounted there is writable);
+- for metrics, the pinned JMX exporter agent at `image_jmx_agent()` (docker
+  uploads it there from .tools; on kubernetes the image must carry it).
+
+A Spark image for the validation job (`bin/spark-submit` in
+config.validation.SPARK_HOME_IN_IMAGE, Python, user IMAGE_SPARK_UID) must carry
+the spark-sql-kafka jars of `make spark-kafka` in IMAGE_SPARK_JARS (docker
+uploads them there). Nothing is downloaded when a container or pod starts.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import zlib
+from urllib.parse import urlsplit
+
+from components import toolchain
+from components.platforms.java_service import JavaRuntime
+from components.platforms.local.platform import PORT_SPAN
+from components.versions import jmx_exporter_version, kafka_version
+
+HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
+FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>
+JOB_DIR = "/opt/mirrorstack/validation"  # the Spark validation job's files
+CLIENTS_ROOT = "/etc/mirrorstack/clients"  # a cluster's client folder: CLIENTS_ROOT/<alias>
+CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
+
+# The image contract (see the module docstring). IMAGE_LIB mirrors .tools: jmx/, spark-kafka/.
+IMAGE_JAVA = "java"
+IMAGE_KAFKA_LIBS = "/opt/kafka/libs"
+IMAGE_KAFKA_UID = 1000  # `appuser` of apache/kafka
+IMAGE_DATA_DIR = "/var/lib/kafka/data"
+IMAGE_SPARK_UID = 185  # `spark` of apache/spark
+IMAGE_LIB = "/opt/mirrorstack/lib"
+IMAGE_SPARK_JARS = f"{IMAGE_LIB}/spark-kafka"
+
+# After-start steps (e.g. creating the SCRAM user) retry while the broker comes up;
+# the health check reports healthy only once they are done (the marker file).
+AFTER_START_DONE = "/tmp/mirrorstack-after-start.done"
+AFTER_START_ATTEMPTS = 36
+AFTER_START_PAUSE = 5  # seconds between attempts: 3 minutes in all, plus the attempts themselves
+
+
+def kafka_image(image: str | None = None) -> str:
+    return image or f"apache/kafka:{kafka_version()}"
+
+
+def image_jmx_agent() -> str:
+    """The pinned JMX exporter agent inside a Kafka image (the name .tools gives it)."""
+    version = jmx_exporter_version()
+    return f"{IMAGE_LIB}/jmx/jmx_prometheus_javaagent-{version}.jar"
+
+
+def image_spark_jars() -> list[str]:
+    """The spark-sql-kafka jars inside a Spark image: those `make spark-kafka` installed."""
+    return [f"{IMAGE_SPARK_JARS}/{jar.name}" for jar in toolchain.spark_kafka_jars()]
+
+
+def image_runtime() -> JavaRuntime:
+    """java, Kafka's jars and the JMX agent as an image holds them."""
+    return JavaRuntime(java=IMAGE_JAVA, kafka_libs=IMAGE_KAFKA_LIBS, jmx_agent=image_jmx_agent())
+
+
+def dns_label(name: str, max_len: int = 63) -> str:
+    """A DNS-1035 label (lowercase, [a-z0-9-], starts with a letter). A name
+    that had to change gets a hash suffix, so `US_east` and `us-east` differ."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    if not label[:1].isalpha():
+        label = f"s-{label}".strip("-")
+    if label != name or len(label) > max_len:
+        suffix = f"{zlib.crc32(name.encode()):08x}"[:6]
+        label = f"{label[:max_len - 7].rstrip('-')}-{suffix}"
+    return label
+
+
+def container_port(port_name: str, taken: set[int]) -> int:
+    """Fixed ports for the known port names; others hashed into 9100-9899."""
+    port = CONTAINER_PORTS.get(port_name) or 9100 + zlib.crc32(port_name.encode()) % 800
+    while port in taken:
+        port += 1
+    return port
+
+
+def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
+    """Deterministic per stack and key (LocalPlatform's scheme), probed on clash."""
+    port = port_base + zlib.crc32(key.encode()) % PORT_SPAN
+    while port in taken:
+        port = port_base + (port - port_base + 1) % PORT_SPAN
+    return port
+
+
+def container_script(service: list[str], prepare: list[list[str]] = (), after_start: list[list[str]] = ()) -> str:
+    """The `sh -c` script running a `java_service`'s command lines: the
+    one-time preparation steps (idempotent), then `exec` the service, so the
+    JVM replaces the shell as PID 1 and receives the stop signal itself (a
+    clean, controlled shutdown).
+
+    With `after_start` steps (run once the service answers, e.g. creating the
+    SCRAM user) the shell stays: it starts the service in the background,
+    retries each step until it succeeds (the broker needs a few seconds),
+    touches AFTER_START_DONE (which the health check requires), then waits
+    for the service, forwarding TERM/INT to it, and exits with its status.
+    A step that never succeeds stops the service (exit 1, so the container
+    restarts and the steps run again)."""
+    steps = [shlex.join(argv) for argv in prepare]
+    if not after_start:
+        return " && ".join([*steps, "exec " + shlex.join(service)])
+    lines = [f"rm -f {AFTER_START_DONE}", *(f"{step} || exit $?" for step in steps),
+             f"{shlex.join(service)} &",
+             "pid=$!",
+             "stopping=",
+             "trap 'stopping=1; kill -TERM \"$pid\" 2>/dev/null' TERM INT",
+             "failed="]
+    for i, argv in enumerate(after_start):
+        lines += [
+            "n=0",
+            # Stop trying when stopping, after a failed step, or when the service is gone (its status tells).
+            f"until [ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || {shlex.join(argv)}; do",
+            "  n=$((n + 1))",
+            f"  if [ \"$n\" -ge {AFTER_START_ATTEMPTS} ]; then",
+            f"    echo 'mirrorstack: after-start step {i + 1} ({_main_class(argv)}) did not succeed; "
+            "stopping the service' >&2",
+            "    failed=1; kill -TERM \"$pid\" 2>/dev/null; break",
+            "  fi",
+            f"  sleep {AFTER_START_PAUSE}",
+            "done"]
+    lines += [f"[ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || touch {AFTER_START_DONE}",
+              # `wait` returns early when a trapped signal arrives: wait again until the JVM is gone.
+              "wait \"$pid\"; status=$?",
+              "while kill -0 \"$pid\" 2>/dev/null; do wait \"$pid\"; status=$?; done",
+              "[ -z \"$failed\" ] || exit 1",
+              "exit \"$status\""]
+    return "\n".join(lines)
+
+
+def _main_class(argv: list[str]) -> str:
+    """The main class of a java command line (the word after the classpath)."""
+    return argv[argv.index("-cp") + 2] if "-cp" in argv else argv[0]
+
+
+def _http_get(host: str, port: int, path: str, auth_file: str | None = None) -> str:
+    # No curl/wget in the image: plain HTTP/1.0 over bash's /dev/tcp.
+    if auth_file is None:
+        request = r"'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n'"  # printf turns \r\n into CR LF
+        return f"exec 3<>/dev/tcp/{host}/{port} && printf {request} {shlex.quote(path)} {host} >&3 && cat <&3"
+    # Basic auth from a Connect credentials file (`user: password`), read at probe time:
+    # the password is in no command line (printf is a shell builtin; base64 reads stdin).
+    request = r"'GET %s HTTP/1.0\r\nHost: %s\r\nAuthorization: Basic %s\r\n\r\n'"
+    read = ('{ IFS= read -r line || [ -n "$line" ]; } < ' + shlex.quote(auth_file) + ' && user="${line%%:*}" && '
+            'password="${line#*:}" && '
+            'password="${password# }" && auth="$(printf %s:%s "$user" "$password" | base64 | tr -d \'\\n\')"')
+    return (f"{read} && exec 3<>/dev/tcp/{host}/{port} && "
+            f"printf {request} {shlex.quote(path)} {host} \"$auth\" >&3 && cat <&3")
+
+
+def tcp_target(spec: dict, in_network) -> tuple[str, int] | None:
+    """The address a `tcp` or `kafka` health spec is checked at inside the
+    network, else None. A broker is checked by a TCP connect to its listener,
+    not by a Kafka client (a JVM every few seconds in every container): Kafka
+    opens a listener with a fixed port only when it starts serving requests,
+    once the broker has caught up with the metadata log (SocketServer's
+    acceptors start in `enableRequestProcessing`), so accepting is the sign."""
+    if spec["kind"] == "tcp":
+        return in_network(spec["host"], int(spec["port"]))
+    if spec["kind"] == "kafka":
+        host, _, port = spec["bootstrap"].split(",")[0].rpartition(":")
+        return in_network(host, int(port))
+    return None
+
+
+def probe_command(spec: dict, in_network, *, ready_file: str | None = None) -> list[str]:
+    """A health spec (see local/health.py::check) as a command run inside the
+    container, with bash and no JVM. `in_network(host, port)` turns an address
+    the Pulumi program uses (a published port) into the one reachable from
+    inside. `ready_file`: must exist too (the after-start steps are done)."""
+    command = _probe(spec, in_network)
+    if ready_file:
+        return ["bash", "-c", f"test -f {shlex.quote(ready_file)} && {command}"]
+    return ["bash", "-c", command]
+
+
+def _probe(spec: dict, in_network) -> str:
+    kind = spec["kind"]
+    target = tcp_target(spec, in_network) if kind in ("tcp", "kafka") else None
+    if target is not None:
+        return f"exec 3<>/dev/tcp/{target[0]}/{target[1]}"
+    if kind in ("http", "connect"):
+        url = urlsplit(spec["url"])
+        host, port = in_network(url.hostname, url.port or 80)
+        if kind == "connect":  # as local: the REST API lists the MirrorMaker 2 connectors
+            request = _http_get(host, port, "/connector-plugins", spec.get("auth_file"))
+            return request + " | grep -q MirrorSourceConnector"
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        return _http_get(host, port, path) + " | head -n 1 | grep -q ' 200 '"
+    raise ValueError(f"unknown health check kind {kind!r}")
