@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import kubernetes_validate
@@ -13,14 +12,16 @@ import pulumi
 import pytest
 import yaml
 
-from components.model import load_topology
 from components import toolchain
 from components.platforms.containers import dns_label, probe_command
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
-from components.topology import ReplicationTopology
 from components.versions import kafka_version, spark_version
+from tests.support import pulumi_mocks
+from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import them from here)
+    DYNAMIC, SECRET_SIG, Registration, RecordingMonitor, is_type, stack_topology,
+)
 
 STACK = "aggregation"
 NAMESPACE = "mirrorstack-aggregation"
@@ -29,9 +30,7 @@ CONTROLLERS = {"us-controller", "uk-controller", "central-controller"}
 BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
 WORKERS = {"connect-central-0"}
 SERVICES = CONTROLLERS | BROKERS | WORKERS
-DYNAMIC = "pulumi-python:dynamic"  # every dynamic resource's type starts so (…/local:LocalService, …)
 JOB = "validation-job"  # the Spark validation job the aggregation stack runs
-SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
 
 
 # What the mocked dynamic resources "generate": recognisable, so tests can find
@@ -57,84 +56,22 @@ def fake_generated(inputs: dict) -> dict:
     return inputs
 
 
-@dataclass
-class Registration:
-    """One registered resource. `name` is its name inside the topology (the
-    registered name without the `<stack>-` prefix every resource below a
-    ReplicationTopology carries, see components.naming); `registered_name` the real one."""
-    typ: str
-    name: str
-    registered_name: str
-    inputs: dict
-    provider: str | None
-    custom: bool
-
-
-def is_type(typ: str, wanted: str) -> bool:
-    """`wanted` is a type token, or DYNAMIC for any dynamic resource."""
-    return typ == wanted or (wanted == DYNAMIC and typ.startswith(DYNAMIC))
-
-
-class RecordingMocks(pulumi.runtime.Mocks):
+class RecordingMocks(pulumi_mocks.RecordingMocks):
     """Records every registration; outputs are the inputs (the dynamic
     resources of secured clusters return fake PEMs and passwords)."""
 
-    def __init__(self):
-        self.resources: list[Registration] = []
-        self.prefix = None  # "<topology>-", from the (first) ReplicationTopology registered
-        self.delete_before_replace: dict[tuple[str, str], bool] = {}  # (type, registered name) → option
-
-    def new_resource(self, args):
-        if args.typ == "mirrorstack:topology:ReplicationTopology" and self.prefix is None:
-            self.prefix = f"{args.name}-"
-        name = args.name.removeprefix(self.prefix) if self.prefix else args.name
-        self.resources.append(Registration(args.typ, name, args.name, args.inputs, args.provider, args.custom))
-        outputs = fake_generated(args.inputs) if is_type(args.typ, DYNAMIC) else args.inputs
-        return [args.name + "_id", outputs]
-
-    def call(self, args):
-        return {}, None
-
-    def of_type(self, typ: str) -> dict[str, dict]:
-        found = {r.name: r.inputs for r in self.resources if is_type(r.typ, typ)}
-        assert len(found) == sum(is_type(r.typ, typ) for r in self.resources), f"duplicate names among {typ}"
-        return found
-
-
-class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
-    """The mock engine, also recording the options the real engine would get
-    with each registration (delete-before-replace), which Mocks do not see."""
-
-    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
-        self.mocks.delete_before_replace[(request.type, request.name)] = request.deleteBeforeReplace
-        return super().RegisterResource(request)
+    def results(self, args, registration):
+        return args.name + "_id", fake_generated(args.inputs) if is_type(args.typ, DYNAMIC) else args.inputs
 
 
 def aggregation_topology():
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.aggregation.yaml").read_text())
-    return load_topology(document["config"]["mirrorstack:topology"])
+    return stack_topology("aggregation")
 
 
 def deploy(make_platform, topology=None, stack: str = STACK):
-    """Build a topology (default: the aggregation stack's) on a fresh mock engine;
-    wait until every registration is done and every output (and manifest) is resolved."""
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False, monitor=RecordingMonitor(mocks))
-    built = {}
-    topology = topology or aggregation_topology()
-
-    @pulumi.runtime.test
-    def program():
-        platform = make_platform()
-        topology_resource = ReplicationTopology(stack, topology, platform, stack=stack)
-        built["platform"] = platform
-        manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))
-        return pulumi.Output.all(topology_resource.cluster_outputs, topology_resource.connect_outputs,
-                                 manifests).apply(
-            lambda out: built.update(clusters=out[0], connect=out[1], manifests=out[2]))
-
-    program()
-    return mocks, built
+    """Build a topology (default: the aggregation stack's) on a fresh mock engine
+    (see tests.support.pulumi_mocks.deploy)."""
+    return pulumi_mocks.deploy(make_platform, topology or aggregation_topology(), stack, RecordingMocks())
 
 
 def secret_text_in(value) -> list[str]:
