@@ -1,0 +1,297 @@
+"""`platform: docker` on a real Docker engine (issue 18): the aggregation and
+secure stacks' graphs, carried out by the harness that stands in for the
+pulumi-docker provider (tests/support/docker_provider.py), with the
+mirrorstack images (`make images`). Each stack comes up once; its tests run
+in order on it, the last one tears it down.
+
+Records are produced and read inside the stack's network by one-shot
+containers of the Kafka image running Kafka's console clients (the brokers
+publish no port), exactly as another container of the stack would."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import tarfile
+import time
+
+import pytest
+
+from components.platforms.docker import DockerPlatform
+from components.versions import kafka_version, spark_version
+from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
+from tests.support.pulumi_mocks import stack_topology
+from tests.support.secured import private_key_bodies
+from tools.docker_engine import ensure_engine, stop_engine
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 40  # per region and batch
+TOPIC = "orders"
+JOB = "validation-job"
+WAIT = 180  # seconds: a restarted broker, records crossing MM2
+
+
+def image(key: str) -> str:
+    """The image `make images` builds for `key`."""
+    try:
+        from components.versions import mirrorstack_image
+    except ImportError:  # before the images branch: the same names
+        return {"kafka": f"mirrorstack/kafka:{kafka_version()}", "spark": f"mirrorstack/spark:{spark_version()}"}[key]
+    return mirrorstack_image(key)
+
+
+def docker_topology(stack: str):
+    """The stack file's topology on `platform: docker` with the mirrorstack
+    images; the validation waits briefly (it first runs before any record)."""
+    topology = stack_topology(stack, platform="docker")
+    validation = topology.validation.model_copy(update={"image": image("spark"), "wait_seconds": 30})
+    return topology.model_copy(update={"validation": validation})
+
+
+@pytest.fixture(scope="module")
+def engine():
+    engine = ensure_engine()
+    try:
+        yield engine
+    finally:
+        stop_engine(engine)
+
+
+def bring_up(engine, stack: str):
+    """Deploy `stack` through the harness; yield it; destroy it (idempotent)."""
+    deployed = deploy_on_engine(engine.client, lambda: DockerPlatform(stack, image=image("kafka")),
+                                docker_topology(stack), stack)
+    try:
+        yield deployed
+    finally:
+        deployed.mocks.destroy()
+
+
+def stack_containers(engine, stack: str) -> dict[str, object]:
+    """service → container of every container the stack labelled (running or not)."""
+    found = engine.client.containers.list(all=True, filters={"label": f"mirrorstack.stack={stack}"})
+    return {c.labels["mirrorstack.service"]: c for c in found}
+
+
+def health(container) -> str | None:
+    container.reload()
+    return container.attrs["State"].get("Health", {}).get("Status")
+
+
+def run_in_network(deployed, script: str, timeout: int = WAIT) -> tuple[int, str, str]:
+    """Run `script` (sh) in a one-shot container of the Kafka image on the
+    stack's network; (exit code, stdout, stderr)."""
+    client = deployed.mocks.client
+    container = client.containers.run(image("kafka"), ["/bin/sh", "-c", script], detach=True,
+                                      network=deployed.platform.network_name)
+    try:
+        code = container.wait(timeout=timeout)["StatusCode"]
+        return (code, container.logs(stdout=True, stderr=False).decode(),
+                container.logs(stdout=False, stderr=True).decode())
+    finally:
+        container.remove(force=True)
+
+
+KAFKA = "java -cp '/opt/kafka/libs/*'"
+
+
+def produce(deployed, cluster: str, values: list[str]) -> None:
+    """Create the topic (2 partitions) if needed and write `values` into it, from inside the network."""
+    bootstrap = f"{cluster}-broker-0:9092"
+    script = (f"{KAFKA} org.apache.kafka.tools.TopicCommand --bootstrap-server {bootstrap} --create "
+              f"--if-not-exists --topic {TOPIC} --partitions 2 --replication-factor 1 && "
+              f"printf '%s\\n' {' '.join(values)} | {KAFKA} org.apache.kafka.tools.ConsoleProducer "
+              f"--bootstrap-server {bootstrap} --topic {TOPIC} --producer-property acks=all")
+    code, out, err = run_in_network(deployed, script)
+    assert code == 0, (cluster, out, err)
+
+
+def consume_all(deployed, cluster: str, expected: int) -> list[str]:
+    """The values of TOPIC on `cluster`, read from the beginning until
+    `expected` records arrived (or none came for WAIT seconds)."""
+    script = (f"{KAFKA} org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server {cluster}-broker-0:9092 "
+              f"--topic {TOPIC} --from-beginning --max-messages {expected} --timeout-ms {WAIT * 1000} "
+              "--consumer-property allow.auto.create.topics=false")
+    _, out, err = run_in_network(deployed, script, timeout=WAIT + 60)
+    values = [line for line in out.split() if RECORD.fullmatch(line)]  # not the tool's notices
+    assert len(values) == expected, (len(values), err[-2000:])
+    return values
+
+
+def rerun_validation(deployed) -> tuple[int, str]:
+    """Start the stack's validation job container again (same job, flows and
+    files); its exit code and output."""
+    job = stack_containers(deployed.mocks, deployed.platform.stack)[JOB]
+    started = int(time.time())
+    job.start()
+    code = job.wait(timeout=600)["StatusCode"]
+    return code, job.logs(stdout=True, stderr=False, since=started).decode(errors="replace")
+
+
+def assert_validated(code: int, output: str, records: int) -> None:
+    """The job passed, having checked `records` records, none missing."""
+    assert code == 0, output[-3000:]
+    assert f"replication check PASSED: {records} record(s)" in output, output[-3000:]
+    assert re.search(rf"source {records}  target {records}  matched {records}  missing 0  ", output), output[-3000:]
+
+
+RECORD = re.compile(r"[a-z]+-[a-z]-[0-9]+")  # what `values` makes
+
+
+def values(region: str, batch: str) -> list[str]:
+    return [f"{region}-{batch}-{i}" for i in range(RECORDS)]
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+@pytest.fixture(scope="class")
+def aggregation(engine):
+    yield from bring_up(engine, "aggregation")
+
+
+class TestAggregation:
+    """us and uk mirrored into central; the Spark job reconciles them."""
+
+    def test_every_service_container_is_healthy_and_restarts_unless_stopped(self, aggregation):
+        found = stack_containers(aggregation.mocks, "aggregation")
+        services = {s for s in found if s != JOB}
+        assert services == {"us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0",
+                            "central-broker-0", "connect-central-0"}
+        for service in services:
+            container = found[service]
+            assert health(container) == "healthy", (service, container.logs(tail=30))
+            assert container.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+            assert container.attrs["Config"]["Image"] == image("kafka")
+        # Only Connect's REST API is published, and only on loopback.
+        published = {s: found[s].attrs["HostConfig"]["PortBindings"] for s in services if found[s].attrs["HostConfig"]["PortBindings"]}
+        assert list(published) == ["connect-central-0"]
+        (binding,) = published["connect-central-0"]["8083/tcp"]
+        assert binding["HostIp"] == "127.0.0.1"
+
+    def test_the_validation_job_ran_during_up(self, aggregation):
+        job = aggregation.outputs_of(CONTAINER)[f"{aggregation.platform.prefix}-{JOB}"]
+        assert job["exitCode"] == 0, job.get("containerLogs")
+        assert job["image"] == image("spark")
+
+    def test_records_from_us_and_uk_arrive_in_central_and_validate(self, aggregation):
+        produce(aggregation, "us", values("us", "a"))
+        produce(aggregation, "uk", values("uk", "a"))
+        arrived = consume_all(aggregation, "central", 2 * RECORDS)
+        assert sorted(arrived) == sorted(values("us", "a") + values("uk", "a"))
+        assert_validated(*rerun_validation(aggregation), 2 * RECORDS)
+
+    def test_a_crashed_broker_restarts_and_replication_goes_on_with_nothing_missing(self, aggregation):
+        """The broker's JVM (the container's main process) is SIGKILLed, as by the
+        OOM killer or a crash. Not with `docker kill`: the engine counts that as
+        a manual stop (it marks the container manually stopped), and a restart
+        policy by design never restarts a container stopped so."""
+        broker = stack_containers(aggregation.mocks, "aggregation")["us-broker-0"]
+        restarts = broker.attrs["RestartCount"]
+        os.kill(broker.attrs["State"]["Pid"], signal.SIGKILL)  # the JVM: the start script exec'd it
+        deadline = time.monotonic() + WAIT
+        while health(broker) != "healthy" or broker.attrs["RestartCount"] == restarts:  # health() reloads
+            assert time.monotonic() < deadline, (broker.status, broker.attrs["State"], broker.logs(tail=30))
+            time.sleep(2)
+        assert broker.attrs["RestartCount"] == restarts + 1
+        produce(aggregation, "us", values("us", "b"))
+        arrived = consume_all(aggregation, "central", 3 * RECORDS)
+        assert sorted(arrived) == sorted(values("us", "a") + values("uk", "a") + values("us", "b"))
+        assert_validated(*rerun_validation(aggregation), 3 * RECORDS)
+
+    def test_destroy_leaves_no_container_network_or_volume(self, aggregation):
+        assert_destroyed(aggregation)
+
+
+def assert_destroyed(deployed) -> None:
+    deployed.mocks.destroy()
+    client, prefix = deployed.mocks.client, deployed.platform.prefix
+    stack = deployed.platform.stack
+    assert not client.containers.list(all=True, filters={"label": f"mirrorstack.stack={stack}"})
+    assert not [c.name for c in client.containers.list(all=True) if c.name.startswith(prefix)]
+    assert not [n.name for n in client.networks.list() if n.name.startswith(prefix)]
+    assert not [v.name for v in client.volumes.list() if v.name.startswith(prefix)]
+
+
+# ---------------------------------------------------------------- secure
+
+
+@pytest.fixture(scope="class")
+def secure(engine):
+    yield from bring_up(engine, "secure")
+
+
+def generated_secrets(deployed) -> dict[str, str]:
+    """Every secret the stack generated, from the real dynamic providers'
+    outputs: the passwords and each private key's base64 lines."""
+    found = {}
+    for name, outputs in deployed.outputs_of(DYNAMIC).items():
+        if "result" in outputs:
+            found[f"{name} password"] = outputs["result"]
+        for pem_name in ("server_pem", "client_pem"):
+            for i, line in enumerate(private_key_bodies(outputs.get(pem_name) or "")):
+                found[f"{name} {pem_name} line {i}"] = line
+    return found
+
+
+def secret_uploads(deployed) -> dict[str, list[str]]:
+    """container name → the files the graph uploads 0600 into it."""
+    return {name: [u["file"] for u in outputs.get("uploads") or [] if u.get("permissions") == "0600"]
+            for name, outputs in deployed.outputs_of(CONTAINER).items()}
+
+
+class TestSecure:
+    """SASL_SSL clusters with generated certificates and passwords, in containers."""
+
+    def test_every_service_container_is_healthy(self, secure):
+        found = stack_containers(secure.mocks, "secure")
+        assert {s for s in found if s != JOB} == {"edge-controller", "central-controller", "edge-broker-0",
+                                                  "central-broker-0", "connect-central-0"}
+        for service, container in found.items():
+            if service != JOB:
+                assert health(container) == "healthy", (service, container.logs(tail=30))
+        assert secure.outputs_of(CONTAINER)[f"{secure.platform.prefix}-{JOB}"]["exitCode"] == 0
+
+    def test_secrets_are_files_0600_owned_by_the_images_user(self, secure):
+        client = secure.mocks.client
+        files = secret_uploads(secure)
+        services = [name for name in files if not name.endswith(JOB)]
+        assert all(files[name] for name in services), files  # every service reads some secret
+        for name in services:
+            container = client.containers.get(name)
+            uid = container.exec_run(["id", "-u"]).output.decode().strip()
+            assert uid == "1000"
+            result = container.exec_run(["stat", "-c", "%n %a %u %g", *files[name]])
+            assert result.exit_code == 0, result.output
+            for line in result.output.decode().splitlines():
+                path, mode, owner, group = line.rsplit(" ", 3)
+                assert (mode, owner, group) == ("600", uid, uid), line
+        # The job's container has exited: its files, as the engine keeps them.
+        job = f"{secure.platform.prefix}-{JOB}"
+        assert files[job]
+        for path in files[job]:
+            stream, _ = client.containers.get(job).get_archive(path)
+            member = tarfile.open(fileobj=io.BytesIO(b"".join(stream))).getmembers()[0]
+            assert (member.mode & 0o777, member.uid) == (0o600, 185), path
+
+    def test_no_secret_in_docker_inspect(self, secure):
+        secrets = generated_secrets(secure)
+        assert sum("password" in k for k in secrets) >= 3 and sum("line" in k for k in secrets) >= 4
+        client = secure.mocks.client
+        inspected = [client.api.inspect_container(c.id) for c in stack_containers(secure.mocks, "secure").values()]
+        inspected += [client.api.inspect_network(secure.platform.network_name)]
+        inspected += [client.api.inspect_volume(v.name) for v in client.volumes.list()
+                      if v.name.startswith(secure.platform.prefix)]
+        text = json.dumps(inspected)
+        assert [k for k, secret in secrets.items() if secret in text] == []
+        # Where they would go first: env, command, labels.
+        for details in inspected[:-1]:
+            config = details.get("Config") or {}
+            for part in (config.get("Env") or []) + (config.get("Cmd") or []) + list((config.get("Labels") or {}).values()):
+                assert not any(secret in part for secret in secrets.values())
+
+    def test_destroy_leaves_no_container_network_or_volume(self, secure):
+        assert_destroyed(secure)
