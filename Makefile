@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: demo down versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy test unit bench clean
+.PHONY: demo down plugins versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy test unit bench clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -25,6 +25,7 @@ help:
 	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
 	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
 	@echo "  make toxiproxy    Toxiproxy $(TOXIPROXY_VERSION) (emulated WAN links for benchmarks) -> .tools/bin (built from Go modules)"
+	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
 	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
@@ -83,6 +84,11 @@ $(TOOLS)/bin/toxiproxy-server-$(TOXIPROXY_VERSION):
 
 # The Pulumi engine with local state (see env.sh for every variable).
 WITH_ENGINE := . ./env.sh &&
+
+# Not part of setup: platform docker/kubernetes only, and get.pulumi.com must answer
+# (env.sh turns automatic plugin downloads off). Fails naming the plugin and the reason.
+plugins: venv engine
+	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m components.provider_plugins install
 
 demo: setup
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py

@@ -24,6 +24,7 @@ from components.failover import log_plan as log_failover_plan
 from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
 from components.platforms import make_platform
+from components.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan_report import report_plan
 from components.stack_history import connect_group_ids, own_stack, previous_output
@@ -39,6 +40,8 @@ try:  # refused before any resource exists
                                               "mirrorstack:connectSecrets", "Connect cluster names", "name")
     if problems := secret_problems(topology, secret_keys, connect_secret_keys):
         raise TopologyError(problems)
+    if problem := missing_plugin_problem(topology.platform):  # the engine's own error would not say how
+        raise TopologyError([problem])
 except ValueError as e:  # TopologyError, or malformed secret config
     # RunError: the engine shows the problems and fails, without a Python traceback
     # around them (a user's stack file is at fault, not the program).
@@ -50,7 +53,7 @@ own = own_stack(stack)  # the stack's last outputs: Connect group ids, the last 
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
-                         rest_access=config.get("restAccess"))
+                         rest_access=config.get("restAccess"), images=topology.images)
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   validation_run_id=config.get("validationRunId"),
                                   grafana_password=config.get_secret("grafanaAdminPassword"),

@@ -10,7 +10,8 @@ export PULUMI_HOME="${PULUMI_HOME:-$_root/.tools/pulumi-home}"
 if [ -z "${PULUMI_CONFIG_PASSPHRASE+x}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   export PULUMI_CONFIG_PASSPHRASE="mirrorstack-dev-only"
 fi
-# Never reach out: no update checks, no plugin downloads.
+# Never reach out: no update checks, no plugin downloads (the docker and
+# kubernetes platforms need theirs installed by `make plugins`; the program says so).
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 # The language host built here (sdk v3.79) does not read Pulumi.yaml's

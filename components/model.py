@@ -22,6 +22,8 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
+from components.versions import official_image
+
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
 # Aliases prefix remote topics (`us.orders`) and MM2 splits those on the separator.
 ALIAS = re.compile(r"[A-Za-z0-9_-]+")
@@ -431,7 +433,33 @@ class Validation(_Model):
     master: str = Field("local[2]", min_length=1, description="Spark master (local platform; docker runs local[*]).")
     schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", examples=["0 * * * *"], description=(
         "kubernetes only: also run it as a CronJob on this cron schedule (continuous checks)."))
-    image: str | None = Field(None, description="docker/kubernetes: the Spark image; default apache/spark:<pinned>.")
+
+
+# An image reference: [registry[:port]/]path[:tag][@digest]; what `docker pull` accepts.
+IMAGE_REF = r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+
+
+class Images(_Model):
+    """The images the docker and kubernetes platforms run; unset: the pinned
+    official image. `make images` builds the Kafka, Spark and Prometheus ones
+    from Debian packages and `.tools` (no registry needed); point these at your
+    registry's copies (the air-gapped case). On kubernetes the Kafka image must
+    carry the JMX exporter agent (metrics) and the Spark image the
+    spark-sql-kafka jars (validation): the official images do not."""
+
+    kafka: str | None = Field(None, pattern=IMAGE_REF, examples=["registry.example.com/mirrorstack/kafka:4.3.1"],
+                              description="Brokers, controllers, Connect; default apache/kafka:<pinned Kafka>.")
+    spark: str | None = Field(None, pattern=IMAGE_REF, description=(
+        "The validation job; default apache/spark:<pinned Spark>-python3."))
+    prometheus: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    grafana: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    kafka_ui: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    kafka_exporter: str | None = Field(None, pattern=IMAGE_REF, description=(
+        "Default: the pin in components/versions.env."))
+
+    def of(self, key: str) -> str:
+        """The image for `key`: the one set here, else the pinned official one."""
+        return getattr(self, key) or official_image(key)
 
 
 DURATION = r"^[0-9]+[smh]$"
@@ -483,6 +511,19 @@ class Failover(_Model):
     gate: FailoverGate = Field(FailoverGate(), description="The readiness gate of a planned switch.")
 
 
+def _moved_spark_image(data: Mapping) -> Mapping:
+    """`validation.image` became `images.spark` (one place for every image)."""
+    validation = data.get("validation")
+    if not isinstance(validation, Mapping) or "image" not in validation:
+        return data
+    images = dict(data.get("images") or {})
+    if "spark" in images:
+        raise TopologyError(["validation.image: the old name of images.spark; fix: remove validation.image"])
+    images["spark"] = validation["image"]
+    deprecated("validation.image", "images.spark")
+    return {**data, "validation": {k: v for k, v in validation.items() if k != "image"}, "images": images}
+
+
 class Topology(_Model):
     """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
 
@@ -504,6 +545,7 @@ class Topology(_Model):
         "Run the Spark validation job after the flows are up (omit for none)."))
     failover: Failover | None = Field(None, description=(
         "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
+    images: Images = Field(Images(), description="docker/kubernetes: the images run; default the pinned official ones.")
 
     @model_validator(mode="before")
     @classmethod
@@ -511,6 +553,7 @@ class Topology(_Model):
         _ORIGINS.set(None)
         if not isinstance(data, Mapping) or not isinstance(data.get("flows"), list):
             return data  # pydantic names what is wrong
+        data = _moved_spark_image(data)
         flows, origins, problems = _expand_flows(data["flows"])
         if problems:  # the flows cannot be counted until these are fixed
             raise TopologyError(problems)

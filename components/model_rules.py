@@ -47,6 +47,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _forwarding_problems(t, origins)
     yield from _topic_name_problems(t, origins)
     yield from _validation_problems(t)
+    yield from _image_problems(t)
     yield from _failover_problems(t, origins)
     yield from _plaintext_secrets(t, origins)
     yield from _security_problems(t)
@@ -158,6 +159,20 @@ def _validation_problems(t: Topology) -> Iterator[str]:
     if v.schedule is not None and t.platform != "kubernetes":
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")
+
+
+def _image_problems(t: Topology) -> Iterator[str]:
+    """On kubernetes nothing is uploaded into a pod: the JMX agent and the
+    spark-sql-kafka jars must be in the images, and the official ones lack them."""
+    if t.platform != "kubernetes":
+        return
+    built = "an image `make images` built (mirrorstack/{key}), pushed to your registry"
+    if t.monitoring is not None and t.images.kafka is None:
+        yield (f"{_path(('images', 'kafka'))}: monitoring on kubernetes needs the JMX exporter agent in the Kafka "
+               f"image, which apache/kafka lacks; fix: set it to {built.format(key='kafka')}")
+    if t.validation is not None and t.images.spark is None:
+        yield (f"{_path(('images', 'spark'))}: validation on kubernetes needs the spark-sql-kafka jars in the Spark "
+               f"image, which apache/spark lacks; fix: set it to {built.format(key='spark')}")
 
 
 def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:

@@ -36,9 +36,15 @@ def toxiproxy_version() -> str:
     return _pins()["TOXIPROXY_VERSION"]
 
 
-def image(name: str) -> str:
-    """A pinned monitoring image: prometheus, grafana, kafka_ui, kafka_exporter."""
-    return _pins()[f"{name.upper()}_IMAGE"]
+def official_image(key: str) -> str:
+    """The pinned official image of `key` (a field of the topology's `images:`):
+    Kafka's and Spark's are tagged with their pinned versions, the monitoring
+    ones are pinned in versions.env."""
+    if key == "kafka":
+        return f"apache/kafka:{kafka_version()}"
+    if key == "spark":
+        return f"apache/spark:{spark_version()}-python3"
+    return _pins()[f"{key.upper()}_IMAGE"]
 
 
 def spark_version() -> str:

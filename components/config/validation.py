@@ -102,11 +102,6 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
 SPARK_HOME_IN_IMAGE = "/opt/spark"
 
 
-def spark_image(image: str | None, spark_version: str) -> str:
-    """The official image of the pinned Spark, with Python (the job is PySpark)."""
-    return image or f"apache/spark:{spark_version}-python3"
-
-
 def job_modules(job_file) -> list:
     """The modules the job's entry script imports: the `validation_*.py` files
     beside it, shipped with it (spark-submit `--py-files`)."""

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
-                  namespace: str | None = None, rest_access: str | None = None):
-    """The platform a topology names, with its stack-level options."""
+                  namespace: str | None = None, rest_access: str | None = None, images=None):
+    """The platform a topology names, with its stack-level options; `images`:
+    the topology's `images:` (docker and kubernetes)."""
     if name == "local":
         from components.platforms.local.platform import LocalPlatform
         return LocalPlatform(stack, local_dir, port_base=port_base)
     if name == "docker":
         from components.platforms.docker import DockerPlatform
-        return DockerPlatform(stack, port_base=port_base)
+        return DockerPlatform(stack, images=images, port_base=port_base)
     if name == "kubernetes":
         from components.platforms.kubernetes import KubernetesPlatform
         return KubernetesPlatform(stack, namespace=namespace, rest_access=rest_access or "port-forward",
-                                  port_base=port_base)
+                                  images=images, port_base=port_base)
     raise ValueError(f"unknown platform {name!r}: use local, docker or kubernetes")

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from components import toolchain
 from components.platforms.java_service import JavaRuntime
 from components.platforms.local.platform import PORT_SPAN
-from components.versions import jmx_exporter_version, kafka_version
+from components.versions import jmx_exporter_version
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
 FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>
@@ -49,10 +49,6 @@ IMAGE_SPARK_JARS = f"{IMAGE_LIB}/spark-kafka"
 AFTER_START_DONE = "/tmp/mirrorstack-after-start.done"
 AFTER_START_ATTEMPTS = 36
 AFTER_START_PAUSE = 5  # seconds between attempts: 3 minutes in all, plus the attempts themselves
-
-
-def kafka_image(image: str | None = None) -> str:
-    return image or f"apache/kafka:{kafka_version()}"
 
 
 def image_jmx_agent() -> str:

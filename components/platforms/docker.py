@@ -25,17 +25,15 @@ import pulumi_docker as docker
 
 from components import naming, toolchain
 from components.config.grafana import grafana_files
-from components.config.validation import job_modules, spark_image, spark_submit_argv
-from components.model import Resources
+from components.config.validation import job_modules, spark_submit_argv
+from components.model import Images, Resources
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, hashed_host_port, image_jmx_agent,
-    image_runtime, image_spark_jars, kafka_image, probe_command,
+    image_runtime, image_spark_jars, probe_command,
 )
 from components.platforms.java_service import java_service
 from components.platforms.local.platform import default_port_base
-from components.versions import image as versions_image
-from components.versions import spark_version
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -62,12 +60,13 @@ class DockerPlatform:
     name = "docker"
     listen_host = "0.0.0.0"  # inside the container; advertised by service name
 
-    def __init__(self, stack: str, network_name: str | None = None, image: str | None = None,
+    def __init__(self, stack: str, network_name: str | None = None, images: Images | None = None,
                  port_base: int | None = None):
         self.stack = stack
         self.prefix = dns_label(f"mirrorstack-{stack}")  # containers of several stacks share one engine
         self.network_name = network_name or self.prefix
-        self.image_name = kafka_image(image)
+        self.images = images or Images()  # the topology's `images:`, else the official ones
+        self.image_name = self.images.of("kafka")
         self.port_base = port_base if port_base is not None else default_port_base(stack)
         self._ports: dict[str, dict[str, int]] = {}  # service → port name → port inside the network
         self._host_ports: dict[tuple[str, str], int] = {}  # (service, port name) → published host port
@@ -227,7 +226,7 @@ class DockerPlatform:
         clients = self._clients(self._client_files if uses_clients is None else uses_clients, name)
         label = dns_label(name)
         image = docker.RemoteImage(*naming.scoped("spark-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
-                                   name=spark_image(settings.image, spark_version()), keep_locally=True)
+                                   name=self.images.of("spark"), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
         modules = job_modules(job_file)
         argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
@@ -261,7 +260,7 @@ class DockerPlatform:
         host = dns_label(service)
         self._ports.setdefault(host, {})["http"] = port
         image = docker.RemoteImage(*naming.scoped(f"{host}-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
-                                   name=versions_image(image_key), keep_locally=True)
+                                   name=self.images.of(image_key), keep_locally=True)
         url = f"http://{host}:{port}"
         ports = []
         if publish:

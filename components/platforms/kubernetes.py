@@ -37,16 +37,15 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.config.grafana import grafana_files
-from components.config.validation import job_modules, spark_image, spark_submit_argv
-from components.model import Resources
+from components.config.validation import job_modules, spark_submit_argv
+from components.model import Images, Resources
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
-    container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars, kafka_image,
+    container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars,
     probe_command, tcp_target,
 )
 from components.platforms.java_service import java_service
 from components.platforms.local.platform import default_port_base
-from components.versions import image, spark_version
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -85,12 +84,13 @@ class KubernetesPlatform:
 
     def __init__(self, stack: str, namespace: str | None = None, rest_access: str = "port-forward", *,
                  cluster_domain: str = "cluster.local", storage_size: str = "1Gi",
-                 storage_class: str | None = None, image: str | None = None, port_base: int | None = None):
+                 storage_class: str | None = None, images: Images | None = None, port_base: int | None = None):
         if rest_access not in REST_ACCESS:
             raise ValueError(f"rest_access must be one of {REST_ACCESS}, not {rest_access!r}")
         self.stack, self.rest_access, self.cluster_domain = stack, rest_access, cluster_domain
         self.namespace = dns_label(namespace or f"mirrorstack-{stack}")
-        self.image = kafka_image(image)
+        self.images = images or Images()  # the topology's `images:`, else the official ones
+        self.image = self.images.of("kafka")
         self.storage_size, self.storage_class = storage_size, storage_class
         self.port_base = port_base if port_base is not None else default_port_base(stack)
         self._ports: dict[str, dict[str, int]] = {}  # service → port name → container port
@@ -348,7 +348,7 @@ class KubernetesPlatform:
                 "securityContext": {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True,
                                     "fsGroup": SPARK_UID, "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
-                    "name": "validate", "image": spark_image(settings.image, spark_version()),
+                    "name": "validate", "image": self.images.of("spark"),
                     "imagePullPolicy": "IfNotPresent", "command": argv,
                     "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
                     "volumeMounts": [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
@@ -402,7 +402,7 @@ class KubernetesPlatform:
         depends.append(self._create(k8s.core.v1.Service, {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
             "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": port}]}}, child))
-        container = {"name": svc[:63], "image": image(image_key), "imagePullPolicy": "IfNotPresent",
+        container = {"name": svc[:63], "image": self.images.of(image_key), "imagePullPolicy": "IfNotPresent",
                      "ports": [{"name": "http", "containerPort": port}], "env": list(env), "volumeMounts": mounts,
                      "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
         if args:

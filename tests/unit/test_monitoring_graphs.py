@@ -17,15 +17,20 @@ from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
 from components.secrets import GeneratedPasswordProvider
-from components.versions import image, jmx_exporter_version
+from components.versions import jmx_exporter_version, official_image
 from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_steps
 
 STACK = "active-passive"
 JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
 
 
+# On kubernetes the Kafka image must carry the JMX agent: one `make images` built, in a registry.
+K8S_KAFKA_IMAGE = "registry.example.com/mirrorstack/kafka:1"
+
+
 def topology(platform: str, **monitoring):
-    return load_topology({"platform": platform, "clusters": {"primary": {}, "standby": {}},
+    images = {"kafka": K8S_KAFKA_IMAGE} if platform == "kubernetes" else {}
+    return load_topology({"platform": platform, "clusters": {"primary": {}, "standby": {}}, "images": images,
                           "flows": [{"source": "primary", "target": "standby"}], "monitoring": monitoring})
 
 
@@ -121,7 +126,7 @@ def test_docker_prometheus_grafana_and_extras(dockerized):
     mocks, built = dockerized
     containers = mocks.of_type("docker:index/container:Container")
     images = {n: i["name"] for n, i in mocks.of_type("docker:index/remoteImage:RemoteImage").items()}
-    assert images["prometheus-image"] == image("prometheus") and images["grafana-image"] == image("grafana")
+    assert images["prometheus-image"] == official_image("prometheus") and images["grafana-image"] == official_image("grafana")
     prom = containers["prometheus"]
     (published,) = prom["ports"]
     assert published["ip"] == "127.0.0.1" and built["prometheus_url"] == f"http://127.0.0.1:{int(published['external'])}"
@@ -147,7 +152,8 @@ def test_docker_prometheus_grafana_and_extras(dockerized):
 
 @pytest.fixture(scope="module")
 def k8s():
-    return build("kubernetes", lambda: KubernetesPlatform(STACK), kafka_exporter=True)
+    return build("kubernetes", lambda: KubernetesPlatform(STACK, images=topology("kubernetes").images),
+                 kafka_exporter=True)
 
 
 def _by_kind(built, kind):
@@ -161,6 +167,7 @@ def test_k8s_agent_is_the_images_nothing_is_downloaded(k8s):
         assert "initContainers" not in spec  # no fetch from Maven Central when a pod starts
         assert [v["name"] for v in spec["volumes"]] == ["files"] and "emptyDir" not in json.dumps(spec["volumes"])
         (container,) = spec["containers"]
+        assert container["image"] == K8S_KAFKA_IMAGE
         port = built["platform"].metrics_address(name)[1]
         service = script_steps(container["command"][2])[-1]
         assert f"-javaagent:{image_jmx_agent()}=0.0.0.0:{port}:/opt/mirrorstack/{name}/jmx-exporter.yaml" in service

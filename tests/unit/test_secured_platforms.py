@@ -46,7 +46,9 @@ def internal_port(platform, service: str) -> int:
 
 def secure_topology(platform: str):
     document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
-    return load_topology({**document["config"]["mirrorstack:topology"], "platform": platform})
+    # On kubernetes the validation job needs a Spark image with the spark-sql-kafka jars (not apache/spark).
+    images = {"spark": "registry.example.com/mirrorstack/spark:1"} if platform == "kubernetes" else {}
+    return load_topology({**document["config"]["mirrorstack:topology"], "platform": platform, "images": images})
 
 
 def folder(service: str) -> str:

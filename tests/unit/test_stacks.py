@@ -82,12 +82,16 @@ def test_broken_copy_fails_the_schema_check_and_the_model(stack, breakage):
 
 # ---------------------------------------------------------------- docker and kubernetes under mocks
 
+# On kubernetes, monitoring and validation need images that carry the JMX agent and Spark's Kafka jars.
+REGISTRY_IMAGES = {"kafka": "registry.example.com/mirrorstack/kafka:1", "spark": "registry.example.com/mirrorstack/spark:1"}
+
+
 @pytest.fixture(scope="module", params=[(s, p) for s in STACKS for p in ("docker", "kubernetes")],
                 ids=lambda sp: f"{sp[0]}-{sp[1]}")
 def built(request, tmp_path_factory):
     stack, platform = request.param
-    topology = load_topology({**config(stack), "platform": platform})
-    mocks, out = mocked.deploy(lambda: make_platform(topology.platform, stack,
+    topology = load_topology({**config(stack), "platform": platform, "images": REGISTRY_IMAGES})
+    mocks, out = mocked.deploy(lambda: make_platform(topology.platform, stack, images=topology.images,
                                                      local_dir=str(tmp_path_factory.mktemp(stack))),
                                topology=topology, stack=stack)
     return topology, mocks, out

@@ -16,7 +16,7 @@ from components.config.mirror import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE,
 
 from components import toolchain
 from components.config.validation import validation_job_config, validation_summary
-from components.model import TopologyError, load_topology
+from components.model import Images, TopologyError, load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
@@ -215,12 +215,16 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
 
 
+K8S_SPARK_IMAGE = "registry.example.com/mirrorstack/spark:1"  # carries the spark-sql-kafka jars
+
+
 @pytest.fixture(scope="module")
 def k8s_run():
     t = aggregation_topology()
-    t = t.model_copy(update={"platform": "kubernetes", "validation": t.validation.model_copy(
-        update={"schedule": "0 * * * *", "report_only": True, "run_id": "r1"})})
-    return deploy(lambda: KubernetesPlatform("aggregation"), topology=t)
+    t = t.model_copy(update={"platform": "kubernetes", "images": Images(spark=K8S_SPARK_IMAGE),
+                             "validation": t.validation.model_copy(
+                                 update={"schedule": "0 * * * *", "report_only": True, "run_id": "r1"})})
+    return deploy(lambda: KubernetesPlatform("aggregation", images=t.images), topology=t)
 
 
 def _manifests(built, kind):
@@ -238,6 +242,7 @@ def test_kubernetes_job_and_cronjob_run_the_same_pod(k8s_run):
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["metadata"]["annotations"]["mirrorstack.io/run-id"] == "r1"
     (container,) = pod["spec"]["containers"]
+    assert container["image"] == K8S_SPARK_IMAGE
     argv = container["command"]
     # spark-sql-kafka from the image (the jars `make spark-kafka` installed): nothing fetched when the pod starts.
     jars = toolchain.spark_kafka_jars()
