@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from components.platforms.docker import DockerPlatform
-from components.versions import kafka_version, spark_version
+from components.platforms import make_platform
+from components.versions import official_image
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
 from tests.support.pulumi_mocks import stack_topology
 from tests.support.secured import private_key_bodies
@@ -34,20 +34,26 @@ JOB = "validation-job"
 WAIT = 180  # seconds: a restarted broker, records crossing MM2
 
 
-def image(key: str) -> str:
-    """The image `make images` builds for `key`."""
-    try:
-        from components.versions import mirrorstack_image
-    except ImportError:  # before the images branch: the same names
+try:
+    from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image
+except ImportError:  # until the images branch (`make images`) is merged: the names it builds
+    from components.versions import kafka_version, spark_version
+    MIRRORSTACK_IMAGES = ("kafka", "spark")
+
+    def mirrorstack_image(key: str) -> str:
         return {"kafka": f"mirrorstack/kafka:{kafka_version()}", "spark": f"mirrorstack/spark:{spark_version()}"}[key]
-    return mirrorstack_image(key)
+
+
+def image(key: str) -> str:
+    """The image `make images` builds for `key`; the others stay the official pins."""
+    return mirrorstack_image(key) if key in MIRRORSTACK_IMAGES else official_image(key)
 
 
 def docker_topology(stack: str):
     """The stack file's topology on `platform: docker` with the mirrorstack
     images; the validation waits briefly (it first runs before any record)."""
-    topology = stack_topology(stack, platform="docker")
-    validation = topology.validation.model_copy(update={"image": image("spark"), "wait_seconds": 30})
+    topology = stack_topology(stack, platform="docker", images={key: image(key) for key in MIRRORSTACK_IMAGES})
+    validation = topology.validation.model_copy(update={"wait_seconds": 30})
     return topology.model_copy(update={"validation": validation})
 
 
@@ -62,8 +68,9 @@ def engine():
 
 def bring_up(engine, stack: str):
     """Deploy `stack` through the harness; yield it; destroy it (idempotent)."""
-    deployed = deploy_on_engine(engine.client, lambda: DockerPlatform(stack, image=image("kafka")),
-                                docker_topology(stack), stack)
+    topology = docker_topology(stack)
+    make = lambda: make_platform(topology.platform, stack, local_dir="unused", images=topology.images)  # noqa: E731
+    deployed = deploy_on_engine(engine.client, make, topology, stack)
     try:
         yield deployed
     finally:
