@@ -68,8 +68,8 @@ def nanoseconds(duration: str) -> int:
 def upload_archive(uploads: list[dict]) -> bytes:
     """A tar of the container's uploads: one entry per file at its full path,
     with its mode (`permissions`, else 0755 when `executable`, else 0644) and
-    owner/group (numeric ids; root when unset). Parent folders are left to the
-    engine (created root 0755), as the provider does."""
+    owner/group (numeric ids; root when unset). No folder entries: the engine
+    creates missing folders (root, 0755) and leaves existing ones as they are."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for upload in uploads:
