@@ -152,6 +152,19 @@ def values(region: str, batch: str) -> list[str]:
     return [f"{region}-{batch}-{i}" for i in range(RECORDS)]
 
 
+def test_an_absent_image_fails_naming_make_images_and_leaves_nothing(engine):
+    topology = docker_topology("aggregation")
+    topology = topology.model_copy(update={"images": topology.images.model_copy(
+        update={"kafka": "mirrorstack/kafka:0.0.0-missing"})})
+    make = lambda: make_platform("docker", "aggregation", local_dir="unused", images=topology.images)  # noqa: E731
+    with pytest.raises(Exception, match=r"mirrorstack/kafka:0\.0\.0-missing.*`make images`"):
+        deploy_on_engine(engine.client, make, topology, "aggregation")
+    client = engine.client
+    assert not [c.name for c in client.containers.list(all=True) if c.name.startswith("mirrorstack-aggregation")]
+    assert not [n.name for n in client.networks.list() if n.name.startswith("mirrorstack-aggregation")]
+    assert not [v.name for v in client.volumes.list() if v.name.startswith("mirrorstack-aggregation")]
+
+
 # ---------------------------------------------------------------- aggregation
 
 

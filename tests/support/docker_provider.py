@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64
 import io
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,6 @@ from pathlib import Path
 import dill
 import docker
 import docker.errors
-import pulumi
 from pulumi.runtime._serialization import _deserialize
 
 from tests.support.pulumi_mocks import DYNAMIC, RecordingMocks, deploy, is_type, unwrap_secrets
@@ -55,6 +55,7 @@ IMAGE = "docker:index/remoteImage:RemoteImage"
 CONTAINER = "docker:index/container:Container"
 PROGRESS_EVERY = 30  # seconds between progress lines while waiting
 LOG_TAIL = 40  # lines of a container's log in an error
+STOP_WAIT = 120  # seconds for registrations under way to end before a tear-down
 
 
 def nanoseconds(duration: str) -> int:
@@ -110,8 +111,25 @@ class DockerEngineMocks(RecordingMocks):
         self.client = client
         self.progress = progress
         self.created: list[Created] = []  # in creation order
+        # A failed registration fails the program while others still run in their
+        # threads: `destroy` stops new work and waits for those before undoing.
+        self._stopping = threading.Event()
+        self._in_flight = 0
+        self._idle = threading.Condition(self._lock)
 
     def results(self, args, registration):
+        with self._idle:
+            if self._stopping.is_set():
+                raise RuntimeError(f"{args.name}: the deployment is being torn down")
+            self._in_flight += 1
+        try:
+            return self._carry_out(args)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _carry_out(self, args):
         if not args.custom:
             return args.name + "_id", args.inputs  # component resources: nothing to do
         inputs = unwrap_secrets(args.inputs)
@@ -134,7 +152,7 @@ class DockerEngineMocks(RecordingMocks):
 
     def _network(self, name, inputs):
         network = self.client.networks.create(inputs["name"], driver=inputs.get("driver") or "bridge",
-                                              labels=labels(inputs))
+                                              labels=labels(inputs), check_duplicate=True)
         return self._remember(NETWORK, inputs["name"], network.id, {**inputs, "driver": "bridge"})
 
     def _volume(self, name, inputs):
@@ -191,6 +209,7 @@ class DockerEngineMocks(RecordingMocks):
     def _wait_healthy(self, container, timeout: int) -> None:
         started = last = time.monotonic()
         while True:
+            self._check_not_stopping(container.name)
             container.reload()
             health = container.attrs["State"].get("Health", {}).get("Status")
             if health == "healthy":
@@ -209,6 +228,7 @@ class DockerEngineMocks(RecordingMocks):
         """Wait until the container exits (progress printed on long runs); its exit code and logs."""
         started = time.monotonic()
         while True:
+            self._check_not_stopping(container.name)
             try:
                 exit_code = container.wait(timeout=PROGRESS_EVERY)["StatusCode"]
                 break
@@ -218,6 +238,10 @@ class DockerEngineMocks(RecordingMocks):
                 self.progress(f"[docker harness] {container.name} still running ({time.monotonic() - started:.0f} s)")
         logs = container.logs().decode(errors="replace") if inputs.get("logs") else None
         return {"exitCode": exit_code, "containerLogs": logs}
+
+    def _check_not_stopping(self, name: str) -> None:
+        if self._stopping.is_set():
+            raise RuntimeError(f"{name}: the deployment is being torn down")
 
     def _dynamic(self, typ, name, inputs):
         provider = _deserialize(lambda: dill.loads(base64.b64decode(inputs["__provider"])))
@@ -232,8 +256,12 @@ class DockerEngineMocks(RecordingMocks):
     # ------------------------------------------------------------ tear-down
 
     def destroy(self) -> None:
-        """Remove what was created, newest first; goes on after a failure and
-        raises the first one at the end."""
+        """Remove what was created, newest first, once no registration is
+        under way; goes on after a failure and raises them all at the end."""
+        with self._idle:
+            self._stopping.set()
+            if not self._idle.wait_for(lambda: self._in_flight == 0, timeout=STOP_WAIT):
+                raise RuntimeError(f"{self._in_flight} registration(s) still under way after {STOP_WAIT} s")
         errors = []
         while self.created:
             item = self.created.pop()
