@@ -16,13 +16,16 @@ import re
 import signal
 import tarfile
 import time
+from urllib.parse import quote
 
 import pytest
+import requests
 
 from components.platforms import make_platform
 from components.versions import official_image
+from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
-from tests.support.pulumi_mocks import stack_topology
+from tests.support.pulumi_mocks import stack_topology, unwrap_secrets
 from tests.support.secured import private_key_bodies
 from tools.docker_engine import ensure_engine, stop_engine
 
@@ -274,6 +277,24 @@ class TestSecure:
             if service != JOB:
                 assert health(container) == "healthy", (service, container.logs(tail=30))
         assert secure.outputs_of(CONTAINER)[f"{secure.platform.prefix}-{JOB}"]["exitCode"] == 0
+
+    def test_mirror_maker_runs_behind_connects_basic_auth(self, secure):
+        """The connectors the real MM2 provider created through the published
+        REST port run, and that port refuses requests without the password."""
+        (mm2,) = [unwrap_secrets(r.inputs) for r in secure.mocks.resources if r.typ.endswith(":MirrorMaker2Connectors")]
+        url, auth = mm2["connect_url"], (mm2["connect_auth"]["username"], mm2["connect_auth"]["password"])
+        assert requests.get(f"{url}/connectors", timeout=10).status_code == 401
+        deadline = time.monotonic() + WAIT
+        for name in mm2["connectors"]:
+            while True:
+                status = connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/status", auth=auth)
+                states = [status["connector"]["state"], *(t["state"] for t in status["tasks"])]
+                # Checkpoint (no consumer group yet) and source (no topic yet) connectors may have no task.
+                needs_task = name.endswith("HeartbeatConnector")
+                if set(states) == {"RUNNING"} and (len(states) > 1 or not needs_task):
+                    break
+                assert time.monotonic() < deadline, status
+                time.sleep(2)
 
     def test_secrets_are_files_0600_owned_by_the_images_user(self, secure):
         client = secure.mocks.client
