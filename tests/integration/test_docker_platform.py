@@ -190,7 +190,8 @@ class TestAggregation:
             assert container.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
             assert container.attrs["Config"]["Image"] == image("kafka")
         # Only Connect's REST API is published, and only on loopback.
-        published = {s: found[s].attrs["HostConfig"]["PortBindings"] for s in services if found[s].attrs["HostConfig"]["PortBindings"]}
+        bindings = {s: found[s].attrs["HostConfig"]["PortBindings"] for s in services}
+        published = {s: ports for s, ports in bindings.items() if ports}
         assert list(published) == ["connect-central-0"]
         (binding,) = published["connect-central-0"]["8083/tcp"]
         assert binding["HostIp"] == "127.0.0.1"
@@ -331,7 +332,8 @@ class TestSecure:
         # Where they would go first: env, command, labels.
         for details in inspected[:-1]:
             config = details.get("Config") or {}
-            for part in (config.get("Env") or []) + (config.get("Cmd") or []) + list((config.get("Labels") or {}).values()):
+            parts = [*(config.get("Env") or []), *(config.get("Cmd") or []), *(config.get("Labels") or {}).values()]
+            for part in parts:
                 assert not any(secret in part for secret in secrets.values())
 
     def test_destroy_leaves_no_container_network_or_volume(self, secure):

@@ -8,9 +8,7 @@ import shlex
 from pathlib import Path
 
 import kubernetes_validate
-import pulumi
 import pytest
-import yaml
 
 from components import toolchain
 from components.platforms.containers import dns_label, probe_command
@@ -19,8 +17,8 @@ from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatfo
 from components.platforms.local.platform import LocalPlatform
 from components.versions import kafka_version, spark_version
 from tests.support import pulumi_mocks
-from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import them from here)
-    DYNAMIC, SECRET_SIG, Registration, RecordingMonitor, is_type, stack_topology,
+from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import SECRET_SIG from here)
+    DYNAMIC, SECRET_SIG, is_type, stack_topology,
 )
 
 STACK = "aggregation"
