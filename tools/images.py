@@ -142,7 +142,7 @@ def image_specs() -> list[ImageSpec]:
             f"WORKDIR {SPARK_HOME_IN_IMAGE}/work-dir",
             'CMD ["bash"]']),
         files=_spark_files)
-    prometheus_version = versions.mirrorstack_image("prometheus").rpartition(":")[2]
+    prometheus_version = versions.debian_prometheus_version()
     prometheus = ImageSpec(
         "prometheus", packages=("prometheus",),
         hooks=('mkdir -p "$1/prometheus" && chown 65534:65534 "$1/prometheus"',

@@ -12,8 +12,7 @@ from tools import docker_engine, images
 def test_image_names_carry_the_pinned_versions():
     assert versions.mirrorstack_image("kafka") == f"mirrorstack/kafka:{versions.kafka_version()}"
     assert versions.mirrorstack_image("spark") == f"mirrorstack/spark:{versions.spark_version()}"
-    assert versions.mirrorstack_image("prometheus") == "mirrorstack/prometheus:" + \
-        versions._pins()["DEBIAN_PROMETHEUS_VERSION"]
+    assert versions.mirrorstack_image("prometheus") == f"mirrorstack/prometheus:{versions.debian_prometheus_version()}"
     assert [spec.key for spec in images.image_specs()] == list(versions.MIRRORSTACK_IMAGES)
 
 
