@@ -1,11 +1,13 @@
 """The mirrorstack/* images on a real engine: each honours the image contract of
 components/platforms/containers.py, and the private engine stops only when we started it.
 
-One short-lived container per image (no network: `network_mode="none"`).
+One short-lived container per image, on a user-defined network as the docker
+platform runs them (the private engine has no default bridge).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 
@@ -21,7 +23,10 @@ from tools.images import INPUTS_LABEL, build_images
 
 
 def test_the_engine_stops_only_when_this_process_started_it():
+    urls = [docker_engine.STANDARD_URL, docker_engine.PRIVATE_URL]
+    none_answered = not os.environ.get("DOCKER_HOST") and not any(answering(url) for url in urls)
     engine = ensure_engine()
+    assert engine.started == none_answered  # started one only when none answered
     again = ensure_engine()  # answers now: reused, not ours to stop
     assert (again.base_url, again.started) == (engine.base_url, False)
     stop_engine(again)
@@ -38,18 +43,28 @@ def test_the_engine_stops_only_when_this_process_started_it():
 
 
 @pytest.fixture(scope="module")
-def client():
+def engine():
     engine = ensure_engine()
+    network = None
     try:
         build_images(engine.client, log=lambda line: None)  # seconds when `make images` ran
-        yield engine.client
+        network = engine.client.networks.create(f"mirrorstack-test-images-{os.getpid()}", driver="bridge")
+        yield engine.client, network.name
     finally:
+        if network is not None:
+            network.remove()
         stop_engine(engine)
 
 
-def _run(client, image: str, script: str) -> str:
+@pytest.fixture
+def client(engine):
+    return engine[0]
+
+
+def _run(engine, image: str, script: str) -> str:
     """stdout + stderr of `bash -c script` in a fresh container of `image` (its own user)."""
-    output = client.containers.run(image, ["-c", script], entrypoint=["bash"], network_mode="none",
+    client, network = engine
+    output = client.containers.run(image, ["-c", script], entrypoint=["bash"], network=network,
                                    stdout=True, stderr=True, remove=True)
     return output.decode()
 
@@ -65,10 +80,10 @@ def test_a_second_build_finds_every_image_up_to_date(client):
         assert re.fullmatch("[0-9a-f]{64}", client.images.get(versions.mirrorstack_image(key)).labels[INPUTS_LABEL])
 
 
-def test_kafka_image(client):
+def test_kafka_image(engine):
     version = versions.kafka_version()
     agent = image_jmx_agent()
-    out = _run(client, versions.mirrorstack_image("kafka"), f"""
+    out = _run(engine, versions.mirrorstack_image("kafka"), f"""
         echo "uid=$(id -u) home=$HOME pwd=$(pwd) data_owner=$(stat -c %u {IMAGE_DATA_DIR})"
         touch {IMAGE_DATA_DIR}/written && echo data-writable
         ls {IMAGE_KAFKA_LIBS}
@@ -85,9 +100,9 @@ def test_kafka_image(client):
     assert re.search(rf"^{re.escape(version)}\b", out, re.M), out  # the jars run on the image's JRE
 
 
-def test_spark_image(client):
+def test_spark_image(engine):
     version = versions.spark_version()
-    out = _run(client, versions.mirrorstack_image("spark"), f"""
+    out = _run(engine, versions.mirrorstack_image("spark"), f"""
         echo "uid=$(id -u) home=$HOME"
         touch $HOME/.ivy2/written && touch written && echo home-and-workdir-writable
         ls {IMAGE_SPARK_JARS}
@@ -100,12 +115,13 @@ def test_spark_image(client):
     assert re.search(rf"version {re.escape(version)}\b", out), out  # spark-submit's banner
 
 
-def test_prometheus_image(client):
+def test_prometheus_image(engine):
+    client, network = engine
     image = versions.mirrorstack_image("prometheus")
     tag = image.rpartition(":")[2]
     # The entrypoint with the flags the docker platform passes: the TSDB in /prometheus must open.
     container = client.containers.run(image, ["--config.file=/etc/prometheus/prometheus.yml",
-                                              "--storage.tsdb.path=/prometheus"], network_mode="none", detach=True)
+                                              "--storage.tsdb.path=/prometheus"], network=network, detach=True)
     try:
         deadline = time.monotonic() + 60
         while b"Server is ready to receive web requests" not in container.logs() and time.monotonic() < deadline:
