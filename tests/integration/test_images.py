@@ -100,6 +100,18 @@ def test_kafka_image(engine):
     assert re.search(rf"^{re.escape(version)}\b", out, re.M), out  # the jars run on the image's JRE
 
 
+# A PySpark job as the validation job runs (spark-submit, Python workers, the image's
+# spark-sql-kafka jars): Kafka's source resolves (lazily: no broker is contacted).
+SPARK_JOB = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+print("squares", spark.sparkContext.parallelize(range(5), 2).map(lambda x: x * x).sum())
+frame = spark.read.format("kafka").option("kafka.bootstrap.servers", "nowhere:9092").option("subscribe", "t").load()
+print("kafka columns", ",".join(frame.columns))
+spark.stop()
+"""
+
+
 def test_spark_image(engine):
     version = versions.spark_version()
     out = _run(engine, versions.mirrorstack_image("spark"), f"""
@@ -107,7 +119,12 @@ def test_spark_image(engine):
         touch $HOME/.ivy2/written && touch written && echo home-and-workdir-writable
         ls {IMAGE_SPARK_JARS}
         python3 -c 'import pyspark; print("pyspark", pyspark.__version__)'
-        {SPARK_HOME_IN_IMAGE}/bin/spark-submit --version 2>&1""")
+        {SPARK_HOME_IN_IMAGE}/bin/spark-submit --version 2>&1
+        cat > job.py <<'EOF'{SPARK_JOB}EOF
+        {SPARK_HOME_IN_IMAGE}/bin/spark-submit --master 'local[1]' --conf spark.ui.enabled=false \\
+          --jars {",".join(image_spark_jars())} job.py 2>&1""")
+    assert "squares 30" in out, out[-3000:]
+    assert "kafka columns key,value,topic,partition,offset,timestamp,timestampType" in out, out[-3000:]
     assert f"uid={IMAGE_SPARK_UID} home=/home/spark" in out
     assert "home-and-workdir-writable" in out
     assert set(re.findall(r"^\S+\.jar$", out, re.M)) == {path.rsplit("/", 1)[1] for path in image_spark_jars()}
