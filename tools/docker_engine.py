@@ -45,6 +45,8 @@ PRIVATE_URL = f"unix://{SOCKET}"
 STANDARD_URL = "unix:///var/run/docker.sock"
 START_TIMEOUT = 90  # seconds; the first start creates the data root
 STOP_TIMEOUT = 60  # dockerd stops its containers first (10 s each at most)
+API_TIMEOUT = 300  # seconds per API call: an image build's context upload takes a while
+PING_TIMEOUT = 10
 INSTALL_HINT = "run `make docker-engine` (installs Debian's docker.io)"
 
 # dockerd processes this Python process started (pid -> Popen), to reap them on stop.
@@ -72,11 +74,14 @@ def answering(base_url: str | None) -> docker.DockerClient | None:
     """A client of the engine at `base_url` (None: DOCKER_HOST and its TLS
     variables) when it answers a ping, else None."""
     try:
-        client = docker.from_env(timeout=300) if base_url is None else docker.DockerClient(base_url=base_url, timeout=300)
+        client = (docker.from_env(timeout=API_TIMEOUT) if base_url is None
+                  else docker.DockerClient(base_url=base_url, timeout=API_TIMEOUT))
     except DockerException:
         return None
     try:
+        client.api.timeout = PING_TIMEOUT  # a hung engine must not hold us for minutes
         client.ping()
+        client.api.timeout = API_TIMEOUT
         return client
     except Exception:  # refused, missing socket, not an engine: all mean "does not answer"
         client.close()

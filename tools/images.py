@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -37,9 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from docker.errors import ImageNotFound
+
 from components import toolchain, versions
 from components.config.validation import SPARK_HOME_IN_IMAGE
-from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID, IMAGE_LIB,
+from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID,
                                              IMAGE_SPARK_JARS, IMAGE_SPARK_UID, image_jmx_agent)
 
 INPUTS_LABEL = "org.mirrorstack.inputs"  # sha256 of everything an image is made of
@@ -161,8 +165,8 @@ def image_specs() -> list[ImageSpec]:
 
 def rootfs_key(spec: ImageSpec, suite: str) -> str:
     """What the cached root file system is made of (not the mirror it came from)."""
-    recipe = {"suite": suite, "sources": debian_sources(suite), "variant": MMDEBSTRAP_VARIANT, "hook_dir": MERGED_USR_HOOKS,
-              "packages": sorted(spec.packages), "hooks": [*spec.hooks, SLIM_HOOK]}
+    recipe = {"suite": suite, "sources": debian_sources(suite), "variant": MMDEBSTRAP_VARIANT,
+              "hook_dir": MERGED_USR_HOOKS, "packages": sorted(spec.packages), "hooks": [*spec.hooks, SLIM_HOOK]}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
@@ -217,7 +221,7 @@ def rootfs(spec: ImageSpec, suite: str, refresh: bool = False, log=print) -> Pat
     target = cache_dir() / f"rootfs-{spec.key}-{suite}-{key}.tar"
     if target.is_file() and not refresh:
         return target
-    if not _which("mmdebstrap"):
+    if not shutil.which("mmdebstrap"):
         raise BuildError("mmdebstrap not found: run `make docker-engine` (installs it)")
     target.parent.mkdir(parents=True, exist_ok=True)
     mirror = os.environ.get("MIRRORSTACK_DEBIAN_MIRROR")
@@ -241,11 +245,6 @@ def rootfs(spec: ImageSpec, suite: str, refresh: bool = False, log=print) -> Pat
     log(f"images: {spec.key}: root file system made in {time.monotonic() - started:.0f} s "
         f"({target.stat().st_size / 1e6:.0f} MB)")
     return target
-
-
-def _which(program: str) -> bool:
-    from shutil import which
-    return which(program) is not None
 
 
 def package_versions(rootfs_tar: Path) -> dict[str, str]:
@@ -295,7 +294,6 @@ def build(client, spec: ImageSpec, suite: str, files: dict[str, Path], digest: s
 
 
 def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
-    import io
     data = text.encode()
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
@@ -309,7 +307,6 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def current_digest(client, name: str) -> str | None:
-    from docker.errors import ImageNotFound
     try:
         return (client.images.get(name).labels or {}).get(INPUTS_LABEL)
     except ImageNotFound:

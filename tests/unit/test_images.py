@@ -104,3 +104,17 @@ def test_the_private_dockerd_keeps_to_its_own_paths():
     assert f"--host=unix://{docker_engine.SOCKET}" in argv
     assert f"--data-root={docker_engine.DATA_ROOT}" in argv and f"--exec-root={docker_engine.EXEC_ROOT}" in argv
     assert f"--pidfile={docker_engine.PID_FILE}" in argv
+
+
+def test_no_engine_and_no_dockerd_names_the_make_step(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(docker_engine, "answering", lambda url: None)  # nothing answers
+    monkeypatch.setattr(docker_engine.shutil, "which", lambda program: None)
+    with pytest.raises(docker_engine.EngineError, match="`make docker-engine`"):
+        docker_engine.ensure_engine()
+
+
+def test_the_images_cli_refuses_an_image_it_does_not_build(capsys):
+    with pytest.raises(SystemExit):
+        images.main(["grafana"])
+    assert "no image grafana: choose from kafka, spark, prometheus" in capsys.readouterr().err
