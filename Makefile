@@ -27,7 +27,7 @@ help:
 	@echo "  make toxiproxy    Toxiproxy $(TOXIPROXY_VERSION) (emulated WAN links for benchmarks) -> .tools/bin (built from Go modules)"
 	@echo "  make docker-engine Debian's docker.io (if no engine answers) + mmdebstrap, if missing"
 	@echo "  make images       mirrorstack/kafka:$(KAFKA_VERSION), mirrorstack/spark:$(SPARK_VERSION), mirrorstack/prometheus:$(DEBIAN_PROMETHEUS_VERSION)"
-	@echo "                    from Debian $(DEBIAN_SUITE) packages + .tools (unchanged ones skipped; first run ~3 min)"
+	@echo "                    from Debian $(DEBIAN_SUITE) packages + .tools (unchanged ones skipped; first run ~1.5 min)"
 	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"

@@ -107,7 +107,7 @@ def _start_private(timeout: float) -> docker.DockerClient:
     if os.geteuid() != 0:
         raise EngineError("no Docker engine answers, and starting the private dockerd needs root "
                           f"(run as root, or start an engine at {STANDARD_URL} or DOCKER_HOST)")
-    stale = _running_pid()
+    stale = running_pid()
     if stale is not None:  # alive but not answering: a hung or half-started engine of someone else
         raise EngineError(f"the private dockerd (pid {stale}, {PID_FILE}) runs but does not answer on "
                           f"{SOCKET}; see {LOG_FILE}, stop it (`python -m tools.docker_engine stop`) and retry")
@@ -143,7 +143,7 @@ def stop_engine(engine: Engine, timeout: float = STOP_TIMEOUT) -> None:
 
 def stop_private(timeout: float = STOP_TIMEOUT) -> bool:
     """SIGTERM the private dockerd (pid file) and wait until it is gone; False when none runs."""
-    pid = _running_pid()
+    pid = running_pid()
     if pid is None:
         return False
     _terminate(pid, timeout)
@@ -157,14 +157,14 @@ def _terminate(pid: int, timeout: float) -> None:
         pass
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.2)
     raise EngineError(f"the private dockerd (pid {pid}) did not stop within {timeout:.0f} s of SIGTERM; "
                       f"{LOG_FILE} ends with:\n{log_tail()}")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     child = _children.get(pid)
     if child is not None:  # ours: reap it, so it does not linger as a zombie
         if child.poll() is None:
@@ -178,7 +178,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _running_pid() -> int | None:
+def running_pid() -> int | None:
     """The pid in PID_FILE when that process is alive and is a dockerd."""
     try:
         pid = int(PID_FILE.read_text().strip())
@@ -188,7 +188,7 @@ def _running_pid() -> int | None:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return pid if Path(command.decode(errors="replace")).name == "dockerd" and _alive(pid) else None
+    return pid if Path(command.decode(errors="replace")).name == "dockerd" and alive(pid) else None
 
 
 def log_tail(lines: int = 20) -> str:
@@ -205,7 +205,7 @@ def status() -> tuple[bool, str]:
     if answering(STANDARD_URL):
         return True, f"the standard engine answers ({STANDARD_URL})"
     if answering(PRIVATE_URL):
-        return True, f"the private engine answers ({PRIVATE_URL}, pid {_running_pid()})"
+        return True, f"the private engine answers ({PRIVATE_URL}, pid {running_pid()})"
     return False, "no engine answers (`start` starts the private one)"
 
 
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         if action == "start":
             engine = ensure_engine()
             engine.client.close()
-            print(f"started the private engine: {engine.base_url} (pid {_running_pid()})" if engine.started
+            print(f"started the private engine: {engine.base_url} (pid {running_pid()})" if engine.started
                   else f"an engine answers already: {engine.base_url}")
         elif action == "stop":
             print("stopped the private engine" if stop_private() else "the private engine does not run")

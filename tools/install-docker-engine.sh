@@ -29,8 +29,8 @@ echo "docker-engine: installing ${packages[*]} (Debian packages) ..."
 $sudo apt-get update -qq || fail "step \`apt-get update\` failed (see above)"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null \
   || fail "step \`apt-get install ${packages[*]}\` failed (see above)"
-for tool in mmdebstrap dockerd; do
-  command -v "$tool" >/dev/null || [[ " ${packages[*]} " != *" ${tool/dockerd/docker.io} "* ]] \
-    || fail "step \`apt-get install\` left no $tool on PATH"
+for package in "${packages[@]}"; do
+  tool=${package/docker.io/dockerd}
+  command -v "$tool" >/dev/null || fail "step \`apt-get install $package\` left no $tool on PATH"
 done
 echo "docker-engine: installed ${packages[*]}"

@@ -35,11 +35,11 @@ def test_the_engine_stops_only_when_this_process_started_it():
         stop_engine(engine)
         assert answering(engine.base_url) is not None
         return
-    pid = docker_engine._running_pid()
+    pid = docker_engine.running_pid()
     assert pid is not None
     stop_engine(engine)
-    assert not docker_engine._alive(pid)
-    assert docker_engine._running_pid() is None and answering(docker_engine.PRIVATE_URL) is None
+    assert not docker_engine.alive(pid)
+    assert docker_engine.running_pid() is None and answering(docker_engine.PRIVATE_URL) is None
 
 
 @pytest.fixture(scope="module")
