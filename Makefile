@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: demo down plugins versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy test unit bench clean
+.PHONY: demo down plugins versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -25,6 +25,9 @@ help:
 	@echo "  make prometheus   prometheus + promtool from Debian packages, if missing"
 	@echo "  make engine       Pulumi CLI $(PULUMI_VERSION) + Python language host -> .tools/bin (built from Go modules)"
 	@echo "  make toxiproxy    Toxiproxy $(TOXIPROXY_VERSION) (emulated WAN links for benchmarks) -> .tools/bin (built from Go modules)"
+	@echo "  make docker-engine Debian's docker.io (if no engine answers) + mmdebstrap, if missing"
+	@echo "  make images       mirrorstack/kafka:$(KAFKA_VERSION), mirrorstack/spark:$(SPARK_VERSION), mirrorstack/prometheus:$(DEBIAN_PROMETHEUS_VERSION)"
+	@echo "                    from Debian $(DEBIAN_SUITE) packages + .tools (unchanged ones skipped; first run ~1.5 min)"
 	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
 	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
@@ -34,7 +37,7 @@ help:
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
 	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
 
-setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy
+setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images
 
 preflight:
 	@tools/preflight.sh
@@ -81,6 +84,14 @@ $(TOOLS)/bin/toxiproxy-server-$(TOXIPROXY_VERSION):
 	@cd $(TOOLS)/toxiproxy-build && GOFLAGS=-mod=mod GOTOOLCHAIN=local GOBIN=$(TOOLS)/toxiproxy-build \
 	  go install github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXIPROXY_VERSION)
 	@mv $(TOOLS)/toxiproxy-build/server $@ && rm -rf $(TOOLS)/toxiproxy-build
+
+# The Docker engine (tools/docker_engine.py starts a private dockerd when none answers) and
+# the mirrorstack/* images built into it from Debian packages (tools/images.py).
+docker-engine: venv
+	@tools/install-docker-engine.sh $(VENV)/bin/python
+
+images: venv kafka jmx-exporter spark-kafka docker-engine
+	@PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.images
 
 # The Pulumi engine with local state (see env.sh for every variable).
 WITH_ENGINE := . ./env.sh &&
@@ -129,4 +140,6 @@ versions:
 	@echo "JMX_EXPORTER_VERSION=$(JMX_EXPORTER_VERSION)"
 	@echo "TOXIPROXY_VERSION=$(TOXIPROXY_VERSION)"
 	@echo "SPARK_VERSION=$(SPARK_VERSION)"
+	@echo "DEBIAN_SUITE=$(DEBIAN_SUITE)"
+	@echo "DEBIAN_PROMETHEUS_VERSION=$(DEBIAN_PROMETHEUS_VERSION)"
 	@echo "PULUMI_VERSION=$(PULUMI_VERSION)"

@@ -54,3 +54,29 @@ def spark_version() -> str:
 
 def pulumi_version() -> str:
     return metadata.version("pulumi")
+
+
+def debian_suite() -> str:
+    """The Debian suite `make images` builds the mirrorstack/* images from."""
+    return _pins()["DEBIAN_SUITE"]
+
+
+def debian_prometheus_version() -> str:
+    """The version of the suite's prometheus package: the mirrorstack/prometheus tag."""
+    return _pins()["DEBIAN_PROMETHEUS_VERSION"]
+
+
+# The images `make images` builds; no Grafana, Kafka UI or exporter image: Debian packages none of them.
+MIRRORSTACK_IMAGES = ("kafka", "spark", "prometheus")
+
+
+def mirrorstack_image(key: str) -> str:
+    """The name of an image `make images` builds (tools/images.py), tagged with
+    the version of what it runs: kafka, spark or prometheus."""
+    tags = {"kafka": kafka_version, "spark": spark_version,
+            "prometheus": debian_prometheus_version}
+    if key not in tags:
+        raise ValueError(f"no mirrorstack image {key!r}: `make images` builds {', '.join(MIRRORSTACK_IMAGES)} "
+                         "(Debian packages no Grafana, Kafka UI or Kafka exporter: point `images.<key>` at a "
+                         "registry's image)")
+    return f"mirrorstack/{key}:{tags[key]()}"

@@ -71,6 +71,8 @@ def test_each_version_is_pinned_once_and_the_makefile_reads_the_same_pins():
         "SPARK_VERSION": versions.spark_version(),
         "PULUMI_VERSION": versions.pulumi_version(),
         "TOXIPROXY_VERSION": versions.toxiproxy_version(),
+        "DEBIAN_SUITE": versions.debian_suite(),
+        "DEBIAN_PROMETHEUS_VERSION": versions.debian_prometheus_version(),
     }
     pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split()
                 if "==" in line)
