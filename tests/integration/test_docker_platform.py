@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from components.platforms import make_platform
-from components.versions import official_image
+from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
 from tests.support.pulumi_mocks import stack_topology, unwrap_secrets
@@ -35,16 +35,6 @@ RECORDS = 40  # per region and batch
 TOPIC = "orders"
 JOB = "validation-job"
 WAIT = 180  # seconds: a restarted broker, records crossing MM2
-
-
-try:
-    from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image
-except ImportError:  # until the images branch (`make images`) is merged: the names it builds
-    from components.versions import kafka_version, spark_version
-    MIRRORSTACK_IMAGES = ("kafka", "spark")
-
-    def mirrorstack_image(key: str) -> str:
-        return {"kafka": f"mirrorstack/kafka:{kafka_version()}", "spark": f"mirrorstack/spark:{spark_version()}"}[key]
 
 
 def image(key: str) -> str:
