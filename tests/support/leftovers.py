@@ -16,16 +16,21 @@ class Leftover:
 def leftover_processes(marker: str, parent: int | None = None) -> list[Leftover]:
     """Live (non-zombie) processes whose command line contains `marker` (the
     run's temp dir, which every service's config path is under) or whose parent
-    is `parent` (e.g. Spark's JVM, a child of the test process)."""
+    is `parent` (e.g. Spark's JVM, a child of the test process). The test
+    process and its ancestors (e.g. `flock … pytest --basetemp=…`) are not."""
     # -ww: never cut the command line to $COLUMNS (pytest sets it).
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
                          text=True, check=True).stdout
-    me = os.getpid()
+    rows = [(line.split(None, 3) + [""])[:4] for line in out.splitlines()]
+    parents = {int(pid): int(ppid) for pid, ppid, _, _ in rows}
+    mine, pid = set(), os.getpid()
+    while pid > 1 and pid not in mine:  # this process and its ancestors
+        mine.add(pid)
+        pid = parents.get(pid, 0)
     found = []
-    for line in out.splitlines():
-        pid, ppid, stat, args = (line.split(None, 3) + [""])[:4]
+    for pid, ppid, stat, args in rows:
         pid, ppid = int(pid), int(ppid)
-        if pid == me or stat.startswith("Z") or args.startswith("ps "):
+        if pid in mine or stat.startswith("Z") or args.startswith("ps "):
             continue
         if marker in args or (parent is not None and ppid == parent):
             found.append(Leftover(pid, ppid, args[:300]))

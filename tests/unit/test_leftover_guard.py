@@ -41,3 +41,14 @@ def test_a_tidy_run_passes(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, LEAKY_TEST.replace("def test_leaks", "def _not_run"))
     assert result.ret == 0
     result.stdout.no_fnmatch_line("*still running*")
+
+
+def test_the_runs_own_ancestors_are_not_leftovers(tmp_path):
+    # e.g. `flock LOCK pytest --basetemp=DIR`: the wrapper's command line holds the marker too.
+    import subprocess
+    import sys
+    marker = str(tmp_path / "marker-dir")
+    probe = "from tests.support.leftovers import leftover_processes as f; import sys; print(f(sys.argv[1]))"
+    done = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" "$1"; true', probe, marker],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
