@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -27,11 +28,13 @@ def leftover_processes(marker: str, parent: int | None = None) -> list[Leftover]
     while pid > 1 and pid not in mine:  # this process and its ancestors
         mine.add(pid)
         pid = parents.get(pid, 0)
+    # The marker as a whole path: /tmp/pt-a must not match /tmp/pt-a2 (another run's temp dir).
+    whole = re.compile(re.escape(marker) + r"(?![\w.-])")
     found = []
     for pid, ppid, stat, args in rows:
         pid, ppid = int(pid), int(ppid)
         if pid in mine or stat.startswith("Z") or args.startswith("ps "):
             continue
-        if marker in args or (parent is not None and ppid == parent):
+        if whole.search(args) or (parent is not None and ppid == parent):
             found.append(Leftover(pid, ppid, args[:300]))
     return found

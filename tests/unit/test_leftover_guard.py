@@ -52,3 +52,17 @@ def test_the_runs_own_ancestors_are_not_leftovers(tmp_path):
     done = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" "$1"; true', probe, marker],
                           cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_another_runs_temp_dir_with_the_same_prefix_is_not_this_runs(tmp_path):
+    import subprocess
+    import sys
+    marker = str(tmp_path / "pt-a")
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker + "2/x"])
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker + "/x"])
+    try:
+        assert [p.pid for p in leftover_processes(marker)] == [mine.pid]
+    finally:
+        for p in (sibling, mine):
+            p.kill()
+            p.wait()
