@@ -21,6 +21,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from components.config.metrics import MM2_RECORDS
 from components.platforms import make_platform
 from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
@@ -42,10 +43,11 @@ def image(key: str) -> str:
     return mirrorstack_image(key) if key in MIRRORSTACK_IMAGES else official_image(key)
 
 
-def docker_topology(stack: str):
+def docker_topology(stack: str, **changes):
     """The stack file's topology on `platform: docker` with the mirrorstack
     images; the validation waits briefly (it first runs before any record)."""
-    topology = stack_topology(stack, platform="docker", images={key: image(key) for key in MIRRORSTACK_IMAGES})
+    topology = stack_topology(stack, platform="docker", images={key: image(key) for key in MIRRORSTACK_IMAGES},
+                              **changes)
     validation = topology.validation.model_copy(update={"wait_seconds": 30})
     return topology.model_copy(update={"validation": validation})
 
@@ -59,9 +61,9 @@ def engine():
         stop_engine(engine)
 
 
-def bring_up(engine, stack: str):
+def bring_up(engine, stack: str, **changes):
     """Deploy `stack` through the harness; yield it; destroy it (idempotent)."""
-    topology = docker_topology(stack)
+    topology = docker_topology(stack, **changes)
     make = lambda: make_platform(topology.platform, stack, local_dir="unused", images=topology.images)  # noqa: E731
     deployed = deploy_on_engine(engine.client, make, topology, stack)
     try:
@@ -161,9 +163,24 @@ def test_an_absent_image_fails_naming_make_images_and_leaves_nothing(engine):
 # ---------------------------------------------------------------- aggregation
 
 
+# Monitoring too: the JMX agent in every JVM, Prometheus (the mirrorstack image) scraping them
+# inside the network. No Grafana: Debian packages none, and no image can be pulled here.
+MONITORING = {"grafana": False, "scrape_interval": "5s"}
+
+
 @pytest.fixture(scope="class")
 def aggregation(engine):
-    yield from bring_up(engine, "aggregation")
+    yield from bring_up(engine, "aggregation", monitoring=MONITORING)
+
+
+def prometheus_query(deployed, path: str, **params) -> dict:
+    """Prometheus's HTTP API through its port published on 127.0.0.1."""
+    container = stack_containers(deployed.mocks, deployed.platform.stack)["prometheus"]
+    (binding,) = container.attrs["HostConfig"]["PortBindings"]["9090/tcp"]
+    assert binding["HostIp"] == "127.0.0.1"
+    reply = requests.get(f"http://127.0.0.1:{binding['HostPort']}{path}", params=params, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["data"]
 
 
 class TestAggregation:
@@ -171,9 +188,10 @@ class TestAggregation:
 
     def test_every_service_container_is_healthy_and_restarts_unless_stopped(self, aggregation):
         found = stack_containers(aggregation.mocks, "aggregation")
-        services = {s for s in found if s != JOB}
+        services = {s for s in found if s not in (JOB, "prometheus")}
         assert services == {"us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0",
                             "central-broker-0", "connect-central-0"}
+        assert found["prometheus"].attrs["Config"]["Image"] == image("prometheus")
         for service in services:
             container = found[service]
             assert health(container) == "healthy", (service, container.logs(tail=30))
@@ -182,7 +200,7 @@ class TestAggregation:
         # Only Connect's REST API is published, and only on loopback.
         bindings = {s: found[s].attrs["HostConfig"]["PortBindings"] for s in services}
         published = {s: ports for s, ports in bindings.items() if ports}
-        assert list(published) == ["connect-central-0"]
+        assert list(published) == ["connect-central-0"]  # of the Kafka services; Prometheus's: below
         (binding,) = published["connect-central-0"]["8083/tcp"]
         assert binding["HostIp"] == "127.0.0.1"
 
@@ -197,6 +215,29 @@ class TestAggregation:
         arrived = consume_all(aggregation, "central", 2 * RECORDS)
         assert sorted(arrived) == sorted(values("us", "a") + values("uk", "a"))
         assert_validated(*rerun_validation(aggregation), 2 * RECORDS)
+
+    def test_prometheus_scrapes_every_jvm_and_sees_the_records_mm2_copied(self, aggregation):
+        """The JMX agent (in the image, at the contract's path) runs in every JVM and
+        Prometheus reaches each by its name on the stack network."""
+        deadline = time.monotonic() + 60
+        while True:
+            targets = prometheus_query(aggregation, "/api/v1/targets")["activeTargets"]
+            health_of = {t["labels"]["instance"]: t["health"] for t in targets}
+            if health_of and set(health_of.values()) == {"up"}:
+                break
+            assert time.monotonic() < deadline, health_of
+            time.sleep(2)
+        assert {instance.rpartition(":")[0] for instance in health_of} == {
+            "us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0", "central-broker-0",
+            "connect-central-0"}, health_of
+        copied = {}
+        while sum(copied.values()) < 2 * RECORDS:  # the counters of the records test's batch
+            result = prometheus_query(aggregation, "/api/v1/query",
+                                      query=f"sum by (flow) ({MM2_RECORDS}{{topic=\"{TOPIC}\"}})")["result"]
+            copied = {r["metric"]["flow"]: float(r["value"][1]) for r in result}
+            assert time.monotonic() < deadline + 60, copied
+            time.sleep(2)
+        assert copied == {"us->central": RECORDS, "uk->central": RECORDS}
 
     def test_a_crashed_broker_restarts_and_replication_goes_on_with_nothing_missing(self, aggregation):
         """The broker's JVM (the container's main process) is SIGKILLed, as by the
