@@ -13,7 +13,7 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 
-.PHONY: demo down plugins versions help setup preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench clean
+.PHONY: demo down plugins versions help setup setup-local preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -29,7 +29,7 @@ help:
 	@echo "  make images       mirrorstack/kafka:$(KAFKA_VERSION), mirrorstack/spark:$(SPARK_VERSION), mirrorstack/prometheus:$(DEBIAN_PROMETHEUS_VERSION)"
 	@echo "                    from Debian $(DEBIAN_SUITE) packages + .tools (unchanged ones skipped; first run ~1.5 min)"
 	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
-	@echo "make demo         setup, then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
+	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
@@ -37,7 +37,10 @@ help:
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
 	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
 
-setup: preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images
+setup: setup-local toxiproxy docker-engine images
+
+# What the local platform (make demo) runs: no Docker engine, no root needed for images.
+setup-local: preflight venv kafka jmx-exporter spark-kafka prometheus engine
 
 preflight:
 	@tools/preflight.sh
@@ -101,7 +104,7 @@ WITH_ENGINE := . ./env.sh &&
 plugins: venv engine
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m components.provider_plugins install
 
-demo: setup
+demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py
 
 # The demo's stack config: a git-ignored copy of stacks/Pulumi.aggregation.yaml (tools/demo.py).
