@@ -1,6 +1,7 @@
 """Deploy one of the repo's stacks through the real engine on the local platform."""
 from __future__ import annotations
 
+import itertools
 import random
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,17 +22,19 @@ def fast_discovery(topology: dict) -> None:
         flow.setdefault("refresh_seconds", TEST_REFRESH_SECONDS)
 
 
-_PORT_BASES: list[int] = []
+# Four ranges, all below Linux's ephemeral ports, handed out in turn from a random
+# start: any four stacks opened one after another get different ranges. (Refilling
+# a shuffled list instead could hand the last base of one round out again as the
+# first of the next: two stacks of one test then shared their ports.)
+_BASES = list(range(10000, 30000, PORT_SPAN))
+_NEXT_BASE = itertools.count(random.randrange(len(_BASES)))
 
 
 def _port_base() -> int:
     """A port range of its own for each stack open at once in this test process:
     a stack spreads its ports over PORT_SPAN from its base, so bases PORT_SPAN
-    apart never share a port (two stacks of one test drew one random base).
-    Four ranges, all below Linux's ephemeral ports, handed out in turn."""
-    if not _PORT_BASES:
-        _PORT_BASES.extend(random.sample(range(10000, 30000, PORT_SPAN), 30000 // PORT_SPAN - 2))
-    return _PORT_BASES.pop()
+    apart never share a port."""
+    return _BASES[next(_NEXT_BASE) % len(_BASES)]
 
 
 @contextmanager
