@@ -8,6 +8,7 @@ import pulumi
 
 from components import naming
 from components.certificates import ClusterCertificates
+from components.config.cert_lifecycle import CLIENT
 from components.config import broker, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
@@ -51,6 +52,8 @@ class KafkaCluster(pulumi.ComponentResource):
         self.client_settings: dict[str, str] = {}
         self.client_files: pulumi.Output[dict] | None = None
         self.client_resources: list[pulumi.Resource] = []
+        self.certificates: ClusterCertificates | None = None  # a secured deployed cluster's
+        self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
@@ -68,9 +71,9 @@ class KafkaCluster(pulumi.ComponentResource):
 
         node_names = [controller, *(f"{alias}-broker-{i}" for i in range(cluster.brokers))]
         if sec.secured:
-            hosts = [platform.address(n, port)[0] for n, port in
-                     [(controller, "controller"), *((n, "kafka") for n in node_names[1:])]]
-            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, hosts=[*hosts, "localhost"], opts=child)
+            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=self._node_hosts(node_names),
+                                        settings=sec.certificates, opts=child)
+            self.certificates = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
         ctrl_props = broker.controller_properties(
@@ -80,7 +83,7 @@ class KafkaCluster(pulumi.ComponentResource):
         ctrl = platform.run_kafka_java(
             controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
             files={"server.properties": render_properties(ctrl_props)},
-            secret_files=self._node_secret_files(certs), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+            secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
             metrics=metrics, health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
         self._scrape(platform, controller, "controller", metrics)
 
@@ -97,7 +100,7 @@ class KafkaCluster(pulumi.ComponentResource):
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
                                              listen_host=platform.listen_host, overrides=overrides)
-            secret_files = self._node_secret_files(certs)
+            secret_files = self._node_secret_files(certs, name)
             if certs and password is not None:
                 secret_files = pulumi.Output.all(secret_files, password).apply(
                     lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
@@ -119,11 +122,18 @@ class KafkaCluster(pulumi.ComponentResource):
         folder = self._platform.service_dir(service)
         return f"{folder}/secrets/server.pem", f"{folder}/secrets/ca.pem"
 
+    def _node_hosts(self, node_names: list[str]) -> dict[str, list[str]]:
+        """node → the names its certificate is for: how others reach it, and localhost."""
+        ports = {node_names[0]: ("controller",)} | {n: ("kafka", "internal") for n in node_names[1:]}
+        return {n: sorted({*(self._platform.address(n, p)[0] for p in ports[n]), "localhost"}) for n in node_names}
+
     @staticmethod
-    def _node_secret_files(certs) -> pulumi.Output[dict] | None:
+    def _node_secret_files(certs, node: str) -> pulumi.Output[dict] | None:
+        """The node's own keystore and the cluster's truststore: a renewal or a
+        rotation phase changes them, and so restarts the node."""
         if certs is None:
             return None
-        return pulumi.Output.all(certs.server_pem, certs.ca_cert).apply(
+        return pulumi.Output.all(certs.keystore(node), certs.truststore).apply(
             lambda pems: {"secrets/server.pem": pems[0], "secrets/ca.pem": pems[1]})
 
     def _secured_broker(self, sec, name: str, host: str, port: int, index: int, settings):
@@ -166,7 +176,8 @@ class KafkaCluster(pulumi.ComponentResource):
                 out[security.CLIENT_SECRETS_FILE] = security.secret_properties(
                     {"sasl.jaas.config": security.jaas_config(mechanism, sec.user, pw)})
             return out
-        self.client_files = pulumi.Output.secret(pulumi.Output.all(certs.ca_cert, certs.client_pem, password).apply(files))
+        self.client_files = pulumi.Output.secret(pulumi.Output.all(
+            certs.truststore, certs.keystore(CLIENT), password).apply(files))
         self._publish_client_files()
 
     def _external_clients(self, cs, secrets, secret_keys: frozenset[str]) -> None:

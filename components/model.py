@@ -84,6 +84,35 @@ class ClientSecurity(_Model):
     properties: Properties = Field({}, description="Extra client properties (ssl.*, sasl.*), non-secret only.")
 
 
+class Certificates(_Model):
+    """Lifetime of a secured cluster's generated certificates. The defaults are
+    Strimzi's (365 days validity, renewed in the last 30; a 10-year CA)."""
+
+    validity_days: int = Field(365, ge=2, le=825, description=(
+        "Days a node or client certificate is valid (default 365, Strimzi's default; at most 825, the longest "
+        "validity common TLS clients accept)."))
+    renew_before_days: int = Field(30, ge=1, description=(
+        "The renewal window: the `pulumi up` that runs within this many days of a certificate's expiry "
+        "re-issues it with the same CA (default 30, Strimzi's renewal window)."))
+    ca_validity_days: int = Field(3650, ge=30, le=36500, description=(
+        "Days the cluster's CA is valid (default 3650: Strimzi's CAs last 365 days but renew themselves; "
+        "here a CA is replaced only by rotation, see ca_generation)."))
+    ca_generation: int = Field(1, ge=1, description=(
+        "Raise it by one to rotate the CA: the next three `pulumi up`s trust old and new CA, re-issue every "
+        "certificate with the new one, then drop the old one. Never lower it (the deployed stack refuses)."))
+
+    @model_validator(mode="after")
+    def _window_inside_validity(self) -> "Certificates":
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(f"renew_before_days ({self.renew_before_days}) must be less than validity_days "
+                             f"({self.validity_days}), or every `up` would renew; fix: e.g. renew_before_days: "
+                             f"{max(1, self.validity_days // 12)}")
+        if self.ca_validity_days <= self.validity_days:
+            raise ValueError(f"ca_validity_days ({self.ca_validity_days}) must exceed validity_days "
+                             f"({self.validity_days}): no certificate outlives its CA; fix: raise ca_validity_days")
+        return self
+
+
 class Security(_Model):
     """How a deployed cluster is secured. For anything but PLAINTEXT the stack
     generates a CA and certificates; brokers and the controller talk SSL with
@@ -97,6 +126,8 @@ class Security(_Model):
     mtls: bool = Field(False, description=(
         "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
     user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description="The SASL user created at start.")
+    certificates: Certificates = Field(Certificates(), description=(
+        "Validity and renewal of the generated certificates, and CA rotation (SSL and SASL_SSL)."))
 
     @property
     def secured(self) -> bool:

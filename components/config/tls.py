@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import re
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -74,3 +76,48 @@ def issue(ca_key_pem: str, ca_cert_pem: str, common_name: str, hosts: list[str] 
 def keystore_pem(key_pem: str, cert_pem: str, ca_cert_pem: str) -> str:
     """What `ssl.keystore.type=PEM` reads from `ssl.keystore.location`: key, then chain."""
     return key_pem + cert_pem + ca_cert_pem
+
+
+_CERT_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", re.S)
+
+
+def certificates_in(pem: str) -> list[x509.Certificate]:
+    """Every certificate of a PEM text (a keystore's chain, a truststore bundle), in order."""
+    return [x509.load_pem_x509_certificate(block.encode()) for block in _CERT_BLOCK.findall(pem)]
+
+
+def leaf_of(keystore: str) -> x509.Certificate:
+    """A keystore's own certificate (the first of its chain)."""
+    return certificates_in(keystore)[0]
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    """SHA-256 fingerprint as `AB:CD:...` (what `openssl x509 -fingerprint -sha256` prints)."""
+    return ":".join(f"{b:02X}" for b in cert.fingerprint(hashes.SHA256()))
+
+
+def not_after(cert: x509.Certificate) -> datetime.datetime:
+    return cert.not_valid_after_utc
+
+
+def iso(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def host_names(cert: x509.Certificate) -> list[str]:
+    """The subject alternative names (DNS names and IPs) a certificate was issued for."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [str(n.value) for n in sans]
+
+
+def signed_by(cert: x509.Certificate, ca_cert_pem: str) -> bool:
+    """Whether the CA's key signed `cert`."""
+    ca = x509.load_pem_x509_certificate(ca_cert_pem.encode())
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (InvalidSignature, ValueError, TypeError):  # another issuer name, key or signature
+        return False
+    return True

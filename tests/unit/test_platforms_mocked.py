@@ -43,12 +43,14 @@ def fake_pem(kind: str, body: str) -> str:
 
 def fake_generated(inputs: dict) -> dict:
     """Outputs of the secured clusters' dynamic resources (else the inputs)."""
-    if {"cluster", "hosts"} <= inputs.keys():  # ClusterCertificates (None inputs are not sent)
+    if {"cluster", "nodes"} <= inputs.keys():  # ClusterCertificates (None inputs are not sent)
         cluster = inputs["cluster"]
         ca = fake_pem("CERTIFICATE", f"FAKE-CA-{cluster}")
         keystore = lambda role: (fake_pem(FAKE_KEY_MARK, f"FAKE-{role}-KEY-{cluster}")  # noqa: E731
                                  + fake_pem("CERTIFICATE", f"FAKE-{role}-CERT-{cluster}") + ca)
-        return {**inputs, "ca_cert": ca, "server_pem": keystore("SERVER"), "client_pem": keystore("CLIENT")}
+        leaves = {node: keystore(node.upper()) for node in [*inputs["nodes"], "client"]}
+        return {**inputs, "ca_cert": ca, "truststore": ca, "ca_key": fake_pem(FAKE_KEY_MARK, f"FAKE-CA-KEY-{cluster}"),
+                "leaves": leaves, "certificates": {}}
     if inputs.keys() - {"__provider"} == {"length"}:  # GeneratedPassword
         return {**inputs, "result": f"{FAKE_PASSWORD_MARK}-{inputs['length']}-s3cr3t"}
     return inputs
