@@ -7,16 +7,20 @@ from __future__ import annotations
 import pulumi
 
 from components import naming
-from components.config.alerts import alert_rules, alert_rules_file
+from components.config.alerts import (
+    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
+)
 from components.config.prometheus import ScrapeTarget, prometheus_config
 from components.secrets import GeneratedPassword
 
 
 class Prometheus(pulumi.ComponentResource):
     """Scrapes `targets` with the replication alert rules of `topology` (its
-    `monitoring` settings). Outputs: `url`, `alert_rules` (names)."""
+    `monitoring` settings), and, for the secured `clusters` (KafkaClusters),
+    their certificates' expiries and renewal alert. Outputs: `url`,
+    `alert_rules` (names)."""
 
-    def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform,
+    def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform, clusters: dict | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Prometheus", name, opts)
         settings = topology.monitoring
@@ -25,6 +29,12 @@ class Prometheus(pulumi.ComponentResource):
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
+        secured = {alias: c for alias, c in (clusters or {}).items() if c.certificates is not None}
+        if secured:  # the expiries are known once the certificates exist: the file waits for them
+            rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
+            files["alerts.yml"] = pulumi.Output.all(**{a: c.certificates.certificates for a, c in secured.items()}).apply(
+                lambda summaries: alert_rules_file(rules, [r for alias, summary in summaries.items()
+                                                           for r in certificate_expiry_records(alias, summary)]))
         self.server, self.url = platform.run_prometheus(name, files=files, opts=pulumi.ResourceOptions(parent=self))
         self.alert_rules = sorted({r.name for r in rules})
         self.register_outputs({"url": self.url, "alert_rules": self.alert_rules})
@@ -57,7 +67,7 @@ class Monitoring(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         targets = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
         targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
-        self.prometheus = Prometheus("prometheus", topology, targets, platform, opts=child)
+        self.prometheus = Prometheus("prometheus", topology, targets, platform, clusters, opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
         self.grafana, self.grafana_url, self.grafana_password = None, None, None
         if topology.monitoring.grafana or platform.name == "local":

@@ -19,7 +19,9 @@ class ReplicationTopology(pulumi.ComponentResource):
     """Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
     URL), `flows` (flow → connector states), `validation` (the Spark validation
     job's report, when the topology has a `validation` section; else None),
-    `monitoring` (the Monitoring component when it has a `monitoring` section).
+    `monitoring` (the Monitoring component when it has a `monitoring` section),
+    `certificates` (secured deployed clusters: alias → CA fingerprint and
+    expiry, each certificate's expiry, the CA rotation phase; else None).
     `cluster_secrets` (a secret: alias → {client setting: value}; `password`
     is the SASL password) are an external cluster's secret client settings;
     `cluster_secret_keys` (alias → the keys set there) is what the graph is
@@ -121,9 +123,11 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
                                                    if not topology.connect[n].is_external})
         self.failover_output = failover_output(self.switch) if self.switch is not None else None
+        certs = {alias: c.certificates.certificates for alias, c in self.clusters.items() if c.certificates is not None}
+        self.certificate_outputs = pulumi.Output.all(**certs) if certs else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output,
-                               "failover": self.failover_output})
+                               "failover": self.failover_output, "certificates": self.certificate_outputs})
 
     def _failover_switch(self, topology) -> FailoverSwitch:
         """The failover section's switch: the two flows' pieces, the two sides'

@@ -7,6 +7,7 @@ well rather than nothing.
 """
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -66,7 +67,40 @@ def alert_rules(flows: Sequence, *, latency_threshold_ms: int = 30_000, stalled_
     ]
 
 
-def alert_rules_file(rules: Sequence[AlertRule]) -> str:
+CERT_EXPIRY = "mirrorstack_tls_certificate_expiry_timestamp_seconds"
+CERT_RENEWAL_DUE = "MirrorstackCertificateRenewalDue"
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    record: str
+    expr: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _unix(iso: str) -> int:
+    return int(datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp())
+
+
+def certificate_expiry_records(cluster: str, summary: Mapping) -> list[RecordingRule]:
+    """The expiry of each of a cluster's certificates (the `certificates`
+    output of one cluster) as a constant series: Prometheus cannot read a PEM."""
+    certs = {"ca": summary["ca"]["not_after"], **{n: c["not_after"] for n, c in summary["certificates"].items()}}
+    return [RecordingRule(CERT_EXPIRY, f"vector({_unix(expiry)})", {"cluster": cluster, "certificate": name})
+            for name, expiry in certs.items()]
+
+
+def certificate_rule(cluster: str, renew_before_days: int) -> AlertRule:
+    """A certificate of `cluster` is inside its renewal window: the next `up` renews it."""
+    return AlertRule(CERT_RENEWAL_DUE, f'{CERT_EXPIRY}{{cluster="{cluster}"}} - time()',
+                     f"< {renew_before_days * 86400}", "0m", "warning",
+                     "Certificate {{ $labels.certificate }} of cluster {{ $labels.cluster }} expires in "
+                     "{{ $value | humanizeDuration }}: run pulumi up to renew it", {"cluster": cluster})
+
+
+def alert_rules_file(rules: Sequence[AlertRule], records: Sequence[RecordingRule] = ()) -> str:
+    # Recording rules first: a group evaluates in order, so the alerts see this round's values.
     return yaml.safe_dump({"groups": [{"name": GROUP, "rules": [
-        {"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity, **r.labels},
-         "annotations": {"summary": r.summary}} for r in rules]}]}, sort_keys=False)
+        *({"record": r.record, "expr": r.expr, "labels": dict(r.labels)} for r in records),
+        *({"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity, **r.labels},
+           "annotations": {"summary": r.summary}} for r in rules)]}]}, sort_keys=False)

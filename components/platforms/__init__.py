@@ -6,6 +6,15 @@ Every platform offers the same interface (see local/platform.py): `address`,
 from __future__ import annotations
 
 
+def fill_dir(content, folder: str):
+    """`{dir}` in a file's content replaced by `folder`; the content may be an
+    Output (a file generated from other resources' outputs)."""
+    if isinstance(content, str):
+        return content.replace("{dir}", folder)
+    import pulumi
+    return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
+
+
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
                   namespace: str | None = None, rest_access: str | None = None, images=None):
     """The platform a topology names, with its stack-level options; `images`:

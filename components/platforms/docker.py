@@ -27,6 +27,7 @@ from components import naming, toolchain
 from components.config.grafana import grafana_files
 from components.config.validation import job_modules, spark_submit_argv
 from components.model import Images, Resources
+from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, hashed_host_port, image_jmx_agent,
@@ -279,7 +280,7 @@ class DockerPlatform:
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         """The official Prometheus image, its files uploaded; published on 127.0.0.1."""
-        uploads = [{"file": f"{PROMETHEUS_DIR}/{n}", "content": c.replace("{dir}", PROMETHEUS_DIR)} for n, c in files.items()]
+        uploads = [{"file": f"{PROMETHEUS_DIR}/{n}", "content": fill_dir(c, PROMETHEUS_DIR)} for n, c in files.items()]
         return self._run_image(service, "prometheus", port=SERVICE_PORTS["prometheus"], publish=True,
                           command=[f"--config.file={PROMETHEUS_DIR}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
                           uploads=uploads, opts=opts)

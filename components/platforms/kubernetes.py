@@ -39,6 +39,7 @@ from components import naming
 from components.config.grafana import grafana_files
 from components.config.validation import job_modules, spark_submit_argv
 from components.model import Images, Resources
+from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
     container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars,
@@ -421,7 +422,7 @@ class KubernetesPlatform:
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         folder = "/etc/mirrorstack/prometheus"
-        data = _Files({k: v.replace("{dir}", folder) for k, v in files.items()},
+        data = _Files({k: fill_dir(v, folder) for k, v in files.items()},
                       {k: f"{folder}/{k}" for k in files})
         return self._run_image(service, "prometheus", port=9090, files=data, run_as=65534,
                                args=[f"--config.file={folder}/prometheus.yml", "--storage.tsdb.path=/prometheus"],

@@ -13,6 +13,7 @@ import pulumi
 from components import toolchain
 from components.config.grafana import grafana_files
 from components.model import Resources
+from components.platforms import fill_dir
 from components.platforms.java_service import JavaRuntime, java_service
 from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
@@ -117,7 +118,7 @@ class LocalPlatform:
         host, port = self.address(service, "web")
         url = f"http://{host}:{port}"
         resource = LocalService(
-            service, workdir=folder, files={k: v.replace("{dir}", folder) for k, v in files.items()},
+            service, workdir=folder, files={k: fill_dir(v, folder) for k, v in files.items()},
             argv=[toolchain.prometheus_binary(), f"--config.file={folder}/prometheus.yml",
                   f"--storage.tsdb.path={folder}/data", f"--web.listen-address={host}:{port}"],
             health={"kind": "http", "url": f"{url}/-/ready"}, opts=opts)
