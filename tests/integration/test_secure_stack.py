@@ -1,18 +1,27 @@
 """`pulumi up --stack secure` through the real engine: edge (SASL_SSL, SCRAM)
 replicated exactly-once into central (SASL_SSL, PLAIN, mTLS), with every
-secret checked for leaks: state, Connect's config topic, `ps`, logs, files."""
+secret checked for leaks: state, Connect's config topic, `ps`, logs, files.
+Then, on the same stack, the certificates' life: renewal in the window, a
+broker added under the same CA, a CA rotation with a client writing throughout."""
+import json
 import os
 import re
 import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import requests
-from confluent_kafka import KafkaException
+import yaml
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from components.certificates import CLOCK_OFFSET_ENV
+from components.config import tls
 from tests.support.kafka_clients import consume, create_topic, produce
+from tests.support.restarts import kafka_node, overlapping_restarts
 from tests.support.secured import jaas_credentials, librdkafka_client, private_key_bodies
 from tests.support.stacks import deployed_stack
 
@@ -38,70 +47,245 @@ def _secrets(local: Path) -> dict[str, str]:
     return found
 
 
+def _ca_keys(project) -> dict[str, str]:
+    """The CA keys' base64 lines, from `pulumi stack export --show-secrets`."""
+    exported = json.loads(project.run("stack", "export", "--show-secrets").stdout)
+    found = {}
+    for resource in exported["deployment"]["resources"]:
+        if "ClusterCertificates" in resource["type"]:
+            key = resource["outputs"]["ca_key"]
+            key = json.loads(key["plaintext"]) if isinstance(key, dict) else key
+            found.update({f"{resource['urn']} CA key line {i}": line for i, line in enumerate(private_key_bodies(key))})
+    assert len(found) >= 2, "no CA key in the state"
+    return found
+
+
 def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
     return [name for name, value in secrets.items() if value in text]
 
 
-def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(tmp_path):
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    """ONE deployed secure stack for the module's tests, in file order: each
+    later test starts from what the ones before left (more brokers, a new CA)."""
+    tmp_path = tmp_path_factory.mktemp("secure")
     with deployed_stack("secure", tmp_path) as (project, out):
-        local = project.local_dir
-        edge, central = out["clusters"]["edge"], out["clusters"]["central"]
-        edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
-        central_client = librdkafka_client(local, "central", "PLAIN")
+        yield project, out, tmp_path
 
-        # Only authenticated clients get in: no TLS, a wrong password, no client certificate.
-        assert _refused({"bootstrap.servers": edge})
-        assert _refused({**edge_client, "bootstrap.servers": edge, "sasl.password": "wrong"})
-        no_cert = {k: v for k, v in central_client.items() if not k.startswith(("ssl.certificate", "ssl.key"))}
-        assert _refused({**no_cert, "bootstrap.servers": central})
 
-        # Connect's REST API wants the generated credentials (stack output, a secret).
-        rest, creds = out["connect"]["central"], out["connect_credentials"]["central"]
-        assert requests.get(f"{rest}/connectors", timeout=10).status_code == 401
-        assert requests.get(f"{rest}/connectors", timeout=10, auth=("mirrorstack", "wrong")).status_code == 401
-        listed = requests.get(f"{rest}/connectors", timeout=10, auth=(creds["username"], creds["password"]))
-        assert sorted(listed.json()) == ["edge->central.MirrorCheckpointConnector",
-                                         "edge->central.MirrorHeartbeatConnector", "edge->central.MirrorSourceConnector"]
+def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
+    project, out, tmp_path = secure
+    local = project.local_dir
+    edge, central = out["clusters"]["edge"], out["clusters"]["central"]
+    edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
+    central_client = librdkafka_client(local, "central", "PLAIN")
 
-        create_topic(edge, "orders", partitions=3, replication_factor=1, client=edge_client)
-        sent = produce(edge, "orders", RECORDS, prefix="secure", client=edge_client)
-        arrived = consume(central, "edge.orders", expected=RECORDS, timeout=300,
-                          client={**central_client, "isolation.level": "read_committed"})
-        assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
+    # Only authenticated clients get in: no TLS, a wrong password, no client certificate.
+    assert _refused({"bootstrap.servers": edge})
+    assert _refused({**edge_client, "bootstrap.servers": edge, "sasl.password": "wrong"})
+    no_cert = {k: v for k, v in central_client.items() if not k.startswith(("ssl.certificate", "ssl.key"))}
+    assert _refused({**no_cert, "bootstrap.servers": central})
 
-        again = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1",
-                            timeout=900)
-        # The replication plan read the SASL_SSL source through the flow's own client files.
-        again_output = again.stdout + again.stderr
-        assert re.search(r"orders +-> edge\.orders", again_output), again_output[-3000:]
-        assert "not checked" not in again_output
-        report = project.outputs()["validation"]
-        counts = report["flows"]["edge->central"]
-        assert report["passed"] is True, report
-        assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"]) == \
-            (RECORDS, RECORDS, 0, 0)
+    # Connect's REST API wants the generated credentials (stack output, a secret).
+    rest, creds = out["connect"]["central"], out["connect_credentials"]["central"]
+    assert requests.get(f"{rest}/connectors", timeout=10).status_code == 401
+    assert requests.get(f"{rest}/connectors", timeout=10, auth=("mirrorstack", "wrong")).status_code == 401
+    listed = requests.get(f"{rest}/connectors", timeout=10, auth=(creds["username"], creds["password"]))
+    assert sorted(listed.json()) == ["edge->central.MirrorCheckpointConnector",
+                                     "edge->central.MirrorHeartbeatConnector", "edge->central.MirrorSourceConnector"]
 
-        secrets = {**_secrets(local), "Connect REST password": creds["password"]}
-        assert len(secrets) >= 5  # two passwords and at least the brokers' and a client's key
-        # 1. Pulumi state (and its backups/history): only ciphertext.
-        state = "".join(p.read_text(errors="ignore") for p in (tmp_path / "pulumi").rglob("*") if p.is_file())
-        assert _leaks(state, secrets) == []
-        assert '"secure":' in state or "ciphertext" in state  # the secrets are there, encrypted
-        # 2. Connect's config topic: references, never values.
-        configs = consume(central, f"{out['connect_groups']['central']}-configs", expected=10 ** 6, timeout=15, client=central_client)
-        config_text = "\n".join((r.value or b"").decode(errors="ignore") for r in configs)
-        assert "${file:" in config_text and "sasl.jaas.config" in config_text
-        assert _leaks(config_text, secrets) == []
-        # 3. Command lines of every process on the host.
-        ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-        assert str(local) in ps  # the stack's JVMs are there to look at
-        assert _leaks(ps, secrets) == []
-        # 4. Logs: the services', and what `pulumi up` printed.
-        logs = "".join(p.read_text(errors="ignore") for p in local.rglob("*.log"))
-        assert logs and _leaks(logs + project.up_output + again_output, secrets) == []
-        # 5. Files: a secret only in 0600 files of 0700 folders.
-        for path in (p for p in local.rglob("*") if p.is_file()):
-            if _leaks(path.read_text(errors="ignore"), secrets):
-                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
-                assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
-        assert os.access(local / "clients" / "edge" / "client.properties", os.R_OK)
+    create_topic(edge, "orders", partitions=3, replication_factor=1, client=edge_client)
+    sent = produce(edge, "orders", RECORDS, prefix="secure", client=edge_client)
+    arrived = consume(central, "edge.orders", expected=RECORDS, timeout=300,
+                      client={**central_client, "isolation.level": "read_committed"})
+    assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
+
+    again = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1",
+                        timeout=900)
+    # The replication plan read the SASL_SSL source through the flow's own client files.
+    again_output = again.stdout + again.stderr
+    assert re.search(r"orders +-> edge\.orders", again_output), again_output[-3000:]
+    assert "not checked" not in again_output
+    report = project.outputs()["validation"]
+    counts = report["flows"]["edge->central"]
+    assert report["passed"] is True, report
+    assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"]) == \
+        (RECORDS, RECORDS, 0, 0)
+
+    secrets = {**_secrets(local), "Connect REST password": creds["password"]}
+    secrets.update(_ca_keys(project))  # the CA keys: kept only in state (encrypted), never in a file
+    assert len(secrets) >= 5  # two passwords and at least the brokers' and a client's key
+    # 1. Pulumi state (and its backups/history): only ciphertext.
+    state = "".join(p.read_text(errors="ignore") for p in (tmp_path / "pulumi").rglob("*") if p.is_file())
+    assert _leaks(state, secrets) == []
+    assert '"secure":' in state or "ciphertext" in state  # the secrets are there, encrypted
+    # 2. Connect's config topic: references, never values.
+    configs = consume(central, f"{out['connect_groups']['central']}-configs", expected=10 ** 6, timeout=15, client=central_client)
+    config_text = "\n".join((r.value or b"").decode(errors="ignore") for r in configs)
+    assert "${file:" in config_text and "sasl.jaas.config" in config_text
+    assert _leaks(config_text, secrets) == []
+    # 3. Command lines of every process on the host.
+    ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(local) in ps  # the stack's JVMs are there to look at
+    assert _leaks(ps, secrets) == []
+    # 4. Logs: the services', and what `pulumi up` printed.
+    logs = "".join(p.read_text(errors="ignore") for p in local.rglob("*.log"))
+    assert logs and _leaks(logs + project.up_output + again_output, secrets) == []
+    # 5. Files: a secret only in 0600 files of 0700 folders.
+    for path in (p for p in local.rglob("*") if p.is_file()):
+        if _leaks(path.read_text(errors="ignore"), secrets):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
+    assert os.access(local / "clients" / "edge" / "client.properties", os.R_OK)
+
+
+# ---------------------------------------------------------------- certificate lifecycle
+
+NODES = {"edge": ["edge-controller", "edge-broker-0"], "central": ["central-controller", "central-broker-0"]}
+FEW = 300
+
+
+def _certs(project) -> dict:
+    return project.outputs()["certificates"]
+
+
+def _keystore(local: Path, node: str) -> str:
+    return (local / node / "secrets" / "server.pem").read_text()
+
+
+def _set_topology(project, change) -> None:
+    """Edit the stack's topology as a user edits the stack file."""
+    stack_file = project.dir / "stacks" / "Pulumi.secure.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    change(document["config"]["mirrorstack:topology"])
+    stack_file.write_text(yaml.safe_dump(document))
+
+
+def _replicated(project, topic: str, sent: list, total: int, timeout: float = 240) -> None:
+    """Every record of `sent` arrived in central, whose copy of `topic` then
+    holds `total` records (read_committed: the flow is exactly-once)."""
+    local, central = project.local_dir, project.outputs()["clusters"]["central"]
+    client = {**librdkafka_client(local, "central", "PLAIN"), "isolation.level": "read_committed"}
+    wanted = {r.value if hasattr(r, "value") else r for r in sent}
+    arrived = consume(central, f"edge.{topic}", expected=total, timeout=timeout, client=client)
+    missing = wanted - {r.value for r in arrived}
+    assert not missing, f"{len(missing)} of {len(wanted)} records never reached central"
+
+
+def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
+    project, out, _ = secure
+    local = project.local_dir
+    before, pids = _certs(project), {n: kafka_node(local, n)[0] for nodes in NODES.values() for n in nodes}
+    assert re.fullmatch(r"([0-9A-F]{2}:){31}[0-9A-F]{2}", before["edge"]["ca"]["fingerprint_sha256"])
+
+    # 340 days on: inside the 30-day window of certificates valid 365 days
+    done = project.run("up", "--yes", "--skip-preview", timeout=900, env={CLOCK_OFFSET_ENV: "340"})
+    said = done.stdout + done.stderr
+    assert "mirrorstack: edge certificates: done: renew edge-broker-0's certificate" in said, said[-3000:]
+    after = _certs(project)
+    for alias, nodes in NODES.items():
+        assert after[alias]["ca"] == before[alias]["ca"]  # same CA: no truststore changed
+        for name in [*nodes, "client"]:
+            old, new = before[alias]["certificates"][name], after[alias]["certificates"][name]
+            assert new["serial"] != old["serial"] and new["not_after"] > old["not_after"], name
+        for node in nodes:
+            assert format(tls.leaf_of(_keystore(local, node)).serial_number, "x") == \
+                after[alias]["certificates"][node]["serial"]
+            assert kafka_node(local, node)[0] != pids[node]  # the node took its new certificate
+        # Rolling: no node of a cluster started before the one restarted ahead of it was ready
+        # again (with a cluster's nodes chained, that holds for any number of brokers).
+        assert overlapping_restarts(local, nodes) == []
+
+    edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
+    create_topic(out["clusters"]["edge"], "payments", partitions=3, replication_factor=1, client=edge_client)
+    sent = produce(out["clusters"]["edge"], "payments", FEW, prefix="renewed", client=edge_client)
+    _replicated(project, "payments", sent, total=FEW)
+
+
+def test_adding_a_broker_issues_its_certificate_under_the_same_ca(secure):
+    project, _, _ = secure
+    local = project.local_dir
+    before, broker0 = _certs(project), _keystore(local, "edge-broker-0")
+    _set_topology(project, lambda t: t["clusters"]["edge"].update(brokers=2))
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    after = _certs(project)
+    assert after["edge"]["ca"]["fingerprint_sha256"] == before["edge"]["ca"]["fingerprint_sha256"]
+    assert _keystore(local, "edge-broker-0") == broker0  # byte for byte
+    assert after["edge"]["certificates"]["edge-broker-0"] == before["edge"]["certificates"]["edge-broker-0"]
+    assert after["central"] == before["central"]
+    new = tls.leaf_of(_keystore(local, "edge-broker-1"))
+    assert tls.signed_by(new, (local / "edge-broker-0" / "secrets" / "ca.pem").read_text())
+    edge = project.outputs()["clusters"]["edge"]
+    brokers = AdminClient({**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": edge}
+                          ).list_topics(timeout=20).brokers
+    assert len(brokers) == 2
+
+
+class _Producer(threading.Thread):
+    """A user's app: writes a record every 50 ms, counting failed deliveries."""
+
+    def __init__(self, bootstrap: str, client: dict, topic: str):
+        super().__init__(daemon=True)
+        self.producer = Producer({**client, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        self.topic, self.sent, self.delivered, self.failed = topic, [], [], []
+        self.stop = threading.Event()
+
+    def _report(self, err, msg) -> None:
+        (self.failed if err else self.delivered).append(err or msg.value())
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            value = f"rotation-{len(self.sent)}".encode()
+            self.producer.produce(self.topic, value, key=value, on_delivery=self._report)
+            self.sent.append(value)
+            self.producer.poll(0)
+            time.sleep(0.05)
+        self.producer.flush(120)
+
+
+def test_ca_rotation_completes_with_clients_connected_throughout(secure):
+    project, _, _ = secure
+    local = project.local_dir
+    before = _certs(project)
+    nodes = {"edge": ["edge-controller", "edge-broker-0", "edge-broker-1"], "central": NODES["central"]}
+
+    def rotate(topology):
+        for alias in nodes:
+            topology["clusters"][alias]["security"]["certificates"] = {"ca_generation": 2}
+    _set_topology(project, rotate)
+    first = project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert "next `pulumi up`: re-issue every certificate with the new CA" in first.stdout + first.stderr
+    one = _certs(project)
+    for alias in nodes:
+        assert one[alias]["rotation_phase"] == "trusting-new-ca"
+        assert one[alias]["trusted_cas"][0] == before[alias]["ca"]["fingerprint_sha256"]
+        assert len(one[alias]["trusted_cas"]) == 2 and one[alias]["certificates"] == before[alias]["certificates"]
+    preview = project.run("preview")
+    assert "pending: CA rotation phase 2/3" in preview.stdout + preview.stderr
+
+    # The app (re)loads the client CA file now, as the runbook says: it holds both CAs.
+    edge = project.outputs()["clusters"]["edge"]
+    app = _Producer(edge, librdkafka_client(local, "edge", "SCRAM-SHA-512"), "payments")
+    app.start()
+    try:
+        project.run("up", "--yes", "--skip-preview", timeout=900)  # 2/3: new certificates
+        assert _certs(project)["edge"]["rotation_phase"] == "reissued-by-new-ca"
+        project.run("up", "--yes", "--skip-preview", timeout=900)  # 3/3: old CA dropped
+        time.sleep(2)
+    finally:
+        app.stop.set()
+        app.join(180)
+    assert app.failed == [] and len(app.delivered) == len(app.sent) > 100, (app.failed[:5], len(app.sent))
+    _replicated(project, "payments", app.sent, total=FEW + len(app.sent))
+
+    after = _certs(project)
+    for alias, names in nodes.items():
+        new_ca = after[alias]["ca"]["fingerprint_sha256"]
+        assert new_ca == one[alias]["trusted_cas"][1] != before[alias]["ca"]["fingerprint_sha256"]
+        assert after[alias]["trusted_cas"] == [new_ca] and after[alias]["rotation_phase"] == "none"
+        for node in names:
+            trusted = (local / node / "secrets" / "ca.pem").read_text()
+            assert [tls.fingerprint(c) for c in tls.certificates_in(trusted)] == [new_ca]
+            assert tls.signed_by(tls.leaf_of(_keystore(local, node)), trusted), node
+    central_client = (local / "clients" / "central" / "client.pem").read_text()
+    assert tls.signed_by(tls.leaf_of(central_client), (local / "clients" / "central" / "ca.pem").read_text())

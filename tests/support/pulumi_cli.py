@@ -64,9 +64,11 @@ class PulumiProject:
         import json
         return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
 
-    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(self, *args: str, check: bool = True, timeout: float = 600,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """`env`: variables for this run only (on top of the project's)."""
         done = subprocess.run(["pulumi", *args, "--non-interactive", "--color=never"], cwd=self.dir,
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+                              env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"`pulumi {' '.join(args)}` exited {done.returncode}\n"
                                  f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
