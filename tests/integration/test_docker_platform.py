@@ -286,8 +286,9 @@ def generated_secrets(deployed) -> dict[str, str]:
     for name, outputs in deployed.outputs_of(DYNAMIC).items():
         if "result" in outputs:
             found[f"{name} password"] = outputs["result"]
-        for pem_name in ("server_pem", "client_pem"):
-            for i, line in enumerate(private_key_bodies(outputs.get(pem_name) or "")):
+        pems = {**(outputs.get("leaves") or {}), "ca_key": outputs.get("ca_key") or ""}
+        for pem_name, pem in pems.items():
+            for i, line in enumerate(private_key_bodies(pem)):
                 found[f"{name} {pem_name} line {i}"] = line
     return found
 

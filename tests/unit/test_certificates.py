@@ -17,7 +17,9 @@ from components.config.alerts import (
     CERT_RENEWAL_DUE, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
 from components.model import TopologyError, load_topology
+from components.platforms.local.platform import LocalPlatform
 from tests.unit.test_monitoring_config import promtool
+from tests.unit.test_platforms_mocked import ROOT, deploy
 
 NODES = {"edge-controller": ["127.0.0.1", "localhost"], "edge-broker-0": ["edge-b0.example", "localhost"]}
 POLICY = {"validity_days": 365, "renew_before_days": 30, "ca_validity_days": 3650, "ca_generation": 1}
@@ -172,3 +174,18 @@ def test_renewal_alert_fires_once_inside_the_window_and_not_before(tmp_path):
             {"eval_time": "20d", "alertname": CERT_RENEWAL_DUE, "exp_alerts": [firing]}]}]}))
     run = promtool("test", "rules", str(tmp_path / "test.yml"))
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_monitoring_of_a_secured_stack_records_every_certificate_and_alerts(tmp_path):
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.secure.yaml").read_text())
+    topology = load_topology({**document["config"]["mirrorstack:topology"], "monitoring": {}})
+    mocks, built = deploy(lambda: LocalPlatform("secure", str(tmp_path)), topology, stack="secure")
+    (prometheus,) = [r.inputs for r in mocks.resources if r.inputs and r.inputs.get("name") == "prometheus"]
+    rules = yaml.safe_load(prometheus["files"]["alerts.yml"])["groups"][0]["rules"]
+    recorded = {(r["labels"]["cluster"], r["labels"]["certificate"]) for r in rules if "record" in r}
+    assert recorded == {(alias, name) for alias in ("edge", "central")
+                        for name in ("ca", f"{alias}-controller", f"{alias}-broker-0", "client")}
+    assert {r["expr"] for r in rules if "record" in r} >= {"vector(1798761600)"}  # 2027-01-01T00:00:00Z
+    alerts = [r for r in rules if r.get("alert") == CERT_RENEWAL_DUE]
+    assert sorted(r["labels"]["cluster"] for r in alerts) == ["central", "edge"]
+    assert built["topology"].monitoring.alert_rules.count(CERT_RENEWAL_DUE) == 1

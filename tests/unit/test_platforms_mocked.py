@@ -50,7 +50,10 @@ def fake_generated(inputs: dict) -> dict:
                                  + fake_pem("CERTIFICATE", f"FAKE-{role}-CERT-{cluster}") + ca)
         leaves = {node: keystore(node.upper()) for node in [*inputs["nodes"], "client"]}
         return {**inputs, "ca_cert": ca, "truststore": ca, "ca_key": fake_pem(FAKE_KEY_MARK, f"FAKE-CA-KEY-{cluster}"),
-                "leaves": leaves, "certificates": {}}
+                "leaves": leaves, "certificates": {  # as cert_lifecycle.summary shapes it
+                    "ca": {"fingerprint_sha256": "AA:" * 31 + "AA", "not_after": "2036-01-01T00:00:00Z", "generation": 1},
+                    "certificates": {n: {"not_after": "2027-01-01T00:00:00Z", "serial": "1"} for n in leaves},
+                    "trusted_cas": ["AA:" * 31 + "AA"], "rotation_phase": "none"}}
     if inputs.keys() - {"__provider"} == {"length"}:  # GeneratedPassword
         return {**inputs, "result": f"{FAKE_PASSWORD_MARK}-{inputs['length']}-s3cr3t"}
     return inputs

@@ -96,6 +96,7 @@ def test_docker_secret_files_are_secret_0600_uploads_of_the_image_user(docker_se
     for node in NODES:
         uploads = uploads_of(containers[node])
         assert FAKE_KEY_MARK in uploads[f"{folder(node)}/secrets/server.pem"]["content"]
+        assert f"FAKE-{node.upper()}-KEY-" in uploads[f"{folder(node)}/secrets/server.pem"]["content"]  # its own
         assert "FAKE-CA-" in uploads[f"{folder(node)}/secrets/ca.pem"]["content"]
     scram = uploads_of(containers["edge-broker-0"])[f"{folder('edge-broker-0')}/secrets/scram.properties"]["content"]
     assert scram.startswith(f"SCRAM-SHA-512=iterations=8192,password={FAKE_PASSWORD_MARK}")
@@ -190,6 +191,20 @@ def k8s_secure():
 
 def manifests(built, kind: str) -> dict[str, dict]:
     return {m["metadata"]["name"]: m for m in built["manifests"] if m["kind"] == kind}
+
+
+def test_each_node_has_a_certificate_for_its_own_hosts(docker_secure):
+    mocks, _ = docker_secure
+    platform = DockerPlatform(STACK)
+    certs = {r.inputs["cluster"]: r.inputs for r in mocks.resources if "nodes" in (r.inputs or {})}
+    assert set(certs) == {"edge", "central"}
+    for alias, inputs in certs.items():
+        assert set(inputs["nodes"]) == {n for n in NODES if n.startswith(f"{alias}-")}
+        for node, hosts in inputs["nodes"].items():
+            port = "controller" if node.endswith("controller") else "kafka"
+            assert platform.address(node, port)[0] in hosts and "localhost" in hosts
+            assert not {platform.address(other, "kafka")[0] for other in NODES if other != node} & set(hosts)
+        assert (inputs["validity_days"], inputs["renew_before_days"], inputs["ca_generation"]) == (365, 30, 1)
 
 
 def pod_of(built, service: str) -> dict:
