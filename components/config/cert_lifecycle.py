@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from components.config import tls
 
@@ -25,17 +25,15 @@ STEADY, TRUSTING_NEW_CA, REISSUED = "none", "trusting-new-ca", "reissued-by-new-
 
 @dataclass(frozen=True)
 class Policy:
-    validity_days: int = 365
-    renew_before_days: int = 30
-    ca_validity_days: int = 3650
-    ca_generation: int = 1
+    """A cluster's `security.certificates` (model.Certificates)."""
+    validity_days: int
+    renew_before_days: int
+    ca_validity_days: int
+    ca_generation: int
 
     @classmethod
     def of(cls, props: Mapping) -> Policy:
-        # dynamic-resource numbers come back as floats
-        return cls(*(int(float(props.get(k, d))) for k, d in
-                     (("validity_days", 365), ("renew_before_days", 30), ("ca_validity_days", 3650),
-                      ("ca_generation", 1))))
+        return cls(*(int(float(props[f.name])) for f in fields(cls)))  # dynamic-resource numbers come back as floats
 
     @property
     def window(self) -> datetime.timedelta:

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from components.certificates import CLOCK_OFFSET_ENV
 from components.config import tls
 from tests.support.kafka_clients import consume, create_topic, produce
-from tests.support.restarts import kafka_node, overlapping_restarts
+from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
 from tests.support.secured import jaas_credentials, librdkafka_client, private_key_bodies
 from tests.support.stacks import deployed_stack
 
@@ -173,13 +173,15 @@ def _replicated(project, topic: str, sent: list, total: int, timeout: float = 24
 
 
 def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
-    project, out, _ = secure
+    project, out, tmp_path = secure
     local = project.local_dir
-    before, pids = _certs(project), {n: kafka_node(local, n)[0] for nodes in NODES.values() for n in nodes}
+    before, pids = _certs(project), {n: kafka_node(local, n) for nodes in NODES.values() for n in nodes}
     assert re.fullmatch(r"([0-9A-F]{2}:){31}[0-9A-F]{2}", before["edge"]["ca"]["fingerprint_sha256"])
 
     # 340 days on: inside the 30-day window of certificates valid 365 days
-    done = project.run("up", "--yes", "--skip-preview", timeout=900, env={CLOCK_OFFSET_ENV: "340"})
+    events = tmp_path / "renewal-events.jsonl"
+    done = project.run("up", "--yes", "--skip-preview", "--event-log", str(events), timeout=900,
+                       env={CLOCK_OFFSET_ENV: "340"})
     said = done.stdout + done.stderr
     assert "mirrorstack: edge certificates: done: renew edge-broker-0's certificate" in said, said[-3000:]
     after = _certs(project)
@@ -191,10 +193,12 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
         for node in nodes:
             assert format(tls.leaf_of(_keystore(local, node)).serial_number, "x") == \
                 after[alias]["certificates"][node]["serial"]
-            assert kafka_node(local, node)[0] != pids[node]  # the node took its new certificate
-        # Rolling: no node of a cluster started before the one restarted ahead of it was ready
-        # again (with a cluster's nodes chained, that holds for any number of brokers).
-        assert overlapping_restarts(local, nodes) == []
+            assert kafka_node(local, node) != pids[node]  # the node took its new certificate
+        # Rolling: every node was restarted, and no node's restart began before the one ahead of
+        # it was healthy again (with a cluster's nodes chained, that holds for any number of brokers).
+        windows = update_windows(events, nodes)
+        assert set(windows) == set(nodes), windows
+        assert overlapping_restarts(windows) == [], windows
 
     edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
     create_topic(out["clusters"]["edge"], "payments", partitions=3, replication_factor=1, client=edge_client)

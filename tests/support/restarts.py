@@ -1,50 +1,43 @@
-"""When the Kafka nodes of a local stack were (re)started and ready, from
-/proc and their logs: to tell a rolling restart from one of everything at once."""
+"""Which Kafka node runs now (/proc), and when services were down during an
+`up` (its event log): to tell a rolling restart from one of everything at once."""
 from __future__ import annotations
 
-import datetime
-import os
-import re
 from pathlib import Path
 
-STARTED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[KafkaRaftServer nodeId=\d+\] Kafka Server started",
-                     re.M)
 
-
-def _boot_time() -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    raise RuntimeError("no btime in /proc/stat")
-
-
-def kafka_node(local: Path, service: str) -> tuple[int, float]:
-    """(pid, start time as a Unix time) of the node's running broker/controller JVM."""
-    config = f"{local}/{service}/server.properties"
+def kafka_node(local: Path, service: str) -> int:
+    """The pid of the node's running broker/controller JVM."""
+    config = f"{local}/{service}/server.properties".encode()
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            stat = (proc / "stat").read_text()
+            args = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
         except OSError:
             continue
-        if b"kafka.Kafka" in args and config.encode() in args:
-            ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: start time in clock ticks since boot
-            return int(proc.name), _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+        if b"kafka.Kafka" in args and config in args:
+            return int(proc.name)
     raise AssertionError(f"no running JVM of {service} under {local}")
 
 
-def ready_at(local: Path, service: str) -> float:
-    """When the node last logged that it started (the log is appended across restarts)."""
-    stamps = STARTED.findall((local / service / "service.log").read_text(errors="ignore"))
-    assert stamps, f"{service} never logged 'Kafka Server started'"
-    # Kafka logs the JVM's local time, the host's time zone: a naive datetime's timestamp() reads it the same way
-    return datetime.datetime.strptime(stamps[-1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+def update_windows(event_log: Path, services: list[str]) -> dict[str, tuple[int, int]]:
+    """service → (when its update step began, when it ended), Unix seconds, from
+    `pulumi up --event-log`: a local service is stopped at the step's start and
+    healthy again at its end, so that is the time it was down."""
+    import json
+    began, ended = {}, {}
+    for line in event_log.read_text().splitlines():
+        event = json.loads(line)
+        for kind, into in (("resourcePreEvent", began), ("resOutputsEvent", ended)):
+            meta = (event.get(kind) or {}).get("metadata") or {}
+            if meta.get("op") in ("update", "replace") and "LocalService" in meta.get("type", ""):
+                name = meta["urn"].rsplit("::", 1)[1]
+                for service in services:
+                    if name == service or name.endswith(f"-{service}"):
+                        into[service] = int(event["timestamp"])
+    return {s: (began[s], ended[s]) for s in services if s in began and s in ended}
 
 
-def overlapping_restarts(local: Path, services: list[str]) -> list[tuple[str, str]]:
-    """Pairs of `services` that were starting at the same time: one's JVM
-    started before the other (started earlier) was ready. [] = one at a time."""
-    windows = sorted((kafka_node(local, s)[1], ready_at(local, s), s) for s in services)
-    return [(a, b) for (_, a_ready, a), (b_start, _, b) in zip(windows, windows[1:]) if b_start < a_ready]
+def overlapping_restarts(windows: dict[str, tuple[int, int]]) -> list[tuple[str, str]]:
+    """Pairs of services down at the same time: one's update began before the
+    update begun before it had ended. [] = one at a time."""
+    ordered = sorted((begin, end, s) for s, (begin, end) in windows.items())
+    return [(a, b) for (_, a_end, a), (b_begin, _, b) in zip(ordered, ordered[1:]) if b_begin < a_end]
