@@ -141,12 +141,17 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
 
 # ---------------------------------------------------------------- certificate lifecycle
 
-NODES = {"edge": ["edge-controller", "edge-broker-0"], "central": ["central-controller", "central-broker-0"]}
+CLUSTERS = ("edge", "central")
 FEW = 300
 
 
 def _certs(project) -> dict:
     return project.outputs()["certificates"]
+
+
+def _nodes(certs: dict, alias: str) -> list[str]:
+    """The cluster's nodes, as its certificates name them (controllers and brokers)."""
+    return sorted(name for name in certs[alias]["certificates"] if name != "client")
 
 
 def _keystore(local: Path, node: str) -> str:
@@ -175,7 +180,9 @@ def _replicated(project, topic: str, sent: list, total: int, timeout: float = 24
 def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
     project, out, tmp_path = secure
     local = project.local_dir
-    before, pids = _certs(project), {n: kafka_node(local, n) for nodes in NODES.values() for n in nodes}
+    before = _certs(project)
+    nodes_of = {alias: _nodes(before, alias) for alias in CLUSTERS}
+    pids = {n: kafka_node(local, n) for nodes in nodes_of.values() for n in nodes}
     assert re.fullmatch(r"([0-9A-F]{2}:){31}[0-9A-F]{2}", before["edge"]["ca"]["fingerprint_sha256"])
 
     # 340 days on: inside the 30-day window of certificates valid 365 days
@@ -185,7 +192,7 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
     said = done.stdout + done.stderr
     assert "mirrorstack: edge certificates: done: renew edge-broker-0's certificate" in said, said[-3000:]
     after = _certs(project)
-    for alias, nodes in NODES.items():
+    for alias, nodes in nodes_of.items():
         assert after[alias]["ca"] == before[alias]["ca"]  # same CA: no truststore changed
         for name in [*nodes, "client"]:
             old, new = before[alias]["certificates"][name], after[alias]["certificates"][name]
@@ -251,7 +258,8 @@ def test_ca_rotation_completes_with_clients_connected_throughout(secure):
     project, _, _ = secure
     local = project.local_dir
     before = _certs(project)
-    nodes = {"edge": ["edge-controller", "edge-broker-0", "edge-broker-1"], "central": NODES["central"]}
+    nodes = {alias: _nodes(before, alias) for alias in CLUSTERS}
+    assert len(nodes["edge"]) == len(nodes["central"]) + 1  # the broker the test before added
 
     def rotate(topology):
         for alias in nodes:
