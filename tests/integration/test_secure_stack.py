@@ -55,7 +55,11 @@ def _ca_keys(project) -> dict[str, str]:
         if "ClusterCertificates" in resource["type"]:
             key = resource["outputs"]["ca_key"]
             key = json.loads(key["plaintext"]) if isinstance(key, dict) else key
-            found.update({f"{resource['urn']} CA key line {i}": line for i, line in enumerate(private_key_bodies(key))})
+            # An EC key's last PEM line is its public key alone, the same text as in the CA
+            # certificate (public, in the truststore): only the other lines are secret.
+            public = resource["outputs"]["truststore"]
+            found.update({f"{resource['urn']} CA key line {i}": line
+                          for i, line in enumerate(private_key_bodies(key)) if line not in public})
     assert len(found) >= 2, "no CA key in the state"
     return found
 
