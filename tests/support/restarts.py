@@ -18,14 +18,25 @@ def kafka_node(local: Path, service: str) -> int:
     raise AssertionError(f"no running JVM of {service} under {local}")
 
 
+def _json_objects(text: str):
+    """The top-level JSON objects of a text, one a line or indented."""
+    import json
+    decoder, i = json.JSONDecoder(), 0
+    while (i := text.find("{", i)) != -1:
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        yield obj
+
+
 def update_windows(event_log: Path, services: list[str]) -> dict[str, tuple[int, int]]:
     """service → (when its update step began, when it ended), Unix seconds, from
-    `pulumi up --event-log`: a local service is stopped at the step's start and
+    `pulumi up --json` (its stdout): a local service is stopped at the step's start and
     healthy again at its end, so that is the time it was down."""
-    import json
     began, ended = {}, {}
-    for line in event_log.read_text().splitlines():
-        event = json.loads(line)
+    for event in _json_objects(event_log.read_text()):
         for kind, into in (("resourcePreEvent", began), ("resOutputsEvent", ended)):
             meta = (event.get(kind) or {}).get("metadata") or {}
             if meta.get("op") in ("update", "replace") and "LocalService" in meta.get("type", ""):
