@@ -72,7 +72,7 @@ class ClusterCertificatesProvider(ResourceProvider):
     def update(self, _id, olds, news):
         from components.config import cert_lifecycle as life
         state, steps = life.advance(olds, news["cluster"], news["nodes"], life.Policy.of(news), decision_clock())
-        then = life.next_step(state)
+        then = life.next_step(olds, state)
         _say(news["cluster"], [*(f"done: {s}" for s in steps), *([then] if then else [])])
         return UpdateResult(outs=_outs(news, state))
 

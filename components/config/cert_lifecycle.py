@@ -59,7 +59,8 @@ def _rotation_step(state: Mapping, policy: Policy) -> str | None:
     deployed = int(float(state.get("generation") or 1))
     if policy.ca_generation < deployed:
         raise GenerationLowered(
-            f"security.certificates.ca_generation: {policy.ca_generation} is below the deployed CA generation "
+            f"clusters.{state.get('cluster')}.security.certificates.ca_generation: {policy.ca_generation} is below "
+            f"the deployed CA generation "
             f"{deployed}; a CA cannot be rotated back; fix: set ca_generation: {deployed} (or higher to rotate)")
     if policy.ca_generation > deployed:
         return (f"CA rotation phase 1/3: make CA generation {policy.ca_generation} and trust it alongside the old "
@@ -144,9 +145,12 @@ def advance(state: Mapping, cluster: str, nodes: Mapping[str, list[str]], policy
     return out, steps
 
 
-def next_step(state: Mapping) -> str | None:
-    """What the following `up` will do by itself (a rotation in progress)."""
+def next_step(before: Mapping, state: Mapping) -> str | None:
+    """What the following `up` will do by itself (a rotation in progress), or
+    that a rotation just ended."""
     phase = state.get("phase") or STEADY
+    if before.get("phase") == REISSUED and phase == STEADY:
+        return f"CA rotation done: only CA generation {state['generation']} is trusted"
     if phase == TRUSTING_NEW_CA:
         return ("next `pulumi up`: re-issue every certificate with the new CA (reload the client CA file "
                 "(clients' ca.pem) in your own clients first)")

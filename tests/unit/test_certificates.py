@@ -120,7 +120,9 @@ def test_ca_rotation_runs_in_three_phases_one_per_up(capfd):
         assert tls.signed_by(leaf(two, name), new_ca) and not tls.signed_by(leaf(two, name), old_ca)
         assert tls.certificates_in(two["leaves"][name])[1] == tls.certificates_in(new_ca)[0]  # the chain's CA
 
+    capfd.readouterr()
     three = up(provider, two, news)  # the old CA dropped
+    assert "CA rotation done: only CA generation 2 is trusted" in capfd.readouterr().err
     assert three["truststore"] == new_ca and three["leaves"] == two["leaves"]
     assert three["certificates"]["rotation_phase"] == life.STEADY
     assert three["certificates"]["ca"]["generation"] == 2
@@ -130,7 +132,7 @@ def test_ca_rotation_runs_in_three_phases_one_per_up(capfd):
 
 def test_a_lowered_ca_generation_is_refused():
     provider, outs = created(ca_generation=3)
-    with pytest.raises(life.GenerationLowered, match="ca_generation: 2 is below the deployed CA generation 3"):
+    with pytest.raises(life.GenerationLowered, match="clusters.edge.security.certificates.ca_generation: 2 is below the deployed CA generation 3"):
         provider.diff("id", outs, props(ca_generation=2))
 
 
