@@ -287,9 +287,11 @@ def generated_secrets(deployed) -> dict[str, str]:
         if "result" in outputs:
             found[f"{name} password"] = outputs["result"]
         pems = {**(outputs.get("leaves") or {}), "ca_key": outputs.get("ca_key") or ""}
+        public = outputs.get("truststore") or ""  # an EC key's last line is its public key, also in the CA certificate
         for pem_name, pem in pems.items():
             for i, line in enumerate(private_key_bodies(pem)):
-                found[f"{name} {pem_name} line {i}"] = line
+                if not (pem_name == "ca_key" and line in public):
+                    found[f"{name} {pem_name} line {i}"] = line
     return found
 
 
