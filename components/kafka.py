@@ -8,8 +8,8 @@ import pulumi
 
 from components import naming
 from components.certificates import ClusterCertificates
-from components.config.cert_lifecycle import CLIENT
 from components.config import broker, jvm, security
+from components.config.cert_lifecycle import CLIENT
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
 from components.model import Resources
@@ -52,7 +52,7 @@ class KafkaCluster(pulumi.ComponentResource):
         self.client_settings: dict[str, str] = {}
         self.client_files: pulumi.Output[dict] | None = None
         self.client_resources: list[pulumi.Resource] = []
-        self.certificates: ClusterCertificates | None = None  # a secured deployed cluster's
+        self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
         self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
         if cluster.external is not None:
@@ -71,9 +71,9 @@ class KafkaCluster(pulumi.ComponentResource):
 
         node_names = [controller, *(f"{alias}-broker-{i}" for i in range(cluster.brokers))]
         if sec.secured:
-            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=self._node_hosts(node_names),
-                                        settings=sec.certificates, opts=child)
-            self.certificates = certs
+            nodes = self._node_hosts([controller], node_names[1:])
+            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=nodes, settings=sec.certificates, opts=child)
+            self.tls = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
         ctrl_props = broker.controller_properties(
@@ -122,10 +122,10 @@ class KafkaCluster(pulumi.ComponentResource):
         folder = self._platform.service_dir(service)
         return f"{folder}/secrets/server.pem", f"{folder}/secrets/ca.pem"
 
-    def _node_hosts(self, node_names: list[str]) -> dict[str, list[str]]:
+    def _node_hosts(self, controllers: list[str], brokers: list[str]) -> dict[str, list[str]]:
         """node → the names its certificate is for: how others reach it, and localhost."""
-        ports = {node_names[0]: ("controller",)} | {n: ("kafka", "internal") for n in node_names[1:]}
-        return {n: sorted({*(self._platform.address(n, p)[0] for p in ports[n]), "localhost"}) for n in node_names}
+        ports = {**{n: ("controller",) for n in controllers}, **{n: ("kafka", "internal") for n in brokers}}
+        return {n: sorted({*(self._platform.address(n, p)[0] for p in ps), "localhost"}) for n, ps in ports.items()}
 
     @staticmethod
     def _node_secret_files(certs, node: str) -> pulumi.Output[dict] | None:

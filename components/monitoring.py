@@ -29,10 +29,10 @@ class Prometheus(pulumi.ComponentResource):
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
-        secured = {alias: c for alias, c in (clusters or {}).items() if c.certificates is not None}
+        secured = {alias: c for alias, c in (clusters or {}).items() if c.tls is not None}
         if secured:  # the expiries are known once the certificates exist: the file waits for them
             rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
-            files["alerts.yml"] = pulumi.Output.all(**{a: c.certificates.certificates for a, c in secured.items()}).apply(
+            files["alerts.yml"] = pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}).apply(
                 lambda summaries: alert_rules_file(rules, [r for alias, summary in summaries.items()
                                                            for r in certificate_expiry_records(alias, summary)]))
         self.server, self.url = platform.run_prometheus(name, files=files, opts=pulumi.ResourceOptions(parent=self))

@@ -123,7 +123,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
                                                    if not topology.connect[n].is_external})
         self.failover_output = failover_output(self.switch) if self.switch is not None else None
-        certs = {alias: c.certificates.certificates for alias, c in self.clusters.items() if c.certificates is not None}
+        certs = {alias: c.tls.certificates for alias, c in self.clusters.items() if c.tls is not None}
         self.certificate_outputs = pulumi.Output.all(**certs) if certs else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output,
