@@ -60,32 +60,34 @@ def _rotation_step(state: Mapping, policy: Policy) -> str | None:
     if policy.ca_generation < deployed:
         raise GenerationLowered(
             f"clusters.{state.get('cluster')}.security.certificates.ca_generation: {policy.ca_generation} is below "
-            f"the deployed CA generation "
-            f"{deployed}; a CA cannot be rotated back; fix: set ca_generation: {deployed} (or higher to rotate)")
+            f"the deployed CA generation {deployed}; a CA cannot be rotated back; fix: set ca_generation: "
+            f"{deployed} (or higher to rotate)")
     if policy.ca_generation > deployed:
         return (f"CA rotation phase 1/3: make CA generation {policy.ca_generation} and trust it alongside the old "
                 "one (certificates unchanged)")
     return None
 
 
+def _leaf_step(name: str, leaves: Mapping, hosts: list[str], policy: Policy, now: datetime.datetime) -> str | None:
+    """Why the leaf `name` must be (re-)issued now, or None."""
+    if name not in leaves:
+        return f"issue a certificate for new node {name}"
+    if name != CLIENT and sorted(tls.host_names(tls.leaf_of(leaves[name]))) != sorted(set(hosts)):
+        return f"re-issue {name}'s certificate: its hosts changed"
+    if expiry := _due(leaves[name], policy, now):
+        what = "the client certificate" if name == CLIENT else f"{name}'s certificate"
+        return f"renew {what} (expires {tls.iso(expiry)}, inside the {policy.renew_before_days}-day renewal window)"
+    return None
+
+
 def plan(state: Mapping, nodes: Mapping[str, list[str]], policy: Policy, now: datetime.datetime) -> list[str]:
     """What `advance` would do now, one line per step ([] = nothing)."""
-    steps = []
     rotation = _rotation_step(state, policy)
-    if rotation:
-        steps.append(rotation)
-    reissue_all = (state.get("phase") or STEADY) == TRUSTING_NEW_CA
+    steps = [rotation] if rotation else []
     leaves = state.get("leaves") or {}
-    for name, hosts in nodes.items():
-        if name not in leaves:
-            steps.append(f"issue a certificate for new node {name}")
-        elif sorted(tls.host_names(tls.leaf_of(leaves[name]))) != sorted(set(hosts)):
-            steps.append(f"re-issue {name}'s certificate: its hosts changed")
-        elif not reissue_all and (expiry := _due(leaves[name], policy, now)):
-            steps.append(f"renew {name}'s certificate (expires {tls.iso(expiry)}, inside the "
-                         f"{policy.renew_before_days}-day renewal window)")
-    if CLIENT in leaves and not reissue_all and (expiry := _due(leaves[CLIENT], policy, now)):
-        steps.append(f"renew the client certificate (expires {tls.iso(expiry)})")
+    if (state.get("phase") or STEADY) != TRUSTING_NEW_CA:  # else phase 2 re-issues every leaf anyway
+        steps += [step for name, hosts in {**nodes, CLIENT: []}.items()
+                  if (step := _leaf_step(name, leaves, hosts, policy, now))]
     steps += [f"drop the certificate of removed node {name}" for name in leaves if name not in nodes and name != CLIENT]
     return steps
 
@@ -96,8 +98,8 @@ def ca_warning(state: Mapping, policy: Policy, now: datetime.datetime) -> str | 
         return None
     expiry = tls.not_after(tls.certificates_in(state["ca_cert"])[0])
     if now >= expiry - policy.window:
-        return (f"the CA expires {tls.iso(expiry)}: rotate it (raise security.certificates.ca_generation to "
-                f"{int(float(state.get('generation') or 1)) + 1})")
+        return (f"the CA expires {tls.iso(expiry)}: rotate it (raise clusters.{state.get('cluster')}.security."
+                f"certificates.ca_generation to {int(float(state.get('generation') or 1)) + 1})")
     return None
 
 
@@ -138,9 +140,7 @@ def advance(state: Mapping, cluster: str, nodes: Mapping[str, list[str]], policy
     for name in [n for n in leaves if n not in nodes and n != CLIENT]:
         del leaves[name]
     for name, hosts in {**nodes, CLIENT: []}.items():
-        current = leaves.get(name)
-        if (name in reissue or current is None or (name != CLIENT and sorted(tls.host_names(tls.leaf_of(current)))
-                                                   != sorted(set(hosts))) or _due(current, policy, now)):
+        if name in reissue or _leaf_step(name, leaves, hosts, policy, now):
             leaves[name] = _leaf(out, policy, cluster, name, hosts)
     return out, steps
 

@@ -130,6 +130,20 @@ def test_ca_rotation_runs_in_three_phases_one_per_up(capfd):
     assert provider.diff("id", three, news).changes is False
 
 
+def test_a_node_whose_hosts_changed_gets_a_new_certificate_and_only_it():
+    provider, outs = created()
+    moved = up(provider, outs, props({**NODES, "edge-broker-0": ["edge-b0.other", "localhost"]}))
+    assert sorted(tls.host_names(leaf(moved, "edge-broker-0"))) == ["edge-b0.other", "localhost"]
+    assert moved["leaves"]["edge-controller"] == outs["leaves"]["edge-controller"]
+
+
+def test_a_ca_inside_the_window_asks_for_a_rotation(monkeypatch, capfd):
+    provider, outs = created(ca_validity_days=400)
+    monkeypatch.setenv(CLOCK_OFFSET_ENV, "380")
+    provider.diff("id", outs, props(ca_validity_days=400))
+    assert "raise clusters.edge.security.certificates.ca_generation to 2" in capfd.readouterr().err
+
+
 def test_a_lowered_ca_generation_is_refused():
     provider, outs = created(ca_generation=3)
     with pytest.raises(life.GenerationLowered, match="clusters.edge.security.certificates.ca_generation: 2 is below the deployed CA generation 3"):
