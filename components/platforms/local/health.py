@@ -109,13 +109,21 @@ def controller_in_quorum(spec: dict, since_ms: int) -> bool:
     """A controller of a quorum answers and has caught up with the leader's
     metadata log since `since_ms` (its own start): asked with Kafka's own
     kafka-metadata-quorum tool (one short JVM, about a second) through all the
-    voters, so the active controller answers."""
+    voters, so the active controller answers. While too few voters listen
+    for a majority (a new cluster's first controllers, or a quorum coming
+    back from losing most of them) there is no quorum to rejoin until the next
+    ones start: listening is enough then."""
     import subprocess
 
     from components import toolchain
     from components.config import jvm
-    if not port_open(spec["host"], int(spec["port"])):
+    own = (spec["host"], int(spec["port"]))
+    if not port_open(*own):
         return False
+    voters = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in spec["quorum"].split(","))]
+    listening = 1 + sum(port_open(*voter) for voter in voters if voter != own)
+    if listening <= len(voters) // 2:
+        return True
     args = ["--bootstrap-controller", spec["quorum"], "describe", "--replication"]
     if spec.get("command_config"):  # TLS controllers: the node's own certificate
         args[2:2] = ["--command-config", spec["command_config"]]
@@ -123,7 +131,8 @@ def controller_in_quorum(spec: dict, since_ms: int) -> bool:
                             heap="128m", short_lived=True)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise NotReady(f"answers; the quorum does not describe itself yet ({done.stderr.strip()[-200:]})")
+        errors = [line.strip() for line in done.stderr.splitlines() if "Exception" in line] or [done.stderr.strip()]
+        raise NotReady(f"answers; the quorum does not describe itself yet ({errors[-1][-300:]})")
     row = quorum_row(done.stdout, int(spec["node_id"]))
     if row is None or row["Status"] not in ("Leader", "Follower"):
         raise NotReady(f"answers; not yet a voter of the quorum (node id {spec['node_id']})")
