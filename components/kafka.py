@@ -54,7 +54,7 @@ class KafkaCluster(pulumi.ComponentResource):
 
     def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
                  secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
-                 opts: pulumi.ResourceOptions | None = None):
+                 quorum_guard: pulumi.Output | None = None, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
@@ -63,6 +63,7 @@ class KafkaCluster(pulumi.ComponentResource):
         self.client_files: pulumi.Output[dict] | None = None
         self.client_resources: list[pulumi.Resource] = []
         self._platform = platform
+        self._quorum_guard = quorum_guard  # fails when the controller count changed (components.stack_history)
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
             self._external_clients(cluster.external.security, secrets, secret_keys)
@@ -101,7 +102,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
             ctrls.append(platform.run_kafka_java(
                 controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
-                files={"server.properties": render_properties(ctrl_props), **files},
+                files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
                 metrics=metrics, health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
             self._scrape(platform, controller, "controller", metrics)
@@ -126,7 +127,8 @@ class KafkaCluster(pulumi.ComponentResource):
                     lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
-                files={"server.properties": render_properties(props), **extra_files}, secret_files=secret_files,
+                files={"server.properties": self._guarded(render_properties(props)), **extra_files},
+                secret_files=secret_files,
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
                 resources=cluster.resources,
                 health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
@@ -136,6 +138,10 @@ class KafkaCluster(pulumi.ComponentResource):
             self._deployed_clients(sec, certs, password)
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _guarded(self, text: str) -> pulumi.Input[str]:
+        """A node's server.properties, known only once the quorum guard passed."""
+        return text if self._quorum_guard is None else self._quorum_guard.apply(lambda _: text)
 
     def _node_tls(self, service: str) -> tuple[str, str]:
         """(PEM keystore, PEM truststore) paths of a node, as the node sees them."""

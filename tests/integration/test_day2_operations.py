@@ -241,3 +241,18 @@ def test_a_broker_that_cannot_start_stops_the_roll_and_reverting_heals(stack):
     assert is_alive(_handle(healed["us-broker-0"])) and healed["us-broker-0"]["pid"] != before["us-broker-0"]["pid"]
     assert all(healed[n]["pid"] == before[n]["pid"] for n in ("us-broker-1", "us-broker-2"))
     stack.run("up", "--yes", "--expect-no-changes", timeout=600)
+
+
+def test_a_new_controller_count_for_the_deployed_cluster_is_refused_before_any_node_changes(stack):
+    before = _services(stack)
+    _edit_topology(stack, lambda t: t["clusters"]["us"].update({"controllers": 1}))
+    try:
+        refused = stack.run("up", "--yes", "--skip-preview", check=False, timeout=600)
+    finally:
+        _edit_topology(stack, lambda t: t["clusters"]["us"].update({"controllers": 3}))
+    text = refused.stdout + refused.stderr
+    assert refused.returncode != 0, text[-3000:]
+    assert "clusters.us.controllers: the deployed cluster runs 3 controller(s), not 1" in text, text[-3000:]
+    after = _services(stack)
+    assert {n: o["pid"] for n, o in after.items()} == {n: o["pid"] for n, o in before.items()}
+    assert stack.outputs()["controllers"] == {"us": 3, "eu": 1}
