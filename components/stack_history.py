@@ -48,8 +48,9 @@ def controller_change_problem(alias: str, wanted: int, outputs: dict | None) -> 
     before = (outputs.get("controllers") or {}).get(alias)
     if before is None and "controllers" not in outputs and alias in (outputs.get("clusters") or {}):
         before = 1  # deployed before the `controllers` output: one controller
-    if before is None or before == wanted:
+    if before is None or int(before) == wanted:  # outputs come back as JSON numbers (3.0)
         return None
+    before = int(before)
     return (f"clusters.{alias}.controllers: the deployed cluster runs {before} controller(s), not {wanted}, and a "
             f"static KRaft quorum cannot change size in place; fix: set it back to {before}, or move the cluster's "
             f"data elsewhere, remove the cluster (`pulumi up`), then add it again with {wanted}")

@@ -256,3 +256,4 @@ def test_a_new_controller_count_for_the_deployed_cluster_is_refused_before_any_n
     after = _services(stack)
     assert {n: o["pid"] for n, o in after.items()} == {n: o["pid"] for n, o in before.items()}
     assert stack.outputs()["controllers"] == {"us": 3, "eu": 1}
+    stack.run("up", "--yes", "--expect-no-changes", timeout=600)  # back at 3: nothing to do

@@ -209,6 +209,8 @@ def test_a_deployed_clusters_controller_count_cannot_change():
     from components.stack_history import controller_change_problem
     last = {"clusters": {"us": "h:1", "eu": "h:2"}, "controllers": {"us": 3, "eu": 1}}
     assert controller_change_problem("us", 3, last) is None
+    assert controller_change_problem("us", 3, {**last, "controllers": {"us": 3.0}}) is None  # as the engine returns it
+    assert "runs 3 controller(s), not 5" in controller_change_problem("us", 5, {**last, "controllers": {"us": 3.0}})
     assert controller_change_problem("new", 3, last) is None  # not deployed yet
     assert controller_change_problem("us", 1, None) is None  # a new stack
     problem = controller_change_problem("us", 1, last)
