@@ -112,19 +112,24 @@ def test_a_killed_controller_leaves_the_cluster_working_and_up_restarts_it(stack
 
 
 class _Watch(threading.Thread):
-    """Every ~200 ms: the registered brokers of `us` and which workers answer."""
+    """Every ~200 ms: the registered brokers of `us`, which workers answer, and
+    the brokers missing from some partition's ISR."""
 
     def __init__(self, bootstrap: str, worker_urls: dict[str, str]):
         super().__init__(daemon=True)
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.worker_urls = worker_urls
         self.samples: list[tuple[float, set[int], set[str]]] = []
+        self.out_of_sync: list[set[int]] = []
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             try:
-                brokers = set(self.admin.list_topics(timeout=2).brokers)
+                metadata = self.admin.list_topics(timeout=2)
+                brokers = set(metadata.brokers)
+                self.out_of_sync.append({r for t in metadata.topics.values() for p in t.partitions.values()
+                                         for r in set(p.replicas) - set(p.isrs)})
             except Exception:
                 brokers = None  # no answer at all: recorded as none registered
             up = set()
@@ -207,6 +212,8 @@ def test_broker_and_worker_settings_roll_one_at_a_time_without_a_failed_send(sta
         starts = [int(after[n]["start_time"]) for n in chain]
         assert starts == sorted(starts) and len(set(starts)) == len(starts), dict(zip(chain, starts))
     assert min(len(brokers) for _, brokers, _ in watch.samples) >= 2, "two brokers were down at once"
+    # the next broker went only once every replica of the one before was in sync again
+    assert max(len(lagging) for lagging in watch.out_of_sync) == 1, [x for x in watch.out_of_sync if len(x) > 1][:5]
     _assert_one_at_a_time(watch, [2, 3, 4], lambda sets: sets[0], "brokers")  # node ids of us-broker-0..2
     _assert_one_at_a_time(watch, WORKERS, lambda sets: sets[1], "workers")
     progress = [line.strip() for line in (up.stdout + up.stderr).splitlines() if "mirrorstack: us-broker-" in line]
