@@ -27,7 +27,7 @@ from components.platforms import make_platform
 from components.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan_report import report_plan
-from components.stack_history import connect_group_ids, own_stack, previous_output
+from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -61,7 +61,8 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   cluster_secret_keys=secret_keys,
                                   connect_secrets=config.get_secret_object("connectSecrets"),
                                   connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external],
-                                                                   own=own))
+                                                                   own=own),
+                                  quorum_guards=quorum_guards(own, topology))
 
 # Which live topics each flow mirrors, and what this change starts or stops mirroring.
 pulumi.export("replication_plan", report_plan(topology, replication.clusters,
@@ -72,6 +73,8 @@ pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
 pulumi.export("flows", replication.flow_outputs)
 pulumi.export("connect_groups", replication.connect_groups)
+# KRaft controllers per deployed cluster: a static quorum, its size is checked against this next time.
+pulumi.export("controllers", {a: c.controllers for a, c in topology.clusters.items() if not c.is_external})
 if replication.connect_credentials is not None:  # Connect REST basic auth (rest_auth), a secret
     pulumi.export("connect_credentials", replication.connect_credentials)
 if replication.monitoring is not None:

@@ -79,7 +79,8 @@ class ConnectCluster(pulumi.ComponentResource):
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
                                           listen_host=platform.listen_host,
                                           overrides={**extra, **spec.settings})))
-            depends = [*kafka.ready, *(r for c in clients for r in c.client_resources)]
+            # One worker at a time (rolling restarts): each after the one before is healthy again.
+            depends = [*kafka.ready, *(r for c in clients for r in c.client_resources), *workers[-1:]]
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,

@@ -1,4 +1,4 @@
-"""KafkaCluster: one KRaft controller plus brokers, or an existing (external) cluster."""
+"""KafkaCluster: KRaft controllers (1, 3 or 5) plus brokers, or an existing (external) cluster."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +15,10 @@ from components.config.properties import render_properties
 from components.model import Resources
 from components.secrets import GeneratedPassword
 
-CONTROLLER_ID = 1
+CONTROLLER_ID = 1  # the first controller; broker i is CONTROLLER_ID + 1 + i (2, 3, …)
+# Controllers after the first (clusters.<alias>.controllers: 3 or 5): node ids
+# 1001, 1002, … never meet a broker's (at most 9 brokers).
+EXTRA_CONTROLLER_ID_BASE = 1000
 # The controller holds only the metadata log: a fixed small JVM.
 CONTROLLER_RESOURCES = Resources(heap="256m", memory_mib=768)
 
@@ -26,6 +29,14 @@ def cluster_id(stack: str, alias: str) -> str:
     raw = uuid.uuid5(uuid.NAMESPACE_URL, f"mirrorstack/{stack}/{alias}").bytes
     cid = base64.urlsafe_b64encode(raw).decode().rstrip("=")
     return cid if not cid.startswith("-") else "A" + cid[1:]
+
+
+def controller_nodes(alias: str, count: int) -> list[tuple[str, int]]:
+    """(service name, node id) of a cluster's controllers. The first keeps the
+    name and id of single-controller clusters (deployed stacks must not see them
+    change); the others are `<alias>-controller-<k>` with id 1000 + k."""
+    return [(f"{alias}-controller", CONTROLLER_ID),
+            *((f"{alias}-controller-{k}", EXTRA_CONTROLLER_ID_BASE + k) for k in range(1, count))]
 
 
 class KafkaCluster(pulumi.ComponentResource):
@@ -44,7 +55,7 @@ class KafkaCluster(pulumi.ComponentResource):
 
     def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
                  secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
-                 opts: pulumi.ResourceOptions | None = None):
+                 quorum_guard: pulumi.Output | None = None, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
@@ -55,6 +66,7 @@ class KafkaCluster(pulumi.ComponentResource):
         self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
         self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
+        self._quorum_guard = quorum_guard  # fails when the controller count changed (components.stack_history)
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
             self._external_clients(cluster.external.security, secrets, secret_keys)
@@ -63,33 +75,44 @@ class KafkaCluster(pulumi.ComponentResource):
             return
         sec = cluster.security
         certs = password = None
-        controller = f"{alias}-controller"
-        ctrl_host, ctrl_port = platform.address(controller, "controller")
-        voters = broker.quorum_voters({CONTROLLER_ID: f"{ctrl_host}:{ctrl_port}"})
+        controllers = controller_nodes(alias, cluster.controllers)
+        ctrl_addresses = {node_id: platform.address(name, "controller") for name, node_id in controllers}
+        voters = broker.quorum_voters({node_id: f"{h}:{p}" for node_id, (h, p) in ctrl_addresses.items()})
         format_args = ["format", "--ignore-formatted", "-t", cluster_id(stack, alias), "-c", "{dir}/server.properties"]
         child = pulumi.ResourceOptions(parent=self)
 
-        node_names = [controller, *(f"{alias}-broker-{i}" for i in range(cluster.brokers))]
+        broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
         if sec.secured:
-            nodes = self._node_hosts([controller], node_names[1:])
+            nodes = self._node_hosts([name for name, _ in controllers], broker_names)
             certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=nodes, settings=sec.certificates, opts=child)
             self.tls = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
-        ctrl_props = broker.controller_properties(
-            CONTROLLER_ID, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
-            broker_count=cluster.brokers, listen_host=platform.listen_host,
-            overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
-        ctrl = platform.run_kafka_java(
-            controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
-            files={"server.properties": render_properties(ctrl_props)},
-            secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
-            metrics=metrics, health={"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}, opts=child)
-        self._scrape(platform, controller, "controller", metrics)
+        # One node at a time (rolling restarts, also on create): each depends on the
+        # one before, and the engine starts a resource only once its dependencies are done.
+        ctrls: list[pulumi.Resource] = []
+        for controller, node_id in controllers:
+            ctrl_host, ctrl_port = ctrl_addresses[node_id]
+            files, health = {}, {"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}
+            if len(controllers) > 1:  # wait until it is a caught-up voter again before the next one goes
+                health = {"kind": "controller", "host": ctrl_host, "port": str(ctrl_port), "node_id": str(node_id),
+                          "quorum": ",".join(f"{h}:{p}" for h, p in ctrl_addresses.values())}
+                if certs:
+                    files["admin.properties"] = render_properties(security.admin_properties(*self._node_tls(controller)))
+                    health["command_config"] = f"{platform.service_dir(controller)}/admin.properties"
+            ctrl_props = broker.controller_properties(
+                node_id, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
+                broker_count=cluster.brokers, listen_host=platform.listen_host,
+                overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
+            ctrls.append(platform.run_kafka_java(
+                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
+                files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
+                secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+                metrics=metrics, health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
+            self._scrape(platform, controller, "controller", metrics)
 
         brokers, addresses = [], []
-        for i in range(cluster.brokers):
-            name = f"{alias}-broker-{i}"
+        for i, name in enumerate(broker_names):
             host, port = platform.address(name, "kafka")
             addresses.append(f"{host}:{port}")
             overrides, health, after_start, extra_files = (
@@ -97,6 +120,8 @@ class KafkaCluster(pulumi.ComponentResource):
             if certs:
                 overrides, health, after_start, extra_files = self._secured_broker(
                     sec, name, host, port, i, cluster.settings)
+            # Healthy once registered and no partition waits for a replica to rejoin its ISR.
+            health["node_id"] = str(CONTROLLER_ID + 1 + i)
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
                                              listen_host=platform.listen_host, overrides=overrides)
@@ -106,16 +131,21 @@ class KafkaCluster(pulumi.ComponentResource):
                     lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
-                files={"server.properties": render_properties(props), **extra_files}, secret_files=secret_files,
+                files={"server.properties": self._guarded(render_properties(props)), **extra_files},
+                secret_files=secret_files,
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
                 resources=cluster.resources,
-                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=[ctrl])))
+                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
             self._scrape(platform, name, "broker", metrics)
-        self.ready = [ctrl, *brokers]
+        self.ready = [*ctrls, *brokers]
         if certs:
             self._deployed_clients(sec, certs, password)
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _guarded(self, text: str) -> pulumi.Input[str]:
+        """A node's server.properties, known only once the quorum guard passed."""
+        return text if self._quorum_guard is None else self._quorum_guard.apply(lambda _: text)
 
     def _node_tls(self, service: str) -> tuple[str, str]:
         """(PEM keystore, PEM truststore) paths of a node, as the node sees them."""

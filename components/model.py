@@ -209,6 +209,10 @@ class Cluster(_Model):
     brokers: int = Field(1, ge=1, le=9, description=(
         "Brokers to deploy (default 1); for an external cluster, how many it has (default 3), "
         "which caps replication factors."))
+    controllers: int = Field(1, description=(
+        "KRaft controllers of a deployed cluster: 1 (default, small labs: losing it stops metadata changes), "
+        "3 or 5 (a quorum: a majority must stay up, so 3 survives losing one, 5 two). The quorum is static: "
+        "changing it on a deployed cluster is not supported (destroy and redeploy the cluster)."))
     settings: Properties = Field({}, description="Raw broker properties for deployed clusters; values are strings.")
     resources: Resources = Field(Resources(), description="Heap, CPUs and memory of each broker (deployed clusters).")
     external: ExternalCluster | None = Field(

@@ -13,6 +13,7 @@ from components.java_regex import JavaRegexError, check_java_regex
 from components.model import ALIAS, PROVIDER_REFERENCE, Flow, FlowOrigin, Topology, _path
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
+QUORUM_SIZES = (1, 3, 5)  # KRaft voters: odd, so a majority survives the loss of one (3) or two (5)
 MAX_CYCLES = 10  # reported per topology; a dense identity mesh has thousands
 # A topic pattern that names one topic: letters, digits, '_', '-' and escaped dots.
 # (Not `re.escape(p) == p`: re.escape escapes '-', common in topic names.)
@@ -28,6 +29,12 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         if cluster.is_external and cluster.settings:
             where = _path(("clusters", alias, "settings"))
             yield f"{where}: broker settings only apply to deployed clusters; fix: remove them"
+        if cluster.controllers not in QUORUM_SIZES:
+            yield (f"{_path(('clusters', alias, 'controllers'))}: {cluster.controllers} is not a quorum size; fix: "
+                   "use 1, 3 or 5 (a majority must survive: 3 controllers tolerate losing one, 5 two)")
+        elif cluster.is_external and cluster.controllers != 1:
+            yield (f"{_path(('clusters', alias, 'controllers'))}: controllers only apply to deployed clusters; "
+                   "fix: remove it")
         if cluster.is_external and cluster.resources != type(cluster).model_fields["resources"].default:
             where = _path(("clusters", alias, "resources"))
             yield f"{where}: sizes only apply to deployed clusters; fix: remove them"

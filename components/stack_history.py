@@ -38,3 +38,32 @@ def connect_group_ids(stack: str, names, own: pulumi.StackReference | None = Non
     previous = pulumi.Output.unsecret(own.outputs)
     return {name: previous.apply(lambda o, n=name: pick((o or {}).get("connect_groups"), (o or {}).get("connect"), n))
             for name in names}
+
+
+def controller_change_problem(alias: str, wanted: int, outputs: dict | None) -> str | None:
+    """Refuse a new controller count for a deployed cluster: its KRaft quorum is
+    static (every node's `controller.quorum.voters`), so resizing it in place
+    would leave nodes that agree on no quorum. `outputs`: the last deployment's."""
+    outputs = outputs or {}
+    before = (outputs.get("controllers") or {}).get(alias)
+    if before is None and "controllers" not in outputs and alias in (outputs.get("clusters") or {}):
+        before = 1  # deployed before the `controllers` output: one controller
+    if before is None or int(before) == wanted:  # outputs come back as JSON numbers (3.0)
+        return None
+    before = int(before)
+    return (f"clusters.{alias}.controllers: the deployed cluster runs {before} controller(s), not {wanted}, and a "
+            f"static KRaft quorum cannot change size in place; fix: set it back to {before}, or move the cluster's "
+            f"data elsewhere, remove the cluster (`pulumi up`), then add it again with {wanted}")
+
+
+def quorum_guards(own: pulumi.StackReference, topology) -> dict[str, pulumi.Output]:
+    """Per deployed cluster, an Output that fails (before any of its nodes is
+    touched: their files wait for it) when its controller count changed."""
+    previous = pulumi.Output.unsecret(own.outputs)
+
+    def check(outputs, alias: str, wanted: int) -> int:
+        if problem := controller_change_problem(alias, wanted, outputs):
+            raise pulumi.RunError(problem)
+        return wanted
+    return {alias: previous.apply(lambda o, a=alias, n=cluster.controllers: check(o, a, n))
+            for alias, cluster in topology.clusters.items() if not cluster.is_external}

@@ -50,7 +50,8 @@ class ReplicationTopology(pulumi.ComponentResource):
     def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
                  grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
                  cluster_secret_keys: dict[str, set[str]] | None = None, connect_secrets: pulumi.Input[dict] | None = None,
-                 connect_groups: dict[str, pulumi.Input[str]] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 connect_groups: dict[str, pulumi.Input[str]] | None = None,
+                 quorum_guards: dict[str, pulumi.Output] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (components.naming)
         child = pulumi.ResourceOptions(parent=self)
@@ -59,7 +60,8 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.clusters = {alias: KafkaCluster(
             alias, spec, platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
             secrets=pulumi.Output.from_input(cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
-            if keys.get(alias) else None, opts=child) for alias, spec in topology.clusters.items()}
+            if keys.get(alias) else None, quorum_guard=(quorum_guards or {}).get(alias), opts=child)
+            for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
         # Group ids carry the stack (components.stack_history) unless the spec names one.
         groups = {name: pulumi.Output.from_input(spec.group_id or (connect_groups or {}).get(name)

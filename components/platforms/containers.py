@@ -166,7 +166,7 @@ def tcp_target(spec: dict, in_network) -> tuple[str, int] | None:
     opens a listener with a fixed port only when it starts serving requests,
     once the broker has caught up with the metadata log (SocketServer's
     acceptors start in `enableRequestProcessing`), so accepting is the sign."""
-    if spec["kind"] == "tcp":
+    if spec["kind"] in ("tcp", "controller"):  # a quorum member: containers probe its listener only
         return in_network(spec["host"], int(spec["port"]))
     if spec["kind"] == "kafka":
         host, _, port = spec["bootstrap"].split(",")[0].rpartition(":")
@@ -187,7 +187,7 @@ def probe_command(spec: dict, in_network, *, ready_file: str | None = None) -> l
 
 def _probe(spec: dict, in_network) -> str:
     kind = spec["kind"]
-    target = tcp_target(spec, in_network) if kind in ("tcp", "kafka") else None
+    target = tcp_target(spec, in_network) if kind in ("tcp", "controller", "kafka") else None
     if target is not None:
         return f"exec 3<>/dev/tcp/{target[0]}/{target[1]}"
     if kind in ("http", "connect"):

@@ -57,6 +57,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[Registration] = []
         self.prefix = None  # "<topology>-", from the (first) ReplicationTopology registered
         self.delete_before_replace: dict[tuple[str, str], bool] = {}  # (type, registered name) → option
+        self.dependencies: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (type, registered name) → its dependencies
         self._lock = threading.Lock()
 
     def results(self, args, registration: Registration) -> tuple[str, dict]:
@@ -87,6 +88,8 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
         self.mocks.delete_before_replace[(request.type, request.name)] = request.deleteBeforeReplace
+        self.mocks.dependencies[(request.type, request.name)] = {  # urn:pulumi:<stack>::<project>::<parents$type>::<name>
+            (urn.split("::")[2].rsplit("$", 1)[-1], urn.rsplit("::", 1)[1]) for urn in request.dependencies}
         return super().RegisterResource(request)
 
 

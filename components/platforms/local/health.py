@@ -18,16 +18,40 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
     return requests.get(url, timeout=timeout).status_code == 200
 
 
+class NotReady(Exception):
+    """A check's answer "not yet", saying what it waits for (shown as progress)."""
+
+
 def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: float = 3.0,
-                        client: dict[str, str] | None = None) -> bool:
+                        client: dict[str, str] | None = None, node_id: int | None = None) -> bool:
     """True when the cluster answers a metadata request listing all its brokers.
+    With `node_id` (a rolling restart waits for it): that broker is registered
+    and no partition waits for a replica on a live broker to rejoin its ISR.
     `client`: librdkafka settings (TLS file paths of a secured listener)."""
     from confluent_kafka.admin import AdminClient  # heavy import, only when used
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0,
                          "socket.connection.setup.timeout.ms": int(timeout * 1000), **(client or {})})
     metadata = admin.list_topics(timeout=timeout)
-    return len(metadata.brokers) >= expected_brokers
+    if node_id is None:
+        return len(metadata.brokers) >= expected_brokers
+    if node_id not in metadata.brokers:
+        raise NotReady(f"answers; not yet registered in the cluster (node id {node_id})")
+    lagging = under_replicated(metadata)
+    if lagging:
+        shown = ", ".join(lagging[:3]) + (", …" if len(lagging) > 3 else "")
+        raise NotReady(f"back in the cluster; waiting for {len(lagging)} under-replicated partitions ({shown})")
+    return True
+
+
+def under_replicated(metadata) -> list[str]:
+    """`topic-partition` of each partition with a replica on a registered broker
+    that is not in its ISR (yet). Replicas on brokers that are down do not
+    count: healing several dead brokers one at a time must not wait for the
+    ones not restarted yet."""
+    live = set(metadata.brokers)
+    return sorted(f"{topic.topic}-{p.id}" for topic in metadata.topics.values()
+                  for p in topic.partitions.values() if (set(p.replicas) & live) - set(p.isrs))
 
 
 MIRROR_CONNECTOR_CLASSES = (
@@ -43,18 +67,96 @@ def rest_credentials(credentials_file: str) -> tuple[str, str]:
     return user.strip(), password.strip()
 
 
+# Deliberate states a connector or task is not started from (failover stops flows).
+SETTLED_ELSEWHERE = ("PAUSED", "STOPPED")
+
+
 def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = None) -> bool:
-    """Connect's REST API answers and lists the three MirrorMaker 2 connectors
-    (plugin scanning is the slow part of a worker's start)."""
+    """Connect's REST API answers, lists the three MirrorMaker 2 connectors
+    (plugin scanning is the slow part of a worker's start), and every connector
+    of the group and its tasks run (the group rebalanced after a restart; a new
+    group without connectors passes)."""
     auth = rest_credentials(auth_file) if auth_file else None
     plugins = requests.get(f"{rest_url}/connector-plugins", timeout=timeout, auth=auth).json()
-    return set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}
+    if not set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}:
+        return False
+    reply = requests.get(f"{rest_url}/connectors", params={"expand": "status"}, timeout=timeout, auth=auth)
+    if reply.status_code != 200:  # e.g. 409 while the group rebalances
+        raise NotReady(f"answers; the group is not ready (HTTP {reply.status_code} on /connectors)")
+    waiting = not_running(reply.json())
+    if waiting:
+        shown = ", ".join(waiting[:3]) + (", …" if len(waiting) > 3 else "")
+        raise NotReady(f"answers; waiting for {len(waiting)} connectors/tasks to run ({shown})")
+    return True
+
+
+def not_running(expanded: dict) -> list[str]:
+    """From `GET /connectors?expand=status`: `name[/task]: STATE` of each
+    connector or task neither RUNNING nor deliberately paused/stopped."""
+    out = []
+    for name, entry in sorted(expanded.items()):
+        status = entry.get("status") or {}
+        states = [(name, (status.get("connector") or {}).get("state"))]
+        states += [(f"{name}/{t.get('id')}", t.get("state")) for t in status.get("tasks") or []]
+        out += [f"{what}: {state}" for what, state in states if state != "RUNNING" and state not in SETTLED_ELSEWHERE]
+    return out
+
+
+QUORUM_COMMAND_MAIN = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
+
+
+def controller_in_quorum(spec: dict, since_ms: int) -> bool:
+    """A controller of a quorum answers and has caught up with the leader's
+    metadata log since `since_ms` (its own start): asked with Kafka's own
+    kafka-metadata-quorum tool (one short JVM, about a second) through all the
+    voters, so the active controller answers. While too few voters listen
+    for a majority (a new cluster's first controllers, or a quorum coming
+    back from losing most of them) there is no quorum to rejoin until the next
+    ones start: listening is enough then."""
+    import subprocess
+
+    from components import toolchain
+    from components.config import jvm
+    own = (spec["host"], int(spec["port"]))
+    if not port_open(*own):
+        return False
+    voters = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in spec["quorum"].split(","))]
+    listening = 1 + sum(port_open(*voter) for voter in voters if voter != own)
+    if listening <= len(voters) // 2:
+        return True
+    args = ["--bootstrap-controller", spec["quorum"], "describe", "--replication"]
+    if spec.get("command_config"):  # TLS controllers: the node's own certificate
+        args[2:2] = ["--command-config", spec["command_config"]]
+    argv = jvm.java_command(toolchain.java_binary(), QUORUM_COMMAND_MAIN, args, classpath=toolchain.kafka_classpath(),
+                            heap="128m", short_lived=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        errors = [line.strip() for line in done.stderr.splitlines() if "Exception" in line] or [done.stderr.strip()]
+        raise NotReady(f"answers; the quorum does not describe itself yet ({errors[-1][-300:]})")
+    row = quorum_row(done.stdout, int(spec["node_id"]))
+    if row is None or row["Status"] not in ("Leader", "Follower"):
+        raise NotReady(f"answers; not yet a voter of the quorum (node id {spec['node_id']})")
+    if row["Status"] == "Follower" and int(row["LastCaughtUpTimestamp"]) < since_ms:
+        raise NotReady(f"in the quorum; catching up with the metadata log (lag {row['Lag']})")
+    return True
+
+
+def quorum_row(table: str, node_id: int) -> dict[str, str] | None:
+    """One node's row of `kafka-metadata-quorum describe --replication`."""
+    lines = [line.split() for line in table.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    header = lines[0]
+    for cells in lines[1:]:
+        if cells and cells[0] == str(node_id):
+            return dict(zip(header, cells))
+    return None
 
 
 def own_address(spec: dict) -> tuple[str, int] | None:
     """The address a service's own health check probes (tcp, http, connect);
     None for a Kafka check, which asks the whole cluster's bootstrap servers."""
-    if spec["kind"] == "tcp":
+    if spec["kind"] in ("tcp", "controller"):
         return spec["host"], int(spec["port"])
     if spec["kind"] in ("http", "connect"):
         from urllib.parse import urlsplit
@@ -63,8 +165,10 @@ def own_address(spec: dict) -> tuple[str, int] | None:
     return None
 
 
-def check(spec: dict) -> bool:
-    """Run a health check described as data (what a service resource stores)."""
+def check(spec: dict, since_ms: int = 0) -> bool:
+    """Run a health check described as data (what a service resource stores);
+    `since_ms`: when the service started (wall clock, ms). False or NotReady
+    (with what it waits for): not yet."""
     kind = spec["kind"]
     if kind == "tcp":
         return port_open(spec["host"], int(spec["port"]))
@@ -72,7 +176,10 @@ def check(spec: dict) -> bool:
         return http_ok(spec["url"])
     if kind == "kafka":
         client = {k.removeprefix("client."): v for k, v in spec.items() if k.startswith("client.")}
-        return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")), client=client)
+        node_id = int(spec["node_id"]) if "node_id" in spec else None
+        return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")), client=client, node_id=node_id)
+    if kind == "controller":
+        return controller_in_quorum(spec, since_ms)
     if kind == "connect":
         return connect_ready(spec["url"], auth_file=spec.get("auth_file"))
     raise ValueError(f"unknown health check kind {kind!r}")

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -130,10 +131,13 @@ def run(name: str, argv: Sequence[str], *, log_file: Path, timeout: float = 120.
 
 def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
                        timeout: float, what: str, interval: float = 0.5,
-                       progress_every: float = 10.0) -> float:
+                       progress_every: float = 5.0) -> float:
     """Poll `check` until it returns True. Fails at once if the process dies,
-    and after `timeout` seconds otherwise, quoting the end of the log.
-    Returns the seconds waited."""
+    and after `timeout` seconds otherwise, quoting the last check error and the
+    end of the log. A check that is not ready yet returns False or raises
+    (health.NotReady says what it waits for); every `progress_every` seconds
+    that is printed to stderr as `mirrorstack: <what>: <reason>` (Pulumi shows
+    it next to the resource). Returns the seconds waited."""
     started = time.monotonic()
     next_progress = started + progress_every
     last_error: Exception | None = None
@@ -152,6 +156,14 @@ def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
             raise ServiceFailed(f"{what} (pid {handle.pid}) not healthy after {timeout:.0f}s.{detail} "
                                 f"Last lines of {handle.log_file}:\n{log_tail(handle.log_file)}")
         if now >= next_progress:
-            log.info("still waiting for %s (%.0fs of %.0fs)", what, now - started, timeout)
+            print(f"mirrorstack: {what}: {_waiting_for(last_error)} ({now - started:.0f}s of {timeout:.0f}s)",
+                  file=sys.stderr, flush=True)
             next_progress = now + progress_every
         time.sleep(interval)
+
+
+def _waiting_for(error: Exception | None) -> str:
+    from components.platforms.local.health import NotReady
+    if isinstance(error, NotReady):
+        return str(error)
+    return f"not answering yet ({type(error).__name__}: {error})" if error else "not ready yet"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pulumi
@@ -19,7 +20,9 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from components import naming
 
 # Inputs whose change means the process must be restarted with new files/args.
-RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "health", "timeout_seconds")
+# Not `health`: how start-up is checked applies at the next start; a stricter
+# check (rolling restarts') must not restart every deployed service by itself.
+RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "timeout_seconds")
 
 
 def _handle(props):
@@ -88,9 +91,10 @@ def _launch(props) -> dict:
     _refuse_taken_port(props)
     for i, argv in enumerate(props.get("prepare") or []):
         launcher.run(f"{props['name']} prepare", argv, log_file=workdir / f"prepare-{i}.log")
+    since_ms = int(time.time() * 1000)
     handle = launcher.start(props["name"], props["argv"], log_file=workdir / "service.log", cwd=workdir)
     try:
-        launcher.wait_until_healthy(handle, lambda: health.check(props["health"]),
+        launcher.wait_until_healthy(handle, lambda: health.check(props["health"], since_ms),
                                     timeout=float(props["timeout_seconds"]), what=props["name"])
         for i, argv in enumerate(props.get("after_start") or []):  # e.g. create the SASL user
             launcher.run(f"{props['name']} after start", argv, log_file=workdir / f"after-start-{i}.log")
