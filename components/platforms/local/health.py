@@ -39,9 +39,14 @@ def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: 
         raise NotReady(f"answers; not yet registered in the cluster (node id {node_id})")
     lagging = under_replicated(metadata)
     if lagging:
-        shown = ", ".join(lagging[:3]) + (", …" if len(lagging) > 3 else "")
-        raise NotReady(f"back in the cluster; waiting for {len(lagging)} under-replicated partitions ({shown})")
+        raise NotReady(f"back in the cluster; waiting for {len(lagging)} under-replicated partitions "
+                       f"({_first_few(lagging)})")
     return True
+
+
+def _first_few(names: list[str], shown: int = 3) -> str:
+    """What a progress line names of a long list."""
+    return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
 
 
 def under_replicated(metadata) -> list[str]:
@@ -85,8 +90,7 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
         raise NotReady(f"answers; the group is not ready (HTTP {reply.status_code} on /connectors)")
     waiting = not_running(reply.json())
     if waiting:
-        shown = ", ".join(waiting[:3]) + (", …" if len(waiting) > 3 else "")
-        raise NotReady(f"answers; waiting for {len(waiting)} connectors/tasks to run ({shown})")
+        raise NotReady(f"answers; waiting for {len(waiting)} connectors/tasks to run ({_first_few(waiting)})")
     return True
 
 
