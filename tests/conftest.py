@@ -5,13 +5,14 @@ import signal
 import pytest
 
 from tests.support.leftovers import leftover_processes
+from tests.support.suite_timing import ModuleTimes
 
 pytest_plugins = ["pytester"]
 
 
 def pytest_sessionfinish(session, exitstatus):
     factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is None or os.environ.get("PYTEST_XDIST_WORKER"):
+    if factory is None or hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
         return
     marker = str(factory.getbasetemp())
     survivors = leftover_processes(marker, parent=os.getpid())
@@ -28,3 +29,15 @@ def pytest_sessionfinish(session, exitstatus):
             except (ProcessLookupError, PermissionError):
                 continue
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under `-n`: modules (or groups of them) as units, longest first (tests/support/scheduling.py)."""
+    from tests.support.scheduling import ModuleScheduling
+    return ModuleScheduling(config, log)
+
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a plain run) sums every module's time
+        config.pluginmanager.register(ModuleTimes(), "module-times")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,18 +23,34 @@ def fast_discovery(topology: dict) -> None:
         flow.setdefault("refresh_seconds", TEST_REFRESH_SECONDS)
 
 
-# Four ranges, all below Linux's ephemeral ports, handed out in turn from a random
-# start: any four stacks opened one after another get different ranges. (Refilling
-# a shuffled list instead could hand the last base of one round out again as the
+# Four ranges, all below Linux's ephemeral ports. Under pytest-xdist each worker
+# owns its own share of them (gw0 the even ones, gw1 the odd ones), so stacks of
+# two workers never meet; a worker hands its share out in turn from a random
+# start: stacks opened one after another get different ranges. (Refilling a
+# shuffled list instead could hand the last base of one round out again as the
 # first of the next: two stacks of one test then shared their ports.)
-_BASES = list(range(10000, 30000, PORT_SPAN))
+_ALL_BASES = list(range(10000, 30000, PORT_SPAN))
+
+
+def worker_bases(worker: str | None, workers: int) -> list[int]:
+    """The port bases a test process may use: all of them outside xdist, else
+    every `workers`-th one from the worker's index (gw<k>)."""
+    if not worker or workers <= 1:
+        return _ALL_BASES
+    index = int(worker.removeprefix("gw"))
+    if workers > len(_ALL_BASES):
+        raise RuntimeError(f"{workers} xdist workers but only {len(_ALL_BASES)} stack port ranges; run -n {len(_ALL_BASES)} or fewer")
+    return _ALL_BASES[index % workers::workers]
+
+
+_BASES = worker_bases(os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 _NEXT_BASE = itertools.count(random.randrange(len(_BASES)))
 
 
 def _port_base() -> int:
-    """A port range of its own for each stack open at once in this test process:
-    a stack spreads its ports over PORT_SPAN from its base, so bases PORT_SPAN
-    apart never share a port."""
+    """A port range of its own for each stack open at once in this test process
+    (at most len(_BASES) at once): a stack spreads its ports over PORT_SPAN from
+    its base, so bases PORT_SPAN apart never share a port."""
     return _BASES[next(_NEXT_BASE) % len(_BASES)]
 
 

@@ -1,0 +1,60 @@
+"""How `make test` shares the suite between pytest-xdist workers.
+
+A work unit is a test module (its module-scoped stack comes up once, on one
+worker), except modules that share a machine-wide resource, which form one unit:
+the docker modules start and stop the one Docker engine. Units go out longest
+first (the measured seconds in suite_weights.json), so the last unit to start
+is a short one and neither worker idles long at the end.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xdist.scheduler import LoadScopeScheduling
+
+WEIGHTS_FILE = Path(__file__).with_name("suite_weights.json")
+
+# Modules that must run on one worker, one after the other.
+SHARED_UNITS = {
+    "tests/integration/test_images.py": "docker engine",
+    "tests/integration/test_docker_platform.py": "docker engine",
+}
+
+
+def unit_of(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return SHARED_UNITS.get(module, module)
+
+
+def unit_weights(weights: dict[str, float]) -> dict[str, float]:
+    """Seconds per work unit: a shared unit weighs what its modules weigh together."""
+    units: dict[str, float] = {}
+    for module, seconds in weights.items():
+        units[unit_of(module)] = units.get(unit_of(module), 0.0) + seconds
+    return units
+
+
+def longest_first(units: list[str], weights: dict[str, float]) -> list[str]:
+    """Units by measured weight, heaviest first; a unit never measured (a new
+    module) goes first too, as it may be long."""
+    return sorted(units, key=lambda unit: -weights.get(unit, float("inf")))
+
+
+class ModuleScheduling(LoadScopeScheduling):
+    """xdist's load-scope scheduling with our units and order."""
+
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        self._weights = unit_weights(json.loads(WEIGHTS_FILE.read_text()))
+        self._ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        if not self._ordered:  # the queue is complete before the first unit goes out
+            for unit in longest_first(list(self.workqueue), self._weights):
+                self.workqueue.move_to_end(unit)
+            self._ordered = True
+        super()._assign_work_unit(node)
