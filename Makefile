@@ -31,7 +31,7 @@ help:
 	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
 	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
-	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it; PYTEST_ARGS=\"-n 2\": two modules at once)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"

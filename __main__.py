@@ -27,7 +27,7 @@ from components.platforms import make_platform
 from components.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan_report import report_plan
-from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards, rolling_nodes
+from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -62,7 +62,7 @@ replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   connect_secrets=config.get_secret_object("connectSecrets"),
                                   connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external],
                                                                    own=own),
-                                  quorum_guards=quorum_guards(own, topology), rolling=rolling_nodes(own, topology))
+                                  quorum_guards=quorum_guards(own, topology))
 
 # Which live topics each flow mirrors, and what this change starts or stops mirroring.
 pulumi.export("replication_plan", report_plan(topology, replication.clusters,

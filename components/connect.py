@@ -7,7 +7,6 @@ from components import naming
 from components.config import connect, jvm, security
 from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
-from components.stack_history import roll_after
 from components.secrets import GeneratedPassword
 
 CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")  # the worker's own clients, then its tasks'
@@ -35,8 +34,7 @@ class ConnectCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False, exactly_once: bool = False,
                  clients: list = (), group_id: pulumi.Input[str] | None = None, override_allowlist: list[str] = (),
-                 rest_password: pulumi.Input[str] | None = None, rolling: pulumi.Input[bool] | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+                 rest_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:connect:ConnectCluster", name, opts)
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
@@ -81,10 +79,8 @@ class ConnectCluster(pulumi.ComponentResource):
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
                                           listen_host=platform.listen_host,
                                           overrides={**extra, **spec.settings})))
-            # One worker at a time on a change (rolling restarts): each after the one before is
-            # healthy again; a new group's workers start together (components.stack_history).
-            depends = roll_after(workers[-1:], rolling,
-                                 others=[*kafka.ready, *(r for c in clients for r in c.client_resources)])
+            # One worker at a time (rolling restarts): each after the one before is healthy again.
+            depends = [*kafka.ready, *(r for c in clients for r in c.client_resources), *workers[-1:]]
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,

@@ -14,7 +14,6 @@ from components.config.prometheus import ScrapeTarget
 from components.config.properties import render_properties
 from components.model import Resources
 from components.secrets import GeneratedPassword
-from components.stack_history import roll_after
 
 CONTROLLER_ID = 1  # the first controller; broker i is CONTROLLER_ID + 1 + i (2, 3, …)
 # Controllers after the first (clusters.<alias>.controllers: 3 or 5): node ids
@@ -56,8 +55,7 @@ class KafkaCluster(pulumi.ComponentResource):
 
     def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
                  secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
-                 quorum_guard: pulumi.Output | None = None, rolling: pulumi.Input[bool] | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+                 quorum_guard: pulumi.Output | None = None, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
         self.alias = alias
         self.broker_count = cluster.brokers
@@ -90,9 +88,8 @@ class KafkaCluster(pulumi.ComponentResource):
             self.tls = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
-        # One node at a time on a change (rolling restarts): each depends on the one
-        # before, and the engine starts a resource only once its dependencies are done.
-        # A new cluster's nodes start together (`rolling` False: components.stack_history).
+        # One node at a time (rolling restarts, also on create): each depends on the
+        # one before, and the engine starts a resource only once its dependencies are done.
         ctrls: list[pulumi.Resource] = []
         for controller, node_id in controllers:
             ctrl_host, ctrl_port = ctrl_addresses[node_id]
@@ -111,8 +108,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
                 files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
-                metrics=metrics, health=health,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=roll_after(ctrls[-1:], rolling))))
+                metrics=metrics, health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
             self._scrape(platform, controller, "controller", metrics)
 
         brokers, addresses = [], []
@@ -139,8 +135,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 secret_files=secret_files,
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
                 resources=cluster.resources,
-                health=health,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=roll_after((brokers or ctrls)[-1:], rolling))))
+                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
             self._scrape(platform, name, "broker", metrics)
         self.ready = [*ctrls, *brokers]
         if certs:

@@ -67,26 +67,3 @@ def quorum_guards(own: pulumi.StackReference, topology) -> dict[str, pulumi.Outp
         return wanted
     return {alias: previous.apply(lambda o, a=alias, n=cluster.controllers: check(o, a, n))
             for alias, cluster in topology.clusters.items() if not cluster.is_external}
-
-
-def rolling_nodes(own: pulumi.StackReference, topology) -> dict[str, pulumi.Output[bool]]:
-    """Per deployed cluster (`clusters/<alias>`) and Connect group (`connect/<name>`):
-    whether the stack's last deployment exported it. Its nodes exist then, so a
-    change restarts them one at a time; a new one's nodes all start together."""
-    previous = pulumi.Output.unsecret(own.outputs)
-    names = [*(("clusters", a) for a, c in topology.clusters.items() if not c.is_external),
-             *(("connect", n) for n, c in topology.connect.items() if not c.is_external)]
-    return {f"{key}/{name}": previous.apply(lambda o, k=key, n=name: n in ((o or {}).get(k) or {}))
-            for key, name in names}
-
-
-def roll_after(previous: list, rolling: pulumi.Input[bool] | None, others: list = ()) -> pulumi.Input[list]:
-    """What the next node of a cluster or group waits for (besides `others`):
-    the node before it when the nodes already run (one at a time: the rejoin
-    gate of each holds the next), nothing when they are being created.
-    `rolling` None: always chained. (A cluster whose first `up` failed midway
-    has not exported itself yet: its second `up` also starts its nodes
-    together, before it ever served.)"""
-    if not previous or rolling is None:
-        return [*others, *previous]
-    return pulumi.Output.from_input(rolling).apply(lambda chained: [*others, *(previous if chained else [])])

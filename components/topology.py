@@ -51,8 +51,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                  grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
                  cluster_secret_keys: dict[str, set[str]] | None = None, connect_secrets: pulumi.Input[dict] | None = None,
                  connect_groups: dict[str, pulumi.Input[str]] | None = None,
-                 quorum_guards: dict[str, pulumi.Output] | None = None,
-                 rolling: dict[str, pulumi.Input[bool]] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 quorum_guards: dict[str, pulumi.Output] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (components.naming)
         child = pulumi.ResourceOptions(parent=self)
@@ -61,8 +60,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.clusters = {alias: KafkaCluster(
             alias, spec, platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
             secrets=pulumi.Output.from_input(cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
-            if keys.get(alias) else None, quorum_guard=(quorum_guards or {}).get(alias),
-            rolling=(rolling or {}).get(f"clusters/{alias}"), opts=child)
+            if keys.get(alias) else None, quorum_guard=(quorum_guards or {}).get(alias), opts=child)
             for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
         # Group ids carry the stack (components.stack_history) unless the spec names one.
@@ -78,7 +76,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             group_id=groups[name], override_allowlist=self._override_allowlist(topology, by_connect[name]),
             rest_password=secrets_of_connect.apply(lambda d, n=name: (d.get(n) or {}).get("password"))
             if secrets_of_connect is not None else None,
-            rolling=(rolling or {}).get(f"connect/{name}"), opts=child) for name, spec in topology.connect.items()}
+            opts=child) for name, spec in topology.connect.items()}
         for target, merged in topology.identity_merges().items():
             # Allowed (the classic aggregation), but say it where a reviewer looks.
             pulumi.log.info(f"identity policy: {', '.join(merged)} merge same-named topics into {target}",

@@ -99,11 +99,10 @@ def stack_topology(stack: str, **changes):
     return load_topology({**document["config"]["mirrorstack:topology"], **changes})
 
 
-def deploy(make_platform, topology, stack: str, mocks: RecordingMocks | None = None, **topology_args):
+def deploy(make_platform, topology, stack: str, mocks: RecordingMocks | None = None):
     """Build `topology` on a fresh mock engine; wait until every registration
     is done and every output (and manifest) is resolved. Returns (mocks, built):
-    built holds the platform, the clusters' and Connect's outputs, the manifests.
-    `topology_args`: more keyword arguments of ReplicationTopology."""
+    built holds the platform, the clusters' and Connect's outputs, the manifests."""
     mocks = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     built = {}
@@ -111,7 +110,7 @@ def deploy(make_platform, topology, stack: str, mocks: RecordingMocks | None = N
     @pulumi.runtime.test
     def program():
         platform = make_platform()
-        topology_resource = ReplicationTopology(stack, topology, platform, stack=stack, **topology_args)
+        topology_resource = ReplicationTopology(stack, topology, platform, stack=stack)
         built["platform"] = platform
         built["topology"] = topology_resource
         manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-import pulumi
 import pytest
 
 from components.model import load_topology
@@ -83,22 +82,6 @@ def test_a_clusters_nodes_and_a_groups_workers_are_chained_one_after_another(pla
     assert not {"us-controller", "us-controller-1"} & _depends(mocks, "us-broker-0")
     assert "connect-eu-0" in _depends(mocks, "connect-eu-1")
     assert "eu-broker-0" in _depends(mocks, "connect-eu-0")
-
-
-@pytest.mark.parametrize("platform", ["local", "docker", "kubernetes"])
-def test_the_nodes_of_a_new_cluster_and_group_start_together_those_of_a_deployed_one_roll(platform, tmp_path):
-    """`rolling` (components.stack_history.rolling_nodes): False for what the
-    stack's last deployment did not export yet."""
-    make = {"local": lambda: LocalPlatform(STACK, str(tmp_path)), "docker": lambda: DockerPlatform(STACK),
-            "kubernetes": lambda: KubernetesPlatform(STACK)}[platform]
-    topology = load_topology({**{k: v for k, v in TOPOLOGY.items() if k != "monitoring"}, "platform": platform})
-    new = {"clusters/us": False, "clusters/eu": True, "connect/eu": False}
-    mocks, _ = pulumi_mocks.deploy(make, topology, STACK, rolling={k: pulumi.Output.from_input(v)
-                                                                   for k, v in new.items()})
-    for node in [*CHAIN, "connect-eu-1"]:
-        assert not set(CHAIN) & _depends(mocks, node), (node, _depends(mocks, node))
-    assert _depends(mocks, "connect-eu-1") == {"eu-controller", "eu-broker-0"}  # its cluster, not its sibling
-    assert "eu-controller" in _depends(mocks, "eu-broker-0")  # eu was deployed before: it rolls
 
 
 def test_extra_controllers_get_ids_beside_the_brokers_and_every_node_lists_all_voters(local_run):

@@ -1,0 +1,28 @@
+"""How `pytest -n 2` shares the suite (tests/support/scheduling.py): whole
+modules, the docker modules as one unit, heaviest first."""
+import json
+
+from tests.support.scheduling import SHARED_UNITS, WEIGHTS_FILE, longest_first, unit_of, unit_weights
+
+
+def test_a_module_is_one_unit_and_the_docker_modules_share_one():
+    assert unit_of("tests/integration/test_failover.py::test_x[a]") == "tests/integration/test_failover.py"
+    docker = {unit_of(f"{m}::t") for m in SHARED_UNITS}
+    assert docker == {"docker engine"}
+
+
+def test_units_go_out_heaviest_first_and_an_unmeasured_module_before_all():
+    weights = unit_weights({"tests/integration/test_images.py": 30.0, "tests/integration/test_docker_platform.py": 300.0,
+                            "tests/integration/test_failover.py": 320.0, "tests/unit/test_model.py": 2.0})
+    assert weights["docker engine"] == 330.0
+    order = longest_first(["tests/unit/test_model.py", "tests/integration/test_failover.py", "docker engine",
+                           "tests/integration/test_new.py"], weights)
+    assert order == ["tests/integration/test_new.py", "docker engine", "tests/integration/test_failover.py",
+                     "tests/unit/test_model.py"]
+
+
+def test_the_committed_weights_cover_every_integration_module():
+    weights = json.loads(WEIGHTS_FILE.read_text())
+    modules = {f"tests/integration/{p.name}" for p in (WEIGHTS_FILE.parents[1] / "integration").glob("test_*.py")}
+    assert modules <= set(weights), sorted(modules - set(weights))
+    assert all(seconds >= 0 for seconds in weights.values())
