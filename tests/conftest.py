@@ -37,7 +37,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ModuleScheduling(config, log)
 
 
-
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a plain run) sums every module's time
         config.pluginmanager.register(ModuleTimes(), "module-times")

@@ -22,8 +22,12 @@ SHARED_UNITS = {
 }
 
 
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def unit_of(nodeid: str) -> str:
-    module = nodeid.split("::", 1)[0]
+    module = module_of(nodeid)
     return SHARED_UNITS.get(module, module)
 
 
@@ -31,7 +35,8 @@ def unit_weights(weights: dict[str, float]) -> dict[str, float]:
     """Seconds per work unit: a shared unit weighs what its modules weigh together."""
     units: dict[str, float] = {}
     for module, seconds in weights.items():
-        units[unit_of(module)] = units.get(unit_of(module), 0.0) + seconds
+        unit = unit_of(module)
+        units[unit] = units.get(unit, 0.0) + seconds
     return units
 
 

@@ -39,7 +39,8 @@ def worker_bases(worker: str | None, workers: int) -> list[int]:
         return _ALL_BASES
     index = int(worker.removeprefix("gw"))
     if workers > len(_ALL_BASES):
-        raise RuntimeError(f"{workers} xdist workers but only {len(_ALL_BASES)} stack port ranges; run -n {len(_ALL_BASES)} or fewer")
+        raise RuntimeError(f"{workers} xdist workers but only {len(_ALL_BASES)} stack port ranges; "
+                           f"run -n {len(_ALL_BASES)} or fewer")
     return _ALL_BASES[index % workers::workers]
 
 

@@ -8,7 +8,7 @@ import json
 import os
 from collections import defaultdict
 
-from tests.support.scheduling import WEIGHTS_FILE
+from tests.support.scheduling import WEIGHTS_FILE, module_of
 
 SHOWN = 10
 
@@ -20,7 +20,7 @@ class ModuleTimes:
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report) -> None:
-        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+        self.seconds[module_of(report.nodeid)] += report.duration
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.seconds:
