@@ -16,7 +16,7 @@ from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
 
-RECORDS = 10_000
+RECORDS = 1_000  # enough to merge two sources into one topic with several batches per partition
 HELD = 500  # records produced on uk while its flow is paused, then again while stopped
 WRITES = re.compile(r'"(PUT|POST|DELETE) /connectors')
 
