@@ -112,7 +112,7 @@ def test_dynamic_resource_lifecycle_through_the_real_engine(project, tmp_path):
     assert target.read_text() == "world"
 
     # the secret never reaches the state (or its backups) in plaintext
-    backend = Path(project.env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    backend = Path(project.env["PULUMI_BACKEND_URL"].removeprefix("file://").partition("?")[0])
     state_files = [p for p in backend.rglob("*") if p.is_file()]
     assert state_files
     assert not [p for p in state_files if secret in p.read_text(errors="ignore")]

@@ -10,6 +10,12 @@ from pathlib import Path
 from components import toolchain
 
 
+# As env.sh: no `.attrs` sidecar files. The file backend rewrites a checkpoint's
+# sidecar in place (truncate, then write), so the program's own-stack reference,
+# read while the engine saves, could find it empty ("failed to load checkpoint: EOF").
+FILE_BACKEND_OPTIONS = "metadata=skip"
+
+
 def engine_env(state_dir: Path, passphrase: str = "engine-test-passphrase") -> dict[str, str]:
     """What env.sh sets, with state and PULUMI_HOME in `state_dir`."""
     cli = toolchain.pulumi_binary()
@@ -19,7 +25,7 @@ def engine_env(state_dir: Path, passphrase: str = "engine-test-passphrase") -> d
     return {
         **os.environ,
         "PATH": f"{Path(cli).parent}{os.pathsep}{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}",
+        "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}?{FILE_BACKEND_OPTIONS}",
         "PULUMI_HOME": str(state_dir / "home"),
         "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
