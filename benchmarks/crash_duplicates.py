@@ -22,15 +22,15 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-from benchmarks.replication import (PARTITIONS, RECORD_SIZE, SCENARIOS, Configuration, Site, connector_props,
-                                    end_offsets, machine)
+from benchmarks.replication import (PARTITIONS, RECORD_SIZE, SCENARIOS, Configuration, Site, SiteView,
+                                    connector_props, end_offsets, machine)
 from components import toolchain
 from components.mirror import MirrorMaker2Provider
 from components.platforms.local import launcher
 from tests.support.kafka_clients import create_topic
 
 
-def crash_run(site: Site, config: Configuration, rate: int, seconds: int, kill_after: float) -> dict:
+def crash_run(site: SiteView, config: Configuration, rate: int, seconds: int, kill_after: float) -> dict:
     topic, alias = f"crash-{uuid.uuid4().hex[:6]}", f"c{uuid.uuid4().hex[:6]}"
     worker = site.workers[config.name]
     create_topic(site.src.bootstrap_servers, topic, PARTITIONS, 1)
@@ -82,7 +82,8 @@ def main() -> None:
     configurations = [Configuration(f"flush-{ms}", {}, {"offset.flush.interval.ms": str(ms)}) for ms in intervals]
     report = {"machine": machine(), "runs": {}}
     with tempfile.TemporaryDirectory(prefix="mirrorstack-crash-") as tmp, ExitStack() as stack:
-        site = Site(SCENARIOS["lan"], Path(tmp), configurations).start(stack)
+        lan = SCENARIOS["lan"]
+        site = Site([lan], Path(tmp), configurations).start(stack).view(lan)
         for config in configurations:
             run = crash_run(site, config, args.rate, args.seconds, args.kill_after)
             report["runs"][config.name] = run

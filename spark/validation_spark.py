@@ -79,7 +79,10 @@ def stop_spark(spark, how: str = "jvm") -> None:
 
 
 def _quote_pattern(topic: str) -> str:
-    return f"\\Q{topic}\\E"  # a Java regex matching exactly `topic`
+    """A Java regex matching exactly `topic`: anchored, as Spark's Kafka source
+    looks for the pattern anywhere in a topic's name (SubscribePatternStrategy:
+    findFirstIn), so `\\Qus.orders\\E` alone would read `us.orders-v2` too."""
+    return f"^\\Q{topic}\\E$"
 
 
 def read_kafka(spark, bootstrap: str, client: dict[str, str], **options: str):

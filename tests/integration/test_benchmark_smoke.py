@@ -1,6 +1,8 @@
 """The replication benchmark's code, run tiny (`--quick`): every scenario, through
-the emulated link, with real brokers and workers. A smoke test: its figures
-are meaningless at this size and nothing here times anything."""
+the emulated link, with real brokers and workers (one site for all three: the
+clusters, the link and the workers beside each cluster are started once). A
+smoke test: its figures are meaningless at this size and nothing here times
+anything."""
 from __future__ import annotations
 
 import json

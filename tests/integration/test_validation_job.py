@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,14 +65,24 @@ def spark():
         yield session
 
 
-@pytest.fixture(scope="module")
-def kafka_c(tmp_path_factory):
-    """A third cluster, so two same-named source topics can merge into kafka_b."""
+@pytest.fixture(scope="module", autouse=True)
+def _kafka_c_starting(tmp_path_factory):
+    """kafka_c's start, begun with the module (in the background, while the
+    first tests run): the future of the started cluster. Stopped at the end."""
     cluster = KafkaCluster("c", tmp_path_factory.mktemp("kafka-c"), brokers=1)
+    pool = ThreadPoolExecutor(1)
+    started = pool.submit(cluster.start)
     try:
-        yield cluster.start()
+        yield started
     finally:
+        pool.shutdown(wait=True)  # a start still under way ends first: then everything it started stops
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_c(_kafka_c_starting):
+    """A third cluster, so two same-named source topics can merge into kafka_b."""
+    return _kafka_c_starting.result(timeout=300)
 
 
 # ------------------------------------------------------------------- helpers
@@ -154,6 +165,15 @@ def validate(spark, tmp_path, cfg: dict, *args: str) -> tuple[int, dict]:
     return code, json.loads(out.read_text())
 
 
+def validate_at_once(spark, tmp_path, *runs: tuple) -> list[tuple[int, dict]]:
+    """Independent runs, each (config, *flags), at once on the module's session;
+    [(exit code, report)] in their order. A run on a few hundred records is
+    mostly waits (Spark's scheduling, the brokers): runs side by side overlap."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = [pool.submit(validate, spark, tmp_path, *run) for run in runs]
+    return [future.result() for future in futures]
+
+
 def counts(group: dict) -> dict:
     keys = ("source_records", "target_records", "matched", "missing", "in_flight", "duplicates", "extras",
             "out_of_order")
@@ -184,7 +204,9 @@ def test_clean_copy_passes_with_exact_counts(spark, tmp_path, kafka_a, kafka_b):
     topic, remote, src = setup_pair(kafka_a, kafka_b, "clean")
     copy_records(kafka_b.bootstrap_servers, remote, src)
 
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    # (the second run, below: the same verdict with Spark aggregates, run alongside)
+    (code, report), spark_run = validate_at_once(spark, tmp_path, (config(kafka_a, kafka_b, topic),),
+                                                 (config(kafka_a, kafka_b, topic), "--offsets-via", "spark"))
     assert code == 0 and report["passed"] and report["failures"] == []
     assert report["offsets_via"] == "kafka-client"
     [group] = report["groups"]
@@ -201,7 +223,7 @@ def test_clean_copy_passes_with_exact_counts(spark, tmp_path, kafka_a, kafka_b):
          "missing": 0, "in_flight": 0, "duplicates": 0, "out_of_order": 0, "purged": 0}]}]
 
     # the same verdict with offsets and partition counts from Spark aggregates instead of confluent_kafka
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic), "--offsets-via", "spark")
+    code, report = spark_run
     assert code == 0 and report["offsets_via"] == "spark"
     assert counts(report["groups"][0]) == exact(1000) and report["groups"][0]["partitions_ok"]
 
@@ -227,7 +249,9 @@ def test_five_records_copied_twice_are_duplicates(spark, tmp_path, kafka_a, kafk
     twice = middle(src, 5)
     copy_records(kafka_b.bootstrap_servers, remote, [c for m in src for c in ([m, m] if m in twice else [m])])
 
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    (code, report), tolerated = validate_at_once(
+        spark, tmp_path, (config(kafka_a, kafka_b, topic),),
+        (config(kafka_a, kafka_b, topic, tolerance={"duplicates": 5}),))
     [group] = report["groups"]
     assert code == 1
     assert counts(group) == exact(1000, target_records=1005, duplicates=5)
@@ -236,7 +260,7 @@ def test_five_records_copied_twice_are_duplicates(spark, tmp_path, kafka_a, kafk
     assert report["flows"][0]["topics"][0]["duplicates"] == 5  # counted for the flow they copy
 
     # tolerated, the same copy passes
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, tolerance={"duplicates": 5}))
+    code, report = tolerated
     assert code == 0 and report["passed"]
 
 
@@ -265,7 +289,9 @@ def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka
     produce_records(kafka_b.bootstrap_servers, remote,
                     [(i % PARTITIONS, b"intruder", f"intruder-{i}".encode(), (), now + i) for i in range(3)])
 
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    (code, report), tolerated = validate_at_once(
+        spark, tmp_path, (config(kafka_a, kafka_b, topic),),
+        (config(kafka_a, kafka_b, topic, tolerance={"extras": 3}),))
     [group] = report["groups"]
     assert code == 1
     assert counts(group) == exact(1000, target_records=1003, extras=3)
@@ -274,7 +300,7 @@ def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka
     assert all(s["source_offset"] is None and s["target_offset"] >= copies[s["partition"]]
                for s in group["samples"]["extras"])
 
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, tolerance={"extras": 3}))
+    code, report = tolerated
     assert code == 0 and report["passed"]
 
 
@@ -285,7 +311,9 @@ def test_tail_not_yet_copied_is_in_flight_not_missing(spark, tmp_path, kafka_a, 
     copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if (m.partition, m.offset) not in tail])
 
     started = time.monotonic()
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=3))
+    (code, report), limited = validate_at_once(
+        spark, tmp_path, (config(kafka_a, kafka_b, topic, wait_seconds=3),),
+        (config(kafka_a, kafka_b, topic, wait_seconds=0, tolerance={"in_flight": 0}),))
     [group] = report["groups"]
     assert group["timed_out"] and 3 <= group["waited_seconds"] < 30 and time.monotonic() - started < 120
     assert counts(group) == exact(1000, target_records=980, matched=980, in_flight=20)
@@ -293,8 +321,7 @@ def test_tail_not_yet_copied_is_in_flight_not_missing(spark, tmp_path, kafka_a, 
     assert [(r["partition"], r["lag"]) for r in group["lag"]] == [(0, 10), (1, 10)]
     assert all((s["partition"], s["source_offset"]) in tail for s in group["samples"]["in_flight"])
 
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=0,
-                                                     tolerance={"in_flight": 0}))
+    code, report = limited
     assert code == 1 and any("in_flight 20 > tolerance 0" in f for f in report["failures"])
 
 
@@ -340,14 +367,17 @@ def test_topic_patterns_pick_the_replicated_topics_in_both_offset_modes(spark, t
     flow = {**config(kafka_a, kafka_b, "unused")["flows"][0], "topics": None}
     patterned = {"flows": [{**flow, "topic_patterns": ["vj-pat-.*"], "topics_exclude": ["vj-pat-skip"]}],
                  "wait_seconds": 30}
-    for mode in ("kafka-client", "spark"):  # topics listed by confluent_kafka, or by Kafka's Admin in Spark's JVM
-        code, report = validate(spark, tmp_path, patterned, "--offsets-via", mode)
+    none_matched = {**patterned, "flows": [{**flow, "topic_patterns": ["vj-none-.*"]}]}
+    *by_mode, nothing = validate_at_once(spark, tmp_path, (patterned, "--offsets-via", "kafka-client"),
+                                         (patterned, "--offsets-via", "spark"), (none_matched,))
+    for mode, (code, report) in zip(("kafka-client", "spark"), by_mode):  # topics listed by confluent_kafka,
+        # or by Kafka's Admin in Spark's JVM
         assert code == 0 and report["offsets_via"] == mode
         assert [g["topic"] for g in report["groups"]] == [f"{ALIAS}.vj-pat-a", f"{ALIAS}.vj-pat-b"]
         assert [(t["topic"], t["matched"]) for t in report["flows"][0]["topics"]] == [("vj-pat-a", 300),
                                                                                       ("vj-pat-b", 200)]
     # nothing matched yet (a stack's first `up`): passed, nothing checked
-    code, report = validate(spark, tmp_path, {**patterned, "flows": [{**flow, "topic_patterns": ["vj-none-.*"]}]})
+    code, report = nothing
     assert code == 0 and report["groups"] == [] and report["flows"] == [{"name": "a->b", "topics": []}]
 
 
@@ -453,25 +483,26 @@ def _processes_with_env(marker: str) -> list[int]:
 
 
 def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
+    """The CLI runs, each its own process (and JVM) with its own marker in its
+    environment, go at once: the standalone script on a clean copy, spark-submit
+    on a copy with an extra, and two runs with bad input."""
     topic, remote, src = setup_pair(kafka_a, kafka_b, "cli", count=200)
     copy_records(kafka_b.bootstrap_servers, remote, src)
     cfg_file, out = tmp_path / "flows.json", tmp_path / "report.json"
     cfg_file.write_text(json.dumps(config(kafka_a, kafka_b, topic)))
-    marker = f"vj-cli-{uuid.uuid4().hex}"
-    env = {**os.environ, "VALIDATION_TEST_MARKER": marker}
+    # spark-submit's copy: the same 200 records, and one written straight into the target
+    # makes it fail: exit 1 through spark-submit
+    sub_topic, sub_remote, sub_src = setup_pair(kafka_a, kafka_b, "cli-submit", count=200)
+    copy_records(kafka_b.bootstrap_servers, sub_remote, sub_src)
+    produce_records(kafka_b.bootstrap_servers, sub_remote,
+                    [(0, b"intruder", b"intruder", (), int(time.time() * 1000))])
+    sub_cfg_file = tmp_path / "submit-flows.json"
+    sub_cfg_file.write_text(json.dumps(config(kafka_a, kafka_b, sub_topic)))
+    markers = {run: f"vj-cli-{run}-{uuid.uuid4().hex}" for run in ("script", "submit", "bad")}
+    env = {run: {**os.environ, "VALIDATION_TEST_MARKER": marker} for run, marker in markers.items()}
     script = str(PROJECT / "spark" / "validate_replication.py")
 
-    run = subprocess.run([sys.executable, script, "--config", str(cfg_file), "--out", str(out)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "replication check PASSED" in run.stdout
-    report = json.loads(out.read_text())
-    assert counts(report["groups"][0]) == exact(200)
-    assert _processes_with_env(marker) == []  # Spark's JVM exited with the job
-
-    # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit;
-    # one record written straight into the target makes it fail: exit 1 through spark-submit
-    produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"intruder", (), int(time.time() * 1000))])
+    # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit
     # (its modules elsewhere, given to --py-files as the docker and kubernetes launchers do)
     lone = tmp_path / "shipped" / "validate_replication.py"
     lone.parent.mkdir()
@@ -480,31 +511,59 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     modules.mkdir()
     py_files = [str(shutil.copy(m, modules / m.name)) for m in job_modules(script)]
     submit_out = tmp_path / "submit-report.json"
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-         "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--py-files", ",".join(py_files),
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-         "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
-         str(lone), "--config", str(cfg_file), "--out", str(submit_out)],
-        cwd=lone.parent, env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
-        capture_output=True, text=True, timeout=600)
+
+    def standalone():
+        run = subprocess.run([sys.executable, script, "--config", str(cfg_file), "--out", str(out)],
+                             cwd=tmp_path, env=env["script"], capture_output=True, text=True, timeout=600)
+        return run, _processes_with_env(markers["script"])  # looked for as soon as the run ended
+
+    def submitted():
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+             "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--py-files", ",".join(py_files),
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+             "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
+             str(lone), "--config", str(sub_cfg_file), "--out", str(submit_out)],
+            cwd=lone.parent,
+            env={**env["submit"], "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+            capture_output=True, text=True, timeout=600)
+        return run, _processes_with_env(markers["submit"])
+
+    def bad_input():
+        # a missing source topic is found before Spark starts
+        bad = dict(config(kafka_a, kafka_b, "vj-no-such-topic"))
+        missing = subprocess.run([sys.executable, script, "--config-json", json.dumps(bad)], env=env["bad"],
+                                 capture_output=True, text=True, timeout=120)
+        fields = subprocess.run([sys.executable, script, "--config-json", '{"flows": [{"policy": "mirror"}]}'],
+                                capture_output=True, text=True, timeout=60)
+        return missing, fields, _processes_with_env(markers["bad"])
+
+    with ThreadPoolExecutor(3) as pool:
+        runs = pool.submit(standalone), pool.submit(submitted), pool.submit(bad_input)
+    (run, left), (submit_run, submit_left), (missing, fields, bad_left) = (f.result() for f in runs)
+
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "replication check PASSED" in run.stdout
+    report = json.loads(out.read_text())
+    assert counts(report["groups"][0]) == exact(200)
+    assert left == []  # Spark's JVM exited with the job
+
+    run = submit_run
     assert run.returncode == 1, run.stderr[-3000:]
     assert "replication check FAILED" in run.stdout
     report = json.loads(submit_out.read_text())
     assert counts(report["groups"][0]) == exact(200, target_records=201, extras=1)
-    assert report["failures"] == [f"{remote} on {kafka_b.bootstrap_servers}: extras 1 > tolerance 0"]
-    assert _processes_with_env(marker) == []
+    assert report["failures"] == [f"{sub_remote} on {kafka_b.bootstrap_servers}: extras 1 > tolerance 0"]
+    assert submit_left == []
 
-    # bad input: exit 2, naming the field; a missing source topic is found before Spark starts
-    bad = dict(config(kafka_a, kafka_b, "vj-no-such-topic"))
-    run = subprocess.run([sys.executable, script, "--config-json", json.dumps(bad)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    # bad input: exit 2, naming the field
+    run = missing
     assert run.returncode == 2
     assert "flows[0].topics[0]: topic 'vj-no-such-topic' does not exist" in run.stderr
-    run = subprocess.run([sys.executable, script, "--config-json", '{"flows": [{"policy": "mirror"}]}'],
-                         capture_output=True, text=True, timeout=60)
+    run = fields
     assert run.returncode == 2 and "flows[0].policy" in run.stderr and "flows[0].source_bootstrap" in run.stderr
-    assert _processes_with_env(marker) == []
+    assert bad_left == []
+    assert all(_processes_with_env(marker) == [] for marker in markers.values())
 
 
 def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spark, tmp_path, kafka_a, kafka_b):
@@ -522,9 +581,14 @@ def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spar
     # written straight into the target, two days old: outside the window, so not an extra there
     produce_records(kafka_b.bootstrap_servers, remote, [(0, b"intruder", b"x", (), now - 2 * 86_400_000 + 100)])
 
-    for via in ("kafka-client", "spark"):
-        code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=3600),
-                                "--offsets-via", via)
+    vias = ("kafka-client", "spark")
+    runs = validate_at_once(
+        spark, tmp_path,
+        *((config(kafka_a, kafka_b, topic, window_seconds=3600), "--offsets-via", via) for via in vias),
+        (config(kafka_a, kafka_b, topic),),
+        *((config(kafka_a, kafka_b, topic, window_seconds=60), "--offsets-via", via) for via in vias),
+        (config(kafka_a, kafka_b, topic, window_seconds=60, min_records=1),))
+    for via, (code, report) in zip(vias, runs[0:2]):
         assert (code, report["status"], report["passed"]) == (0, "passed", True), report["failures"]
         [group] = report["groups"]
         assert counts(group) == exact(40)  # read and matched: the 40 recent records only
@@ -534,18 +598,17 @@ def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spar
         assert report["window"]["seconds"] == 3600 and now - 3_700_000 < report["window"]["since_ms"] < now
 
     # whole history (no window): all 100 records, and the old intruder is an extra
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    code, report = runs[2]
     assert code == 1 and counts(report["groups"][0]) == exact(100, target_records=101, extras=1)
     assert report["window"]["seconds"] is None and report["records_checked"] == 100
 
     # a window with no record in it: nothing checked, reported as such; min_records makes it fail
-    for via in ("kafka-client", "spark"):  # (partition counts from the Admin client, not from records read)
-        code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=60),
-                                "--offsets-via", via)
+    for via, (code, report) in zip(vias, runs[3:5]):  # (partition counts from the Admin client, not from
+        # records read)
         assert (code, report["status"], report["passed"], report["records_checked"]) == \
             (0, "nothing-checked", False, 0), report["failures"]
         assert report["groups"][0]["partitions_ok"] and report["groups"][0]["target_partitions"] == PARTITIONS
-    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, window_seconds=60, min_records=1))
+    code, report = runs[5]
     assert (code, report["status"]) == (1, "failed")
     assert report["failures"] == ["checked 0 records, fewer than min_records 1"]
 
