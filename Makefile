@@ -12,6 +12,9 @@ VENV := $(CURDIR)/.venv
 TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
+# Two test modules at once (pytest-xdist, tests/support/scheduling.py): much of
+# the suite waits on JVMs and MM2 rounds, so two share the 2 cores. TEST_WORKERS=-n0: one at a time.
+TEST_WORKERS ?= -n 2
 
 .PHONY: demo down plugins versions help setup setup-local preflight venv kafka jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench clean
 
@@ -31,7 +34,7 @@ help:
 	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
 	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
-	@echo "make test         setup, then the whole test suite (PYTEST_ARGS=... to narrow it; PYTEST_ARGS=\"-n 2\": two modules at once)"
+	@echo "make test         setup, then the whole test suite, two modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
@@ -115,7 +118,7 @@ down:
 	  $(if $(wildcard $(DEMO_CONFIG)),--config-file $(DEMO_CONFIG))
 
 test: setup
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The whole comparison (see benchmarks/replication.py); BENCH_ARGS=--quick for a smoke run.
 BENCH_ARGS ?=

@@ -175,6 +175,13 @@ class _Producer(threading.Thread):
         self.remaining = self.producer.flush(90)
 
 
+def _wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
+        time.sleep(0.1)
+
+
 def _assert_one_at_a_time(watch: _Watch, members: list, pick, what: str) -> None:
     """Each member was missing for a while, in chain order, never two at once."""
     intervals = [watch.down_intervals(m, pick) for m in members]
@@ -193,13 +200,15 @@ def test_broker_and_worker_settings_roll_one_at_a_time_without_a_failed_send(sta
 
     watch, producer = _Watch(us, workers), _Producer(us, TOPIC)
     watch.start(), producer.start()
-    time.sleep(3)  # traffic flows before the roll starts
+    _wait_for(lambda: producer.delivered >= 20 and watch.samples, "traffic flows before the roll starts")
     started = time.monotonic()
     try:
         up = stack.run("up", "--yes", "--skip-preview", timeout=1200)
     finally:
         took = time.monotonic() - started
-        time.sleep(3)
+        delivered, ended = producer.delivered, time.monotonic()  # traffic and the watch go on past the roll
+        _wait_for(lambda: producer.delivered >= delivered + 20 and watch.samples[-1][0] > ended + 1,
+                  "traffic after the roll")
         producer.stop.set(), producer.join(120)
         watch.stop.set(), watch.join(10)
     print(f"\nrolling `up` (3 brokers, 2 workers) took {took:.0f}s; {producer.delivered} records sent meanwhile")
