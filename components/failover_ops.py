@@ -308,19 +308,32 @@ class Switch:
 
     def stop_connectors(self, strict: bool) -> None:
         """Nothing moves any more, and MM2's own group offset sync cannot
-        overwrite the offsets written next."""
+        overwrite the offsets written next. Every stop is asked for first, then
+        each is waited for: with `from` lost each connector takes MM2's admin
+        timeout (60 s by default) to stop, and they take it at the same time."""
         from components.mirror import ConnectError
         names = [n for n in (self.flow["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
+        asked = []
         for name in names:
             try:
-                self.connect().stop(name)
+                self.connect().request_stop(name)
             except ConnectError as exc:
-                if strict:
-                    raise
-                self.notes.append(f"{name} could not be stopped ({str(exc)[:300]}): MM2 may still sync group "
-                                  f"offsets into {self.to_alias}")
+                self._not_stopped(name, exc, strict)
+                continue
+            asked.append(name)
+        for name in asked:
+            try:
+                self.connect().wait_stopped(name)
+            except ConnectError as exc:
+                self._not_stopped(name, exc, strict)
                 continue
             self.progress(f"{name} stopped")
+
+    def _not_stopped(self, name: str, exc: Exception, strict: bool) -> None:
+        if strict:
+            raise exc
+        self.notes.append(f"{name} could not be stopped ({str(exc)[:300]}): MM2 may still sync group "
+                          f"offsets into {self.to_alias}")
 
     def write(self, target: Cluster, groups: dict) -> None:
         for group, entry in groups.items():

@@ -156,7 +156,17 @@ class ConnectClient:
 
     def stop(self, name: str, timeout: float = 120) -> None:
         """Stop a connector (KIP-875): its tasks commit their offsets and go away."""
+        self.request_stop(name)
+        self.wait_stopped(name, timeout)
+
+    def request_stop(self, name: str) -> None:
+        """Ask Connect to stop a connector, without waiting for it (wait_stopped):
+        one whose cluster is lost takes MM2's admin timeout (60 s by default) to
+        stop, and several such can stop at once."""
         self._ok(self._call("PUT", f"/connectors/{quote(name, safe='')}/stop"), f"stopping {name}")
+
+    def wait_stopped(self, name: str, timeout: float = 120) -> None:
+        """Until a connector asked to stop is STOPPED with no task left."""
         deadline = time.monotonic() + timeout
         while True:
             status = self.status(name) or {}

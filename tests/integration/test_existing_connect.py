@@ -8,6 +8,8 @@ two stacks whose Connect clusters share one Kafka cluster."""
 from __future__ import annotations
 
 import json
+from functools import partial
+
 import pytest
 
 from components.platforms.local import launcher
@@ -71,15 +73,18 @@ def site(tmp_path_factory):
 
 
 def _existing_connect_stack(project, site: Site, urls: list[str], password: str = PASSWORD) -> None:
-    """Point the example stack at the site, as its comments say a user does."""
+    """Point the example stack at the site, as its comments say a user does (what
+    one `pulumi config set --path` each would set, in one `config set-all`)."""
+    values = []
     for alias in ("us", "uk", "central"):
-        project.run("config", "set", "--path", f"mirrorstack:topology.clusters.{alias}.external.bootstrap_servers",
-                    site.servers(alias))
-        project.run("config", "set", "--path", f"mirrorstack:topology.clusters.{alias}.brokers", "1")
+        cluster = f"mirrorstack:topology.clusters.{alias}"
+        values += ["--plaintext", f"{cluster}.external.bootstrap_servers={site.servers(alias)}",
+                   "--plaintext", f"{cluster}.brokers=1"]
     for i, url in enumerate(urls):
-        project.run("config", "set", "--path", f"mirrorstack:topology.connect.dc.external.urls[{i}]", url)
-    project.run("config", "set", "--path", "mirrorstack:topology.connect.dc.external.ca_file", site.ca_file)
-    project.run("config", "set", "--secret", "--path", "mirrorstack:connectSecrets.dc.password", password)
+        values += ["--plaintext", f"mirrorstack:topology.connect.dc.external.urls[{i}]={url}"]
+    values += ["--plaintext", f"mirrorstack:topology.connect.dc.external.ca_file={site.ca_file}",
+               "--secret", f"mirrorstack:connectSecrets.dc.password={password}"]
+    project.run("config", "set-all", "--path", *values)
 
 
 def _counts(report: dict, flow: str) -> tuple:
@@ -154,10 +159,20 @@ def _one_flow(site: Site, **connect) -> dict:
             "flows": [{"source": "us", "target": "central", "connect": "dc", "topics": ["refused"]}]}
 
 
+def _refused_up(folder, topology: dict, password: str | None):
+    """`up` of a stack of its own (state, folder, ports) with `topology`: what the CLI said."""
+    with stack_project("existing-connect", folder, topology) as p:
+        if password:
+            p.run("config", "set", "--secret", "--path", "mirrorstack:connectSecrets.dc.password", password)
+        return p.run("up", "--yes", "--skip-preview", check=False, timeout=300)
+
+
 def test_up_refuses_what_the_workers_cannot_do(site, tmp_path):
+    """Each case is a stack of its own; they run at once (each up only talks to
+    its workers and fails before anything is made), the one on the workers
+    without the mirror plugins once those run."""
     bare = ConnectGroup("bare", tmp_path / "bare", site.kafka["central"], without_jars=("connect-mirror",),
                         ready=ready_check(None, None, mirror=False))
-    bare.start()
     try:
         dead = "http://127.0.0.1:9"  # nothing listens on the discard port here
         cases = {
@@ -168,22 +183,27 @@ def test_up_refuses_what_the_workers_cannot_do(site, tmp_path):
                                   f"Kafka Connect at {bare.rest_url} has no MirrorSourceConnector, "
                                   "MirrorCheckpointConnector, MirrorHeartbeatConnector plugin"),
         }
-        for case, (connect, password, message) in cases.items():
-            with stack_project("existing-connect", tmp_path / case.replace(" ", "-"), _one_flow(site, **connect)) as p:
-                if password:
-                    p.run("config", "set", "--secret", "--path", "mirrorstack:connectSecrets.dc.password", password)
-                done = p.run("up", "--yes", "--skip-preview", check=False, timeout=300)
-                assert done.returncode != 0, case
-                assert message in done.stdout + done.stderr, (case, done.stdout[-3000:])
-                assert "wrong-password" not in done.stdout + done.stderr
         # exactly-once needs a worker setting the stack cannot see: the workers' answer decides
-        topology = _one_flow(site, urls=site.dc.rest_urls[1:], username=USER, ca_file=site.ca_file)
-        topology["flows"][0]["exactly_once"] = True
-        with stack_project("existing-connect", tmp_path / "eos", topology) as p:
-            p.run("config", "set", "--secret", "--path", "mirrorstack:connectSecrets.dc.password", PASSWORD)
-            done = p.run("up", "--yes", "--skip-preview", check=False, timeout=300)
-            assert done.returncode != 0
-            assert "exactly-once source support" in done.stdout + done.stderr, done.stdout[-3000:]
+        eos = _one_flow(site, urls=site.dc.rest_urls[1:], username=USER, ca_file=site.ca_file)
+        eos["flows"][0]["exactly_once"] = True
+
+        def run(case: str):
+            connect, password, _ = cases[case]
+            if case == "no mirror plugins":
+                bare.start()
+            return _refused_up(tmp_path / case.replace(" ", "-"), _one_flow(site, **connect), password)
+
+        names = list(cases)
+        *done_cases, done_eos = _parallel([*(partial(run, case) for case in names),
+                                           partial(_refused_up, tmp_path / "eos", eos, PASSWORD)])
+        for case, done in zip(names, done_cases):
+            message = cases[case][2]
+            assert done.returncode != 0, case
+            assert message in done.stdout + done.stderr, (case, done.stdout[-3000:])
+            assert "wrong-password" not in done.stdout + done.stderr
+        done = done_eos
+        assert done.returncode != 0
+        assert "exactly-once source support" in done.stdout + done.stderr, done.stdout[-3000:]
     finally:
         bare.stop()
 
@@ -201,7 +221,8 @@ def test_two_stacks_share_a_kafka_cluster_for_their_connect_groups(site, tmp_pat
             context = stack_project(stack, tmp_path / stack, topology)
             project = context.__enter__()
             projects.append((context, project))
-            project.run("up", "--yes", "--skip-preview", timeout=900)
+        # both at once: each stack's Connect group joins on central while the other's does
+        _parallel(partial(project.run, "up", "--yes", "--skip-preview", timeout=900) for _, project in projects)
         groups = set()
         for (_, project), (stack, source) in zip(projects, (("existing-connect", "us"), ("edge-push", "uk"))):
             out = project.outputs()
@@ -210,6 +231,7 @@ def test_two_stacks_share_a_kafka_cluster_for_their_connect_groups(site, tmp_pat
             assert listed == [f"{source}->central.Mirror{k}Connector" for k in ("Checkpoint", "Heartbeat", "Source")]
         assert groups == {"mirrorstack-existing-connect-central", "mirrorstack-edge-push-central"}
     finally:
+        _parallel(partial(project.run, "destroy", "--yes", "--skip-preview", check=False, timeout=600)
+                  for _, project in projects)
         for context, project in projects:
-            project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
             context.__exit__(None, None, None)

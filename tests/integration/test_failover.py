@@ -23,14 +23,18 @@ import os
 import re
 import signal
 import time
+from functools import partial
 from urllib.parse import quote
 
 import pytest
 import requests
 from confluent_kafka import Consumer
 
+from components import failover_ops
+from components.config import failover as rules
 from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
+from tests.support.mm2_rounds import refresh_marks, wait_for_refresh_rounds
 from tests.support.services import KafkaCluster, _parallel
 from tests.support.stacks import stack_project
 
@@ -42,7 +46,7 @@ N, LAGGED, SYNCED, M, K = 240, 30, 15, 90, 60
 GROUPS = ("app-billing", "app-audit")
 FORWARD, REVERSE = "primary->standby", "standby->primary"
 SOURCE, CHECKPOINT = "MirrorSourceConnector", "MirrorCheckpointConnector"
-FAILING_GATE_SECONDS = 8
+FAILING_GATE_SECONDS = 4  # each failing case fails deterministically (a member, a paused connector); 2 gate looks
 OFFSET_LAG_MAX = 100  # MM2's default offset.lag.max: the sync interval bounding a translated group's re-reads
 
 
@@ -146,9 +150,9 @@ def committed(bootstrap: str, group: str, topics: list[str]) -> dict[tuple[str, 
     return out
 
 
-def connector(project, name: str, action: str | None = None) -> str:
-    """The connector's state; `action` (pause/resume) first, by hand, as an operator would."""
-    url = project.outputs()["connect"]["standby"]
+def connector(url: str, name: str, action: str | None = None) -> str:
+    """The connector's state on the Connect group at `url` (the stack's output
+    connect.standby); `action` (pause/resume) first, by hand, as an operator would."""
     if action:
         requests.put(f"{url}/connectors/{quote(name, safe='')}/{action}", timeout=10).raise_for_status()
         want = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}[action]
@@ -161,6 +165,33 @@ def connector(project, name: str, action: str | None = None) -> str:
 
 def _state(url: str, name: str) -> str:
     return connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/status")["connector"]["state"]
+
+
+def wait_for_fresh_checkpoints(source: str, target: str, groups, timeout: float = 120) -> None:
+    """Until MM2's latest checkpoint of each group's committed offset on `source`'s
+    `orders` (the flow's topic) stands for that offset on `target`, by the gate's
+    own rule (components.config.failover.checkpoint_fresh): checkpointing has
+    caught up with the groups' last commits."""
+    src = failover_ops.Cluster("primary", {"bootstrap": source})
+    dst = failover_ops.Cluster("standby", {"bootstrap": target})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            marks = src.watermarks([("orders", p) for p in range(PARTITIONS)])
+            checkpoints = failover_ops.latest_checkpoints(dst, "primary.checkpoints.internal")
+            syncs = failover_ops.offset_syncs(dst, "mm2-offset-syncs.primary.internal")
+            stale = {(group, p): (offset, checkpoints.get((group, "primary.orders", p)))
+                     for group in groups for (topic, p), offset in src.committed(group).items()
+                     if topic == "orders" and not marks[(topic, p)][0] == marks[(topic, p)][1] == offset
+                     and not rules.checkpoint_fresh(offset, checkpoints.get((group, "primary.orders", p)),
+                                                    syncs.get((topic, p)))}
+            if not stale:
+                return
+            assert time.monotonic() < deadline, f"checkpoints not caught up within {timeout:.0f}s: {stale}"
+            time.sleep(0.5)
+    finally:
+        src.close()
+        dst.close()
 
 
 def failed_up(project) -> str:
@@ -188,8 +219,8 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         create_topic(bootstrap, "orders", PARTITIONS, 1)
     copies.produced("primary", "orders", produce(primary, "orders", N, prefix="p1"))
     # consumers of two groups read part of `orders` on the primary
-    read_group(primary, "app-billing", ["orders"], limit=90)
-    read_group(primary, "app-audit", ["orders"], limit=170)
+    _parallel([partial(read_group, primary, "app-billing", ["orders"], limit=90),
+               partial(read_group, primary, "app-audit", ["orders"], limit=170)])
 
     with stack_project("active-passive", tmp_path / "stack", topology(sites["primary"], sites["standby"])) as project:
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
@@ -197,6 +228,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert out["failover"]["active"] == "primary" and out["failover"].get("report") is None, out["failover"]
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}, out["flows"]
+        url = out["connect"]["standby"]
         copies.read_topic("standby", standby, "primary.orders", N)  # replicated before anything switches
 
         # 1. each gate failure: `up` fails saying why, and the stack is unchanged
@@ -204,7 +236,8 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         preview = project.run("preview", "--diff")
         assert re.search(r'~ active\s*: "primary" => "standby"', preview.stdout), preview.stdout[-5000:]
         # (the CLI writes info diagnostics to stderr)
-        assert "failover: failover primary -> standby, planned: the gate waits up to 8s" in preview.stderr, \
+        assert f"failover: failover primary -> standby, planned: the gate waits up to {FAILING_GATE_SECONDS}s" \
+            in preview.stderr, \
             preview.stderr[-3000:]
 
         still_reading = Consumer({"bootstrap.servers": primary, "group.id": "app-billing",
@@ -219,28 +252,28 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         finally:
             still_reading.close()
 
-        connector(project, f"{FORWARD}.{SOURCE}", "pause")
+        connector(url, f"{FORWARD}.{SOURCE}", "pause")
         copies.produced("primary", "orders", produce(primary, "orders", LAGGED, prefix="p2"))
         text = failed_up(project)
         assert re.search(r"in flight: [1-9][0-9]* record\(s\) on .* of primary not yet replicated to standby", text), \
             text[-3000:]
-        connector(project, f"{FORWARD}.{SOURCE}", "resume")
+        connector(url, f"{FORWARD}.{SOURCE}", "resume")
 
         # A commit no checkpoint has seen, which a checkpoint would translate further than the last one:
         # past an offset sync the source task writes for its first record (stopped and resumed: a new task).
-        connector(project, f"{FORWARD}.{CHECKPOINT}", "pause")
-        connector(project, f"{FORWARD}.{SOURCE}", "stop")
-        connector(project, f"{FORWARD}.{SOURCE}", "resume")
+        connector(url, f"{FORWARD}.{CHECKPOINT}", "pause")
+        connector(url, f"{FORWARD}.{SOURCE}", "stop")
+        connector(url, f"{FORWARD}.{SOURCE}", "resume")
         copies.produced("primary", "orders", produce(primary, "orders", SYNCED, prefix="p2b"))
         copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED)
         read_group(primary, "app-audit", ["orders"])  # to the end
         text = failed_up(project)
         assert "stale checkpoints: group app-audit" in text, text[-3000:]
-        connector(project, f"{FORWARD}.{CHECKPOINT}", "resume")
+        connector(url, f"{FORWARD}.{CHECKPOINT}", "resume")
 
-        for name in (f"{FORWARD}.{SOURCE}", f"{FORWARD}.{CHECKPOINT}"):  # the flow still runs
-            assert connector(project, name) == "RUNNING", name
         unchanged = project.outputs()
+        for name in (f"{FORWARD}.{SOURCE}", f"{FORWARD}.{CHECKPOINT}"):  # the flow still runs
+            assert connector(unchanged["connect"]["standby"], name) == "RUNNING", name
         assert unchanged["failover"]["active"] == "primary" and unchanged["failover"].get("report") is None
         assert unchanged["flows"] == out["flows"]
         for group in GROUPS:  # nothing written on the standby
@@ -259,8 +292,9 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert "planned switch primary -> standby" in log and "app-billing" in log  # the report in the up log
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"STOPPED"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"RUNNING"}
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, ["primary.orders"]) for g in GROUPS)))
         for group in GROUPS:
-            read = read_group(standby, group, ["primary.orders"])
+            read = reads[group]
             side = {v: (t, p, o) for v, (t, p, o) in copies.on("primary").items()}
             reread, lost = moved(read, before[group], side)
             assert lost == 0 and report["groups"][group]["lost"] == 0, (group, report["groups"][group])
@@ -270,14 +304,16 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
 
         # 3. standby active: its records reach the primary once; failback moves the groups back
         copies.produced("standby", "orders", produce(standby, "orders", M, prefix="s1"))
-        read_group(standby, "app-billing", ["orders"], limit=30)
-        read_group(standby, "app-audit", ["orders"], limit=60)
+        _parallel([partial(read_group, standby, "app-billing", ["orders"], limit=30),
+                   partial(read_group, standby, "app-audit", ["orders"], limit=60)])
         before = {g: committed(standby, g, ["orders", "primary.orders"]) for g in GROUPS}
         for key, value in (("active", "primary"), ("validation.flows[0]", REVERSE),
                            ("validation.report_only", "true"), ("validation.wait_seconds", "60")):
             project.run("config", "set", "--path", f"mirrorstack:topology.failover.{key}" if key == "active"
                         else f"mirrorstack:topology.{key}", value)
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        # the forward flow runs again and standby.orders is on the primary: its topic refresh rounds from here see it
+        marks = refresh_marks(project.local_dir)
         out = project.outputs()
         report = out["failover"]["report"]
         assert (out["failover"]["active"], report["kind"], report["from"], report["to"]) == (
@@ -289,12 +325,14 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}
         copies.read_topic("primary", primary, "standby.orders", M)
         side = {**{v: w for v, w in copies.on("standby").items()}}
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, primary, g, ["orders", "standby.orders"])
+                                           for g in GROUPS)))
         for group in GROUPS:
-            read = read_group(primary, group, ["orders", "standby.orders"])
+            read = reads[group]
             reread, lost = moved(read, before[group], side)
             assert lost == 0 and report["groups"][group]["lost"] == 0, (group, report["groups"][group])
             assert reread == report["groups"][group]["reread"], (group, reread, report["groups"][group])
-        time.sleep(12)  # a discovery round of the resumed forward flow: nothing may loop
+        wait_for_refresh_rounds(marks, rounds=1)  # a discovery round of the resumed forward flow: nothing may loop
         names = topic_names(primary) | topic_names(standby)
         assert not {"standby.primary.orders", "primary.standby.orders"} & names, names
         assert len(consume(primary, "standby.orders", M + 1, timeout=10)) == M
@@ -303,7 +341,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         copies.produced("primary", "orders", produce(primary, "orders", K, prefix="p3"))
         read_group(primary, "app-billing", ["orders"], limit=K // 2)
         copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED + K)
-        time.sleep(6)  # a few checkpoint rounds (every 2 s) after the last commit
+        wait_for_fresh_checkpoints(primary, standby, GROUPS)  # checkpoints caught up with the last commits
         before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
         for handle in sites["primary"].handles:
             os.kill(handle.pid, signal.SIGKILL)
@@ -317,10 +355,11 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert any("cannot be counted until primary returns" in n for n in report["notes"]), report["notes"]
         assert any("primary did not answer" in n for n in report["notes"]), report["notes"]
         replicated = {v: w for v, w in copies.on("primary").items() if w[0] == "orders" and v in copies.on("standby")}
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, ["primary.orders"]) for g in GROUPS)))
         for group in GROUPS:
             entry = report["groups"][group]
             assert entry.get("lost") is None and entry.get("reread") is None, entry
-            read = read_group(standby, group, ["primary.orders"])
+            read = reads[group]
             reread, lost = moved(read, before[group], replicated)
             assert lost == 0, (group, entry)
             assert len(read) == entry["reread_at_most"], (group, len(read), entry)

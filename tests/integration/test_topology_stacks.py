@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka_clients import (committed_offsets, consume_group, create_topic, produce, topic_names,
-                                         wait_for_count)
+from tests.support.kafka_clients import (committed_offsets, consume_group, consume_group_to_end, create_topic,
+                                         end_offsets, produce, topic_names, wait_for_count)
+from tests.support.mm2_rounds import refresh_marks, wait_for_refresh_rounds
+from tests.support.services import _parallel
 from tests.support.stacks import deployed_stack
 
 pytestmark = pytest.mark.integration
@@ -17,36 +19,60 @@ def _values(records):
     return sorted(r.value for r in records)
 
 
+def _wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
+        time.sleep(0.5)
+
+
 def test_active_passive_copies_to_the_standby_with_checkpoints(tmp_path):
     with deployed_stack("active-passive", tmp_path) as (_, out):
         primary, standby = out["clusters"]["primary"], out["clusters"]["standby"]
         create_topic(primary, "orders", 3, 1)
         sent = produce(primary, "orders", 1000)
         consume_group(primary, "orders", "billing", 400)
-        assert _values(wait_for_count(standby, "primary.orders", 1000)) == _values(sent)
-        deadline = time.monotonic() + 120
-        while "primary.checkpoints.internal" not in topic_names(standby) and time.monotonic() < deadline:
-            time.sleep(2)
-        assert "primary.checkpoints.internal" in topic_names(standby)
+
+        def checkpoints_topic():
+            deadline = time.monotonic() + 120
+            while "primary.checkpoints.internal" not in topic_names(standby) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            return topic_names(standby)
+
+        copied, names = _parallel([lambda: wait_for_count(standby, "primary.orders", 1000), checkpoints_topic])
+        assert _values(copied) == _values(sent)
+        assert "primary.checkpoints.internal" in names
 
 
 def test_active_active_exchanges_topics_without_loops(tmp_path):
-    with deployed_stack("active-active", tmp_path) as (_, out):
+    with deployed_stack("active-active", tmp_path) as (project, out):
         east, west = out["clusters"]["east"], out["clusters"]["west"]
         for cluster in (east, west):
             create_topic(cluster, "orders", 2, 1)
         sent_east, sent_west = [], []
-        for round_ in range(5):  # traffic on both sides for a while, while MM2 runs
+        for round_ in range(5):  # traffic on both sides for a while, while MM2 runs:
             sent_east += produce(east, "orders", 100, f"east{round_}")
             sent_west += produce(west, "orders", 140, f"west{round_}")
-            time.sleep(3)
-        assert _values(wait_for_count(west, "east.orders", 500)) == _values(sent_east)
-        assert _values(wait_for_count(east, "west.orders", 700)) == _values(sent_west)
-        time.sleep(25)  # a few more MM2 refresh rounds: nothing may loop back
-        assert len(wait_for_count(east, "orders", 500, timeout=30)) == 500
-        assert len(wait_for_count(west, "orders", 700, timeout=30)) == 700
-        assert len(wait_for_count(west, "east.orders", 500, timeout=30)) == 500
-        assert len(wait_for_count(east, "west.orders", 700, timeout=30)) == 700
+            # the next round once MM2 has copied this one (the first waits for MM2 to find the topics)
+            _wait_until(lambda: end_offsets(west, "east.orders") >= len(sent_east)
+                        and end_offsets(east, "west.orders") >= len(sent_west), 180, f"round {round_} copied")
+        # Both copies exist and hold every record: from here each flow's topic refresh
+        # rounds see them (a loop would start in the first one).
+        marks = refresh_marks(project.local_dir)
+        assert len(marks) == 2, marks  # a Connect worker for each flow (east->west on west, west->east on east)
+        copied_east, copied_west = _parallel([lambda: wait_for_count(west, "east.orders", 500),
+                                              lambda: wait_for_count(east, "west.orders", 700)])
+        assert _values(copied_east) == _values(sent_east)
+        assert _values(copied_west) == _values(sent_west)
+        wait_for_refresh_rounds(marks, rounds=2)  # a few more MM2 refresh rounds: nothing may loop back
+        counts = _parallel([lambda: len(wait_for_count(east, "orders", 500, timeout=30)),
+                            lambda: len(wait_for_count(west, "orders", 700, timeout=30)),
+                            lambda: len(wait_for_count(west, "east.orders", 500, timeout=30)),
+                            lambda: len(wait_for_count(east, "west.orders", 700, timeout=30))])
+        assert counts[0] == 500
+        assert counts[1] == 700
+        assert counts[2] == 500
+        assert counts[3] == 700
         assert not {"east.west.orders", "west.east.orders"} & (topic_names(east) | topic_names(west))
 
 
@@ -55,8 +81,10 @@ def test_fan_out_copies_to_every_target(tmp_path):
         hq = out["clusters"]["hq"]
         create_topic(hq, "orders", 3, 1)
         sent = produce(hq, "orders", 1000)
-        for target in ("eu", "us", "apac"):
-            assert _values(wait_for_count(out["clusters"][target], "hq.orders", 1000)) == _values(sent), target
+        targets = ("eu", "us", "apac")
+        copies = _parallel([lambda t=t: wait_for_count(out["clusters"][t], "hq.orders", 1000) for t in targets])
+        for target, copied in zip(targets, copies):
+            assert _values(copied) == _values(sent), target
 
 
 def test_forwarding_carries_records_to_the_end_of_the_chain(tmp_path):
@@ -64,8 +92,11 @@ def test_forwarding_carries_records_to_the_end_of_the_chain(tmp_path):
         edge = out["clusters"]["edge"]
         create_topic(edge, "orders", 2, 1)
         sent = produce(edge, "orders", 1000)
-        assert _values(wait_for_count(out["clusters"]["region"], "edge.orders", 1000)) == _values(sent)
-        assert _values(wait_for_count(out["clusters"]["core"], "region.edge.orders", 1000, timeout=240)) == _values(sent)
+        at_region, at_core = _parallel([
+            lambda: wait_for_count(out["clusters"]["region"], "edge.orders", 1000),
+            lambda: wait_for_count(out["clusters"]["core"], "region.edge.orders", 1000, timeout=240)])
+        assert _values(at_region) == _values(sent)
+        assert _values(at_core) == _values(sent)
 
 
 def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(tmp_path):
@@ -73,8 +104,10 @@ def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(
         old, new = out["clusters"]["old"], out["clusters"]["new"]
         create_topic(old, "app.orders", 3, 1)
         sent = produce(old, "app.orders", 1000)
-        assert len(wait_for_count(new, "app.orders", 1000)) == 1000  # identity: same name
-        read_on_old = consume_group(old, "app.orders", "app-billing", 400)
+        # the group reads on old while MM2 copies
+        copied, read_on_old = _parallel([lambda: wait_for_count(new, "app.orders", 1000),
+                                         lambda: consume_group(old, "app.orders", "app-billing", 400)])
+        assert len(copied) == 1000  # identity: same name
         assert len(read_on_old) == 400
         committed_old = committed_offsets(old, "app-billing", "app.orders", 3)
 
@@ -87,7 +120,7 @@ def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(
             synced = committed_offsets(new, "app-billing", "app.orders", 3)
             if all(synced[p] >= 0 for p in read_partitions):
                 break
-            time.sleep(3)
+            time.sleep(0.5)
         assert all(synced[p] >= 0 for p in read_partitions), f"offsets not synced to new: {synced}"
         for partition in read_partitions:  # conservative translation: never ahead of the source
             assert synced[partition] <= committed_old[partition]
@@ -128,7 +161,7 @@ def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(
         # the group resumes on the new cluster with the same consumer settings
         # (earliest where it never committed): together nothing is skipped, and
         # it re-reads exactly what the cutover's report says
-        read_on_new = consume_group(new, "app.orders", "app-billing", 1000, timeout=30)
+        read_on_new = consume_group_to_end(new, "app.orders", "app-billing", timeout=30)  # nothing writes there now
         assert {r.value for r in read_on_old} | {r.value for r in read_on_new} == {r.value for r in sent}
         assert len(read_on_new) == 600 + cutover["groups"]["app-billing"]["reread"], cutover["groups"]
 
@@ -139,8 +172,9 @@ def test_dev_copy_copies_only_the_selected_topics_and_nothing_else(tmp_path):
         for topic in ("orders", "customers", "payroll"):
             create_topic(prod, topic, 2, 1)
         sent = {topic: produce(prod, topic, 300, topic) for topic in ("orders", "customers", "payroll")}
-        for topic in ("orders", "customers"):
-            assert _values(wait_for_count(dev, topic, 300)) == _values(sent[topic])
+        copies = _parallel([lambda t=t: wait_for_count(dev, t, 300) for t in ("orders", "customers")])
+        for topic, copied in zip(("orders", "customers"), copies):
+            assert _values(copied) == _values(sent[topic])
         names = topic_names(dev)
         assert "payroll" not in names
         assert "heartbeats" not in names and not any(n.endswith(".checkpoints.internal") for n in names)

@@ -136,3 +136,62 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int,
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     result = client.list_consumer_group_offsets([request])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def end_offsets(bootstrap: str, topic: str, client: dict | None = None) -> int:
+    """The sum of `topic`'s high watermarks now (records written, for a topic
+    without transactions or deletions); 0 while it does not exist. Quick: no
+    consumer group is joined."""
+    from confluent_kafka import TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}", **(client or {})})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                   for p in meta.partitions)
+    finally:
+        consumer.close()
+
+
+def consume_group_to_end(bootstrap: str, topic: str, group: str, timeout: float = 60.0,
+                         reset: str = "earliest") -> list[Record]:
+    """As consume_group (the same consumer settings; commits what was read), but
+    reads until the group's position is at the end of every partition of `topic`
+    (from its committed offset, else `reset`), not for a number of records: for a
+    topic nothing writes to any more, everything there is to read. Fails if the
+    end is not reached within `timeout`."""
+    from confluent_kafka import TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": reset,
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+
+    def at_end() -> bool:
+        assigned = consumer.assignment()
+        if not assigned:
+            return False
+        committed = {tp.partition: tp.offset for tp in consumer.committed(assigned, timeout=10)}
+        for tp in consumer.position(assigned):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+            at = tp.offset if tp.offset >= 0 else committed.get(tp.partition, -1)
+            if reset == "latest" and at < 0:
+                at = high
+            if (at if at >= 0 else low) < high:
+                return False
+        return True
+
+    try:
+        while True:
+            for msg in consumer.consume(num_messages=100, timeout=1.0):
+                if not msg.error():
+                    records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+            if at_end():
+                break
+            assert time.monotonic() < deadline, f"{group} did not reach the end of {topic} within {timeout:.0f}s"
+        if records:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return records
