@@ -12,11 +12,6 @@ def worker_defaults() -> dict[str, str]:
         # Source offsets committed every 10 s, not 60 s: a crashed worker's tasks re-copy
         # about 10 s of records (at-least-once duplicates), not a minute's.
         "offset.flush.interval.ms": "10000",
-        # Kafka's own plugins (MirrorMaker 2's included) all carry ServiceLoader
-        # manifests: skipping the reflective classpath scan saves about 3 s of CPU
-        # per worker start (Kafka logs a hint to set this). Plugins without a
-        # manifest: set plugin.discovery back to hybrid_warn in the group's settings.
-        "plugin.discovery": "service_load",
     }
 
 

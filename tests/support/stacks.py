@@ -15,10 +15,6 @@ from tests.support.pulumi_cli import PulumiProject, engine_env
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_REFRESH_SECONDS = 5
-# The tests' JVMs compile with C1 only: a service starts on less CPU (a stack's
-# first `up` 27 s -> 23 s measured on 2 cores) and the tests' volumes are too
-# small for C2's faster code to pay back. Benchmarks keep the JVM's defaults.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def fast_discovery(topology: dict) -> None:
@@ -80,7 +76,6 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
         document["config"]["mirrorstack:topology"] = topology
     fast_discovery(document["config"]["mirrorstack:topology"])
     fast_first_rebalance(document["config"]["mirrorstack:topology"])
-    document["config"].setdefault("mirrorstack:jvmOptions", TEST_JVM_OPTIONS)
     stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
