@@ -124,6 +124,10 @@ class ConnectClient:
         config.pop("name", None)
         return config
 
+    def names(self) -> set[str]:
+        """The connectors this worker has a config for (GET /connectors)."""
+        return set(self._ok(self._call("GET", "/connectors"), "listing the connectors"))
+
     def status(self, name: str) -> dict | None:
         reply = self._call("GET", f"/connectors/{quote(name, safe='')}/status")
         return None if reply.status == 404 else self._ok(reply, f"status of {name}")
@@ -252,7 +256,11 @@ def wait_state(client: ConnectClient, names: list[str], state: str, timeout: flo
     started = time.monotonic()
     next_progress = started + 10
     while True:
-        statuses = {name: client.status(name) for name in names}
+        # A connector deleted while it starts can leave a RUNNING status behind (the
+        # start's status write lands after the deletion's tombstone): whether it
+        # exists is its config, so a connector without one has no status here.
+        configured = client.names()
+        statuses = {name: client.status(name) if name in configured else None for name in names}
         for name, status in statuses.items():
             if name in restarted and time.monotonic() - started < RESTART_GRACE:
                 continue
