@@ -5,8 +5,6 @@ Config (stacks/Pulumi.<stack>.yaml):
                           its `platform` is local | docker | kubernetes
   mirrorstack:localDir    local: where services keep their files (default .mirrorstack/<stack>)
   mirrorstack:portBase    local/docker: first port of the stack's host ports (default: from the stack name)
-  mirrorstack:jvmOptions  local: extra options for every service JVM (not the short-lived tools), e.g.
-                          "-XX:TieredStopAtLevel=1": starts a JVM with less CPU, runs it slower (the tests use it)
   mirrorstack:namespace   kubernetes: the namespace (default mirrorstack-<stack>)
   mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
   mirrorstack:grafanaAdminPassword  (secret) Grafana's admin password on docker/kubernetes; without it one
@@ -25,7 +23,7 @@ import pulumi
 from components.failover import log_plan as log_failover_plan
 from components.model import TopologyError, load_topology
 from components.model_rules import secret_problems
-from components.platforms import make_platform, service_jvm_options
+from components.platforms import make_platform
 from components.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan_report import report_plan
@@ -44,7 +42,6 @@ try:  # refused before any resource exists
         raise TopologyError(problems)
     if problem := missing_plugin_problem(topology.platform):  # the engine's own error would not say how
         raise TopologyError([problem])
-    jvm_options = service_jvm_options(config.get("jvmOptions"))
 except ValueError as e:  # TopologyError, or malformed secret config
     # RunError: the engine shows the problems and fails, without a Python traceback
     # around them (a user's stack file is at fault, not the program).
@@ -55,8 +52,7 @@ for warning in topology.warnings:
 own = own_stack(stack)  # the stack's last outputs: Connect group ids, the last replication plan
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
-                         port_base=config.get_int("portBase"), jvm_options=jvm_options,
-                         namespace=config.get("namespace"),
+                         port_base=config.get_int("portBase"), namespace=config.get("namespace"),
                          rest_access=config.get("restAccess"), images=topology.images)
 replication = ReplicationTopology(stack, topology, platform, stack=stack,
                                   validation_run_id=config.get("validationRunId"),

@@ -15,24 +15,13 @@ def fill_dir(content, folder: str):
     return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
 
 
-def service_jvm_options(text: str | None) -> list[str]:
-    """`mirrorstack:jvmOptions` as a list: whitespace-separated options, each
-    starting with `-` (refused otherwise, before any resource exists)."""
-    options = (text or "").split()
-    if bad := [o for o in options if not o.startswith("-")]:
-        raise ValueError(f"mirrorstack:jvmOptions: {bad[0]!r} is not a JVM option; fix: options starting with '-', "
-                         f"separated by spaces (e.g. \"-XX:TieredStopAtLevel=1\")")
-    return options
-
-
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
-                  jvm_options: list[str] = (), namespace: str | None = None, rest_access: str | None = None,
-                  images=None):
+                  namespace: str | None = None, rest_access: str | None = None, images=None):
     """The platform a topology names, with its stack-level options; `images`:
-    the topology's `images:` (docker and kubernetes); `jvm_options`: local only (see service_jvm_options)."""
+    the topology's `images:` (docker and kubernetes)."""
     if name == "local":
         from components.platforms.local.platform import LocalPlatform
-        return LocalPlatform(stack, local_dir, port_base=port_base, jvm_options=jvm_options)
+        return LocalPlatform(stack, local_dir, port_base=port_base)
     if name == "docker":
         from components.platforms.docker import DockerPlatform
         return DockerPlatform(stack, images=images, port_base=port_base)

@@ -7,17 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import services
 from tests.support.services import ConnectGroup, KafkaCluster, PrometheusServer
-from tests.support.stacks import TEST_JVM_OPTIONS
-
-
-@pytest.fixture(scope="session", autouse=True)
-def test_jvm_options():
-    """The clusters tests start themselves run with the stacks' test JVM options."""
-    services.SERVICE_JVM_OPTIONS[:] = TEST_JVM_OPTIONS.split()
-    yield
-    services.SERVICE_JVM_OPTIONS.clear()
 
 
 def _run(service):

@@ -40,10 +40,7 @@ FAILING_UP_BOUND = 240  # seconds: Connect requests give up after about 90 s
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """The stack after a first good `up`: (project, outputs)."""
-    # The JVM's default compilers, not the tests' C1-only option: with C1 only, the
-    # hung-worker test saw a SIGSTOPped worker's REST port answer, twice under two
-    # test workers' load (cause not found; see the README's "Suite time").
-    with stack_project(STACK, tmp_path_factory.mktemp("connect-faults"), jvm_options="") as project:
+    with stack_project(STACK, tmp_path_factory.mktemp("connect-faults")) as project:
         project.run("up", "--yes", "--skip-preview", timeout=900)
         yield project, project.outputs()
 

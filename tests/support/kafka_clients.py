@@ -5,7 +5,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -15,6 +15,25 @@ class Record:
     offset: int
     key: bytes | None
     value: bytes | None
+
+
+# Metadata still spreading after a topic was created or a leader moved: a
+# broker answers these until it has caught up, under load for a second or more.
+METADATA_LAG = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
+                KafkaError.LEADER_NOT_AVAILABLE}
+METADATA_LAG_SECONDS = 30
+
+
+def until_metadata_settles(call, seconds: float = METADATA_LAG_SECONDS):
+    """`call()`, again while it fails with METADATA_LAG, for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            if e.args[0].code() not in METADATA_LAG or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def admin(bootstrap: str, client: dict | None = None) -> AdminClient:
@@ -32,10 +51,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
 
 def describe_partitions(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[int]]]:
     """{partition: (replicas, in-sync replicas)} as the cluster reports it."""
-    meta = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
-    if meta.error:
-        raise KafkaException(meta.error)
-    return {p.id: (list(p.replicas), list(p.isrs)) for p in meta.partitions.values()}
+    def describe():
+        meta = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+        if meta.error:
+            raise KafkaException(meta.error)
+        return {p.id: (list(p.replicas), list(p.isrs)) for p in meta.partitions.values()}
+    return until_metadata_settles(describe)
 
 
 def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client: dict | None = None,
@@ -148,8 +169,9 @@ def end_offsets(bootstrap: str, topic: str, client: dict | None = None) -> int:
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
             return 0
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                   for p in meta.partitions)
+        return until_metadata_settles(lambda: sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in meta.partitions))
     finally:
         consumer.close()
 
@@ -174,7 +196,8 @@ def consume_group_to_end(bootstrap: str, topic: str, group: str, timeout: float 
             return False
         committed = {tp.partition: tp.offset for tp in consumer.committed(assigned, timeout=10)}
         for tp in consumer.position(assigned):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+            low, high = until_metadata_settles(lambda: consumer.get_watermark_offsets(
+                TopicPartition(topic, tp.partition), timeout=10, cached=False))
             at = tp.offset if tp.offset >= 0 else committed.get(tp.partition, -1)
             if reset == "latest" and at < 0:
                 at = high

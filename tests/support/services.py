@@ -22,11 +22,6 @@ HOST = "127.0.0.1"
 MIRROR_CONNECTORS = health.MIRROR_CONNECTOR_CLASSES
 
 
-# Extra options of every service JVM started here (not the short-lived tools):
-# none for the benchmarks; the integration tests' conftest sets the tests' own.
-SERVICE_JVM_OPTIONS: list[str] = []
-
-
 def _parallel(calls) -> list:
     calls = list(calls)
     with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
@@ -67,8 +62,7 @@ class _JavaService:
     def command(self, main: str, args: list[str], jmx_port: int | None = None) -> list[str]:
         agent = (self.jmx_jar, HOST, jmx_port, self.jmx_config) if jmx_port else None
         return jvm.java_command(self.java, main, args, classpath=self.classpath, heap=self.heap,
-                                log4j_file=self.log4j, jmx_agent=agent,
-                                system_properties=[*SERVICE_JVM_OPTIONS, *self.system_properties])
+                                log4j_file=self.log4j, jmx_agent=agent, system_properties=self.system_properties)
 
     @property
     def jmx_targets(self) -> list[str]:

@@ -15,10 +15,6 @@ from tests.support.pulumi_cli import PulumiProject, engine_env
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_REFRESH_SECONDS = 5
-# The tests' JVMs compile with C1 only: a service starts on less CPU (a stack's
-# first `up` 27 s -> 23 s measured on 2 cores) and the tests' volumes are too
-# small for C2's faster code to pay back. Benchmarks keep the JVM's defaults.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def fast_discovery(topology: dict) -> None:
@@ -69,11 +65,10 @@ def _port_base() -> int:
 
 
 @contextmanager
-def stack_project(stack: str, tmp_path: Path, topology: dict | None = None, jvm_options: str = TEST_JVM_OPTIONS):
+def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     """An initialised stack of the repo's program, with its own state, service
     folder and port range; destroyed afterwards if anything still runs.
-    `topology` replaces the stack file's (a test's own topology); `jvm_options`:
-    its services' mirrorstack:jvmOptions."""
+    `topology` replaces the stack file's (a test's own topology)."""
     project = PulumiProject.of_repo(REPO, stack, tmp_path, engine_env(tmp_path / "pulumi"))
     stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
     document = yaml.safe_load(stack_file.read_text())
@@ -81,7 +76,6 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None, jvm_
         document["config"]["mirrorstack:topology"] = topology
     fast_discovery(document["config"]["mirrorstack:topology"])
     fast_first_rebalance(document["config"]["mirrorstack:topology"])
-    document["config"].setdefault("mirrorstack:jvmOptions", jvm_options)
     stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)

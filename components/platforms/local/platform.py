@@ -34,10 +34,8 @@ class LocalPlatform:
     name = "local"
     listen_host = HOST  # services bind loopback only
 
-    def __init__(self, stack: str, base_dir: str, port_base: int | None = None, jvm_options: list[str] = ()):
-        """`jvm_options`: extra options of every service JVM (mirrorstack:jvmOptions)."""
+    def __init__(self, stack: str, base_dir: str, port_base: int | None = None):
         self.base_dir = Path(base_dir).resolve()
-        self.jvm_options = list(jvm_options)
         self.port_base = port_base if port_base is not None else default_port_base(stack)
         self._ports: dict[str, int] = {}
 
@@ -90,7 +88,7 @@ class LocalPlatform:
         folder = self.service_dir(service)
         spec = java_service(
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
-            prepare=prepare, after_start=after_start, jvm_options=[*self.jvm_options, *jvm_options],
+            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
             metrics=self.metrics_address(service) if metrics else None)
         return LocalService(
             service, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
