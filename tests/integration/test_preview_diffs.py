@@ -105,14 +105,32 @@ def state_of(project) -> dict[str, dict]:
     return {r["urn"]: r for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]}
 
 
+def only_plugin_discovery_added(step: dict) -> bool:
+    """The one change since the old program that restarts a service: each
+    Connect worker's properties gained `plugin.discovery=service_load` (CHANGELOG)."""
+    if step["op"] != "update":
+        return False
+    old, new = step["oldState"]["inputs"], step["newState"]["inputs"]
+    if {k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and not k.startswith("__")} != {"files"}:
+        return False
+    files = {k for k in old["files"].keys() | new["files"].keys() if old["files"].get(k) != new["files"].get(k)}
+    if files != {"worker.properties"}:
+        return False
+    before, after = old["files"]["worker.properties"].splitlines(), new["files"]["worker.properties"].splitlines()
+    return [line for line in after if line != "plugin.discovery=service_load"] == before
+
+
 def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(deployed):
     """Names prefixed with the topology's, named dynamic types and the shared
     resources' new parents reach existing resources through aliases."""
     # `preview --json` leaves out most unchanged steps; what it lists must be unchanged or a read
     steps = deployed.upgrade_preview["steps"]
     changed = [(s["op"], s["urn"].split("::", 2)[2]) for s in steps
-               if not (s["op"] == "same" or (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"]))]
+               if not (s["op"] == "same" or (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"])
+                       or only_plugin_discovery_added(s))]
     assert changed == [], changed
+    restarted = [s["urn"].rsplit("::", 1)[1] for s in steps if only_plugin_discovery_added(s)]
+    assert restarted == ["dev-copy-connect-dev-0"], restarted
     assert re.search(r"^\s+\d+ unchanged$", deployed.upgrade, re.M) and "created" not in deployed.upgrade \
         and "deleted" not in deployed.upgrade and "replaced" not in deployed.upgrade, deployed.upgrade
     # ... and the `up` moved each resource (same id and outputs) to its new URN

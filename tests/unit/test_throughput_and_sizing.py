@@ -101,6 +101,14 @@ def test_workers_commit_source_offsets_every_10_seconds_unless_set():
     assert props["offset.flush.interval.ms"] == "60000"
 
 
+def test_workers_find_plugins_by_their_manifests_unless_set():
+    props = worker_properties("g", bootstrap_servers="b:9092", host="h", rest_port=8083, kafka_broker_count=1)
+    assert props["plugin.discovery"] == "service_load"
+    props = worker_properties("g", bootstrap_servers="b:9092", host="h", rest_port=8083, kafka_broker_count=1,
+                              overrides={"plugin.discovery": "hybrid_warn"})
+    assert props["plugin.discovery"] == "hybrid_warn"
+
+
 def test_resources_default_to_a_1g_heap_and_a_container_of_twice_that_plus_256():
     assert Resources().heap == "1g" and Resources().container_memory_mib == 2304
     assert Resources(heap="512m").container_memory_mib == 1280
