@@ -19,7 +19,7 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from components import naming
 from components.config.plan import flow_spec
-from components.config.validation import CHECKPOINTS_SUFFIX, offset_syncs_topic
+from components.config.validation import checkpoints_topic, offset_syncs_topic
 
 # Props whose change is a change of the switch; the rest (addresses, connector
 # names) are read from the new props when a switch runs, and never switch by themselves.
@@ -167,7 +167,7 @@ def flow_piece(flow, connect) -> dict:
     """A flow as the switch's props carry it (run_switch's `flow` without the
     credentials): its selection, internal topics, connectors and Connect."""
     return {"name": flow.name, **flow_spec(flow),
-            "checkpoints_topic": f"{flow.source}{CHECKPOINTS_SUFFIX}",
+            "checkpoints_topic": checkpoints_topic(flow),
             "offset_syncs_topic": offset_syncs_topic(flow),
             "connectors": {"source": flow.connector_name("source"),
                            "checkpoint": flow.connector_name("checkpoint") if flow.checkpoints else None,

@@ -22,6 +22,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
+from components.jobs.validation_mm2 import ReplicationPolicy
 from components.versions import official_image
 
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
@@ -370,6 +371,10 @@ class Flow(_Model):
         "default: remote topics are named <source><separator><topic>; identity: same name (no cycles allowed)."))
     separator: str = Field(".", min_length=1, description="Separator between source alias and topic name.")
     sync_topic_configs: bool = Field(True, description="Copy topic configs to the remote topics.")
+    config_sync_seconds: int | None = Field(None, ge=1, le=86_400, description=(
+        "How often MM2 copies the configs of topics it already mirrors (sync.topic.configs.interval.seconds). "
+        "Default: MM2's own, 600 s: a config changed on a source topic (retention, max.message.bytes) reaches "
+        "its remote topic up to ten minutes later. A new topic gets its config when it is first mirrored."))
     sync_topic_acls: bool = Field(False, description="Copy topic ACLs to the target.")
     heartbeats: bool = Field(True, description="Run the heartbeat connector.")
     checkpoints: bool = Field(True, description="Run the checkpoint connector (consumer offset translation).")
@@ -665,7 +670,7 @@ class Topology(_Model):
         return flow.state
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
-        return topic if flow.replication_policy == "identity" else f"{flow.source}{flow.separator}{topic}"
+        return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source).remote_topic(flow.source, topic)
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,11 @@ Method
 ------
 0. Topic patterns: a flow with `topic_patterns` validates every source topic
    that fully matches one of them and none of `topics_exclude`, leaving out
-   what MM2 never replicates (`__*`, `*.internal`, `*-internal`, `*.replica`,
-   `heartbeats` topics) and, with the default policy and a `target_alias`,
-   topics already named after the target (MM2's cycle check). Empty topics are
+   what MM2 never replicates (its default excludes `*.internal`, `*-internal`,
+   `*.replica`, `__*`; its internal topics under the flow's separator, such as
+   `mm2-offset-syncs_us_internal` for `_`; `heartbeats` topics) and, with a
+   `target_alias`, topics that came from the target (MM2's cycle check,
+   validation_mm2.py). Empty topics are
    left out too (nothing to check yet); a flow matching no topic is reported,
    not failed.
 1. Snapshot: the end offset of every source partition is taken once, at start

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from validation_mm2 import DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
+
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
 DEFAULT_WAIT_SECONDS = 120
@@ -26,9 +28,6 @@ FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "po
              "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic"}
 WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
 
-# Topics MM2 does not replicate whatever the patterns say (its DefaultTopicFilter
-# plus internal and heartbeat topics), so a pattern like ".*" never picks them.
-NEVER_REPLICATED = re.compile(r"__.*|.*[-.]internal|.*\.replica|(.*\.)?heartbeats")
 TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records"}
 # Spark's Kafka source sets these itself and rejects them as options.
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
@@ -80,17 +79,18 @@ class FlowSpec:
     # MM2's offset syncs of this flow, on the target (offset-syncs.topic.location=target)
     offset_syncs_topic: str | None = None
 
+    @property
+    def mm2(self) -> ReplicationPolicy:
+        return ReplicationPolicy(self.policy, self.separator, self.source_alias)
+
     def selects(self, topic: str) -> bool:
-        """Whether a source topic is one this flow's patterns replicate."""
-        if NEVER_REPLICATED.fullmatch(topic):
-            return False
-        if not any(re.fullmatch(p, topic) for p in self.topic_patterns):
-            return False
-        if any(re.fullmatch(p, topic) for p in self.topics_exclude):
-            return False
-        # The default policy never sends a topic back to the cluster it came from.
-        return not (self.policy == "default" and self.target_alias
-                    and topic.startswith(f"{self.target_alias}{self.separator}"))
+        """Whether a source topic is one this flow's patterns replicate, as MM2
+        decides (its default excludes always apply, as mirrorstack's flows pass
+        them; cycles are known only with a `target_alias`). Heartbeats are MM2's
+        own records, not the users': never validated."""
+        return (replicates(self.mm2, topic, target_alias=self.target_alias, topics=self.topic_patterns,
+                           topics_exclude=[*DEFAULT_TOPICS_EXCLUDE, *self.topics_exclude])
+                and not self.mm2.is_heartbeats_topic(topic))
 
     def remote_topic(self, topic: str) -> str:
         return remote_topic(self.policy, self.source_alias, self.separator, topic)
@@ -136,10 +136,10 @@ class Config:
 
 def remote_topic(policy: str, alias: str | None, separator: str, topic: str) -> str:
     """MM2's remote topic name: DefaultReplicationPolicy prefixes the source alias,
-    IdentityReplicationPolicy keeps the name."""
-    if policy == "identity":
+    IdentityReplicationPolicy keeps the name (but a heartbeats topic's)."""
+    if policy == "identity" and alias is None:
         return topic
-    return f"{alias}{separator}{topic}"
+    return ReplicationPolicy(policy, separator, alias).remote_topic(alias, topic)
 
 
 def normalize_bootstrap(bootstrap: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from components.config.connect import BYTE_ARRAY_CONVERTER
+from components.jobs.validation_mm2 import DEFAULT_TOPICS_EXCLUDE
 
 MIRROR_PACKAGE = "org.apache.kafka.connect.mirror"
 SOURCE, CHECKPOINT, HEARTBEAT = "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"
@@ -23,7 +24,7 @@ KINDS = {"source": SOURCE, "checkpoint": CHECKPOINT, "heartbeat": HEARTBEAT}
 # ignores. A connector without it was made outside mirrorstack (mm2.sh).
 OWNER_KEY = "mirrorstack.stack"
 # MM2's defaults (DefaultTopicFilter, DefaultGroupFilter): a flow's excludes add to them.
-MM2_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+MM2_TOPICS_EXCLUDE = DEFAULT_TOPICS_EXCLUDE  # DefaultTopicFilter's (components/jobs/validation_mm2.py)
 MM2_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
 # Kafka Connect's storage topics (<group>-configs|offsets|status): mirrorstack's groups,
 # Kafka's sample names and Strimzi's. MM2's internal-topic filter does not know them.
@@ -129,6 +130,8 @@ def mirror_connector_configs(
         "refresh.topics.interval.seconds": str(flow.refresh_seconds),
         "replication.factor": rf,
         "sync.topic.configs.enabled": _flag(flow.sync_topic_configs),
+        **({"sync.topic.configs.interval.seconds": str(flow.config_sync_seconds)}
+           if flow.config_sync_seconds is not None and flow.sync_topic_configs else {}),
         "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
         "topics.exclude": ",".join(topics_exclude(flow)),
         **throughput_settings(flow),

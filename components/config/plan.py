@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from components.config.mirror import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
+from components.jobs.validation_mm2 import ReplicationPolicy, replicates
 
 MAX_TOPIC_NAME = 249  # Kafka's limit (org.apache.kafka.common.internals.Topic)
 SPEC_KEYS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude",
@@ -29,14 +30,19 @@ def _matches(patterns, name: str) -> bool:
     return any(re.fullmatch(p, name) for p in patterns)
 
 
+def _policy(spec: dict) -> ReplicationPolicy:
+    return ReplicationPolicy(spec["replication_policy"], spec["separator"], spec["source"])
+
+
 def selected_topics(spec: dict, topics) -> list[str]:
-    """The topics MM2 mirrors for this flow, out of the source's topic names.
-    Default policy: topics that already came from the target (`<target><sep>x`)
-    are cycles and never go back."""
+    """The topics MM2 mirrors for this flow, out of the source's topic names, as
+    MirrorSourceConnector decides: never its internal topics (named with the
+    flow's separator), never a topic that came from the target (a cycle),
+    heartbeats topics whatever `topics` says."""
     excludes = [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, *spec["topics_exclude"]]
-    cycle = f"{spec['target']}{spec['separator']}" if spec["replication_policy"] == "default" else None
-    return sorted(t for t in topics if _matches(spec["topics"], t) and not _matches(excludes, t)
-                  and not (cycle and t.startswith(cycle)))
+    policy = _policy(spec)
+    return sorted(t for t in topics
+                  if replicates(policy, t, target_alias=spec["target"], topics=spec["topics"], topics_exclude=excludes))
 
 
 def selected_groups(spec: dict, groups) -> list[str]:
@@ -47,9 +53,7 @@ def selected_groups(spec: dict, groups) -> list[str]:
 
 
 def remote_name(spec: dict, topic: str) -> str:
-    if spec["replication_policy"] == "identity":
-        return topic
-    return f"{spec['source']}{spec['separator']}{topic}"
+    return _policy(spec).remote_topic(spec["source"], topic)
 
 
 @dataclass

@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from components.config.mirror import groups_exclude, topics_exclude
+from components.jobs.validation_mm2 import ReplicationPolicy
 
-CHECKPOINTS_SUFFIX = ".checkpoints.internal"  # MM2: `<source alias>.checkpoints.internal`, whatever the separator
+
+def mm2_policy(flow) -> ReplicationPolicy:
+    """The flow's MM2 replication policy: every name MM2 gives (remote topics, its internal topics)."""
+    return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source)
+
+
+def checkpoints_topic(flow) -> str:
+    """MM2's checkpoints of a flow, on its target: `<source><sep>checkpoints<sep>internal`."""
+    return mm2_policy(flow).checkpoints_topic(flow.source)
 
 
 def validation_job_config(topology, servers: dict[str, str],
@@ -41,7 +50,7 @@ def validation_job_config(topology, servers: dict[str, str],
             # Records of aborted transactions on the target were never replicated records.
             entry["target_client"] = {**entry.get("target_client", {}), "isolation.level": "read_committed"}
         if flow.checkpoints:
-            entry["checkpoints_topic"] = f"{flow.source}{CHECKPOINTS_SUFFIX}"
+            entry["checkpoints_topic"] = checkpoints_topic(flow)
             entry["groups"] = list(flow.groups)
             entry["groups_exclude"] = groups_exclude(flow)
             # Groups appear when consumers commit; until then there is nothing to fail over.
@@ -57,8 +66,7 @@ def offset_syncs_topic(flow) -> str:
     """MM2's offset-syncs topic of a flow: on the target (mirror.py sets
     offset-syncs.topic.location=target), named after the source alias, with the
     flow's separator (replication.policy.internal.topic.separator.enabled)."""
-    sep = flow.separator
-    return f"mm2-offset-syncs{sep}{flow.source}{sep}internal"
+    return mm2_policy(flow).offset_syncs_topic(flow.source)
 
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

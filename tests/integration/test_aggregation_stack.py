@@ -170,4 +170,6 @@ def test_aggregation_stack_end_to_end(aggregation):
     # destroy: no process left, empty stack
     project.run("destroy", "--yes", "--skip-preview", timeout=600)
     assert leftover_processes(str(project.local_dir)) == []
+    left = sorted(p.name for p in project.local_dir.iterdir()) if project.local_dir.exists() else []
+    assert left == [], left  # every service's folder and the validation job's went with them
     assert json.loads(project.run("stack", "export").stdout)["deployment"].get("resources") in (None, [])

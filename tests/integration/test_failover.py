@@ -16,6 +16,10 @@ flow standby->primary, pushed). One stack, brought up once:
 4. the primary's processes are killed; the unplanned switch says what is
    unknown; the groups resume on the standby with 0 lost among the records
    that had been replicated.
+
+Both flows name topics with the separator "_" (`primary_orders`,
+`primary_checkpoints_internal`): MM2's names under a separator other than "."
+are what the gate, the switch and the validation job must find.
 """
 from __future__ import annotations
 
@@ -48,12 +52,17 @@ FORWARD, REVERSE = "primary->standby", "standby->primary"
 SOURCE, CHECKPOINT = "MirrorSourceConnector", "MirrorCheckpointConnector"
 FAILING_GATE_SECONDS = 4  # each failing case fails deterministically (a member, a paused connector); 2 gate looks
 OFFSET_LAG_MAX = 100  # MM2's default offset.lag.max: the sync interval bounding a translated group's re-reads
+# The flows name remote and internal topics with "_" (`primary_orders`, `primary_checkpoints_internal`,
+# `mm2-offset-syncs_primary_internal`): the gate, the switch and the validation must find MM2's names
+# under any separator ("." is what every other stack uses).
+SEP = "_"
+PRIMARY_ORDERS, STANDBY_ORDERS = f"primary{SEP}orders", f"standby{SEP}orders"
 
 
 def topology(primary: KafkaCluster, standby: KafkaCluster) -> dict:
     checkpoints_fast = {"checkpoint": {"emit.checkpoints.interval.seconds": "2"}}
     flow = {"connect": "standby", "topics": [".*"], "checkpoints": True, "heartbeats": False,
-            "tasks_max": 1, "overrides": checkpoints_fast}
+            "tasks_max": 1, "separator": SEP, "overrides": checkpoints_fast}
     return {
         "platform": "local",
         "clusters": {alias: {"brokers": 1, "external": {"bootstrap_servers": c.bootstrap_servers}}
@@ -178,12 +187,12 @@ def wait_for_fresh_checkpoints(source: str, target: str, groups, timeout: float 
     try:
         while True:
             marks = src.watermarks([("orders", p) for p in range(PARTITIONS)])
-            checkpoints = failover_ops.latest_checkpoints(dst, "primary.checkpoints.internal")
-            syncs = failover_ops.offset_syncs(dst, "mm2-offset-syncs.primary.internal")
-            stale = {(group, p): (offset, checkpoints.get((group, "primary.orders", p)))
+            checkpoints = failover_ops.latest_checkpoints(dst, f"primary{SEP}checkpoints{SEP}internal")
+            syncs = failover_ops.offset_syncs(dst, f"mm2-offset-syncs{SEP}primary{SEP}internal")
+            stale = {(group, p): (offset, checkpoints.get((group, PRIMARY_ORDERS, p)))
                      for group in groups for (topic, p), offset in src.committed(group).items()
                      if topic == "orders" and not marks[(topic, p)][0] == marks[(topic, p)][1] == offset
-                     and not rules.checkpoint_fresh(offset, checkpoints.get((group, "primary.orders", p)),
+                     and not rules.checkpoint_fresh(offset, checkpoints.get((group, PRIMARY_ORDERS, p)),
                                                     syncs.get((topic, p)))}
             if not stale:
                 return
@@ -229,7 +238,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}, out["flows"]
         url = out["connect"]["standby"]
-        copies.read_topic("standby", standby, "primary.orders", N)  # replicated before anything switches
+        copies.read_topic("standby", standby, PRIMARY_ORDERS, N)  # replicated before anything switches
 
         # 1. each gate failure: `up` fails saying why, and the stack is unchanged
         project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")
@@ -265,7 +274,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         connector(url, f"{FORWARD}.{SOURCE}", "stop")
         connector(url, f"{FORWARD}.{SOURCE}", "resume")
         copies.produced("primary", "orders", produce(primary, "orders", SYNCED, prefix="p2b"))
-        copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED)
+        copies.read_topic("standby", standby, PRIMARY_ORDERS, N + LAGGED + SYNCED)
         read_group(primary, "app-audit", ["orders"])  # to the end
         text = failed_up(project)
         assert "stale checkpoints: group app-audit" in text, text[-3000:]
@@ -277,7 +286,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert unchanged["failover"]["active"] == "primary" and unchanged["failover"].get("report") is None
         assert unchanged["flows"] == out["flows"]
         for group in GROUPS:  # nothing written on the standby
-            assert committed(standby, group, ["primary.orders"]) == {}, group
+            assert committed(standby, group, [PRIMARY_ORDERS]) == {}, group
 
         # 2. planned failover: the gate passes, both groups resume on the standby
         before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
@@ -292,7 +301,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert "planned switch primary -> standby" in log and "app-billing" in log  # the report in the up log
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"STOPPED"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"RUNNING"}
-        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, ["primary.orders"]) for g in GROUPS)))
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, [PRIMARY_ORDERS]) for g in GROUPS)))
         for group in GROUPS:
             read = reads[group]
             side = {v: (t, p, o) for v, (t, p, o) in copies.on("primary").items()}
@@ -306,13 +315,13 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         copies.produced("standby", "orders", produce(standby, "orders", M, prefix="s1"))
         _parallel([partial(read_group, standby, "app-billing", ["orders"], limit=30),
                    partial(read_group, standby, "app-audit", ["orders"], limit=60)])
-        before = {g: committed(standby, g, ["orders", "primary.orders"]) for g in GROUPS}
+        before = {g: committed(standby, g, ["orders", PRIMARY_ORDERS]) for g in GROUPS}
         for key, value in (("active", "primary"), ("validation.flows[0]", REVERSE),
                            ("validation.report_only", "true"), ("validation.wait_seconds", "60")):
             project.run("config", "set", "--path", f"mirrorstack:topology.failover.{key}" if key == "active"
                         else f"mirrorstack:topology.{key}", value)
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
-        # the forward flow runs again and standby.orders is on the primary: its topic refresh rounds from here see it
+        # the forward flow runs again and standby_orders is on the primary: its topic refresh rounds from here see it
         marks = refresh_marks(project.local_dir)
         out = project.outputs()
         report = out["failover"]["report"]
@@ -323,9 +332,9 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
             M, M, 0, 0), counts
         assert {s["state"] for s in out["flows"][FORWARD].values()} == {"RUNNING"}
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}
-        copies.read_topic("primary", primary, "standby.orders", M)
+        copies.read_topic("primary", primary, STANDBY_ORDERS, M)
         side = {**{v: w for v, w in copies.on("standby").items()}}
-        reads = dict(zip(GROUPS, _parallel(partial(read_group, primary, g, ["orders", "standby.orders"])
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, primary, g, ["orders", STANDBY_ORDERS])
                                            for g in GROUPS)))
         for group in GROUPS:
             read = reads[group]
@@ -334,13 +343,13 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
             assert reread == report["groups"][group]["reread"], (group, reread, report["groups"][group])
         wait_for_refresh_rounds(marks, rounds=1)  # a discovery round of the resumed forward flow: nothing may loop
         names = topic_names(primary) | topic_names(standby)
-        assert not {"standby.primary.orders", "primary.standby.orders"} & names, names
-        assert len(consume(primary, "standby.orders", M + 1, timeout=10)) == M
+        assert not {f"standby{SEP}{PRIMARY_ORDERS}", f"primary{SEP}{STANDBY_ORDERS}"} & names, names
+        assert len(consume(primary, STANDBY_ORDERS, M + 1, timeout=10)) == M
 
         # 4. the primary is lost: unplanned failover from the last checkpoints
         copies.produced("primary", "orders", produce(primary, "orders", K, prefix="p3"))
         read_group(primary, "app-billing", ["orders"], limit=K // 2)
-        copies.read_topic("standby", standby, "primary.orders", N + LAGGED + SYNCED + K)
+        copies.read_topic("standby", standby, PRIMARY_ORDERS, N + LAGGED + SYNCED + K)
         wait_for_fresh_checkpoints(primary, standby, GROUPS)  # checkpoints caught up with the last commits
         before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
         for handle in sites["primary"].handles:
@@ -355,7 +364,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert any("cannot be counted until primary returns" in n for n in report["notes"]), report["notes"]
         assert any("primary did not answer" in n for n in report["notes"]), report["notes"]
         replicated = {v: w for v, w in copies.on("primary").items() if w[0] == "orders" and v in copies.on("standby")}
-        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, ["primary.orders"]) for g in GROUPS)))
+        reads = dict(zip(GROUPS, _parallel(partial(read_group, standby, g, [PRIMARY_ORDERS]) for g in GROUPS)))
         for group in GROUPS:
             entry = report["groups"][group]
             assert entry.get("lost") is None and entry.get("reread") is None, entry

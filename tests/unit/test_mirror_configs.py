@@ -27,6 +27,13 @@ def test_identity_flow_with_options_golden():
     assert_golden("mm2-identity-flow.json", json.dumps(configs, indent=2) + "\n")
 
 
+def test_the_config_sync_interval_is_a_typed_field_mm2s_600_s_unless_set():
+    key, source = "sync.topic.configs.interval.seconds", "us->central.MirrorSourceConnector"
+    assert key not in _configs({})[source]  # MM2's own default: 600 s
+    assert _configs({"config_sync_seconds": 30})[source][key] == "30"
+    assert key not in _configs({"config_sync_seconds": 30, "sync_topic_configs": False})[source]
+
+
 def test_switches_decide_which_connectors_exist():
     assert list(_configs({})) == ["us->central.MirrorSourceConnector", "us->central.MirrorCheckpointConnector",
                                   "us->central.MirrorHeartbeatConnector"]

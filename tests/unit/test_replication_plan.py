@@ -27,6 +27,16 @@ def test_selection_is_a_full_match_minus_mm2s_and_connects_excludes_and_cycles()
     assert plan.selected_groups(spec(checkpoints=False), US.groups) == []
 
 
+def test_selection_knows_mm2s_internal_topics_under_the_flows_separator_and_carries_heartbeats():
+    # what the other flow of an active/active pair with `_` leaves on this source
+    live = ["orders", "mm2-offset-syncs_central_internal", "central_checkpoints_internal", "central_orders",
+            "heartbeats", "orders_internal"]
+    assert plan.selected_topics(spec(topics=[".*"], separator="_"), live) == ["heartbeats", "orders", "orders_internal"]
+    # MM2 copies heartbeats whatever `topics` says
+    assert plan.selected_topics(spec(separator="_"), live) == ["heartbeats", "orders", "orders_internal"]
+    assert plan.remote_name(spec(separator="_"), "heartbeats") == "us_heartbeats"
+
+
 def test_remote_names_follow_policy_and_separator():
     assert plan.remote_name(spec(separator="_"), "orders") == "us_orders"
     assert plan.remote_name(spec(replication_policy="identity"), "orders") == "orders"

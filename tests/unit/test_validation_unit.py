@@ -164,6 +164,17 @@ def test_topic_patterns_resolve_to_what_mm2_replicates_with_records():
     assert asked == [(A, {})]
 
 
+def test_topic_patterns_leave_out_mm2s_internal_topics_under_any_separator():
+    """`_`: MM2 names its topics `mm2-offset-syncs_central_internal`, `central_checkpoints_internal`
+    (an active/active pair's other flow writes them to this source); none is a user topic."""
+    topics = {"orders": 3, "mm2-offset-syncs_central_internal": 2, "central_checkpoints_internal": 2,
+              "heartbeats": 4, "central_heartbeats": 1, "central_orders": 3, "orders_v2": 1}
+    config = job.parse_config({"flows": [patterned(topic_patterns=[".*"], separator="_")]})
+    resolved = job.resolve_topics(config, lambda b, c: topics, log=lambda m: None)
+    assert resolved.flows[0].topics == ("orders", "orders_v2")
+    assert [g.topic for g in resolved.groups] == ["us_orders", "us_orders_v2"]
+
+
 def test_topic_patterns_with_identity_merge_and_one_listing_per_source():
     config = job.parse_config({"flows": [
         patterned(name="us", policy="identity"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,8 +119,8 @@ class LocalSparkJobProvider(ResourceProvider):
         return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id, props):
-        for name in ("flows.json", "report.json"):
-            Path(props["workdir"], name).unlink(missing_ok=True)
+        # the job's own folder: its input (0600), report, and what Spark leaves in its cwd
+        shutil.rmtree(props["workdir"], ignore_errors=True)
 
 
 class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):

@@ -1,0 +1,1 @@
+../../spark/validation_mm2.py
