@@ -39,7 +39,7 @@ def worker_properties(
         "rest.advertised.port": str(rest_port),
         # Every plugin a worker here runs (MM2's connectors, Kafka's converters) ships a
         # ServiceLoader manifest: the default hybrid scan also reflects over the whole
-        # classpath, 2-7 s of CPU at every worker start (measured), for nothing.
+        # classpath, for nothing (measured: 7.1 s of a worker's start on a loaded host, 0.3 s without).
         "plugin.discovery": "service_load",
         **worker_defaults(),
     }
