@@ -2,7 +2,7 @@
 replicated exactly-once into central (SASL_SSL, PLAIN, mTLS), with every
 secret checked for leaks: state, Connect's config topic, `ps`, logs, files.
 Then, on the same stack, the certificates' life: renewal in the window, a
-broker added under the same CA, a CA rotation with a client writing throughout."""
+CA rotation with a client writing throughout, a broker added under the new CA."""
 import json
 import os
 import re
@@ -242,25 +242,6 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
     _replicated(project, "payments", sent, total=FEW)
 
 
-def test_adding_a_broker_issues_its_certificate_under_the_same_ca(secure):
-    project, _, _ = secure
-    local = project.local_dir
-    before, broker0 = _certs(project), _keystore(local, "edge-broker-0")
-    _set_topology(project, lambda t: t["clusters"]["edge"].update(brokers=2))
-    project.run("up", "--yes", "--skip-preview", timeout=900)
-    after = _certs(project)
-    assert after["edge"]["ca"]["fingerprint_sha256"] == before["edge"]["ca"]["fingerprint_sha256"]
-    assert _keystore(local, "edge-broker-0") == broker0  # byte for byte
-    assert after["edge"]["certificates"]["edge-broker-0"] == before["edge"]["certificates"]["edge-broker-0"]
-    assert after["central"] == before["central"]
-    new = tls.leaf_of(_keystore(local, "edge-broker-1"))
-    assert tls.signed_by(new, (local / "edge-broker-0" / "secrets" / "ca.pem").read_text())
-    edge = project.outputs()["clusters"]["edge"]
-    brokers = AdminClient({**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": edge}
-                          ).list_topics(timeout=20).brokers
-    assert len(brokers) == 2
-
-
 class _Producer(threading.Thread):
     """A user's app: writes a record every 50 ms, counting failed deliveries."""
 
@@ -288,7 +269,8 @@ def test_ca_rotation_completes_with_clients_connected_throughout(secure):
     local = project.local_dir
     before = _certs(project)
     nodes = {alias: _nodes(before, alias) for alias in CLUSTERS}
-    assert len(nodes["edge"]) == len(nodes["central"]) + 1  # the broker the test before added
+    # Rotated before the broker is added (the next test): each roll then restarts one node fewer.
+    assert len(nodes["edge"]) == len(nodes["central"])
 
     def rotate(topology):
         for alias in nodes:
@@ -334,3 +316,28 @@ def test_ca_rotation_completes_with_clients_connected_throughout(secure):
             assert tls.signed_by(tls.leaf_of(_keystore(local, node)), trusted), node
     central_client = (local / "clients" / "central" / "client.pem").read_text()
     assert tls.signed_by(tls.leaf_of(central_client), (local / "clients" / "central" / "ca.pem").read_text())
+
+
+def test_adding_a_broker_issues_its_certificate_under_the_clusters_current_ca(secure):
+    """After the rotation (the test before): the new broker's certificate comes from the
+    new CA, the only one its cluster trusts, and no other node is touched."""
+    project, _, _ = secure
+    local = project.local_dir
+    before, broker0 = _certs(project), _keystore(local, "edge-broker-0")
+    assert before["edge"]["rotation_phase"] == "none"
+    _set_topology(project, lambda t: t["clusters"]["edge"].update(brokers=2))
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    after = _certs(project)
+    assert after["edge"]["ca"]["fingerprint_sha256"] == before["edge"]["ca"]["fingerprint_sha256"]
+    assert _keystore(local, "edge-broker-0") == broker0  # byte for byte
+    assert after["edge"]["certificates"]["edge-broker-0"] == before["edge"]["certificates"]["edge-broker-0"]
+    assert after["central"] == before["central"]
+    new = tls.leaf_of(_keystore(local, "edge-broker-1"))
+    trusted = (local / "edge-broker-1" / "secrets" / "ca.pem").read_text()
+    assert [tls.fingerprint(c) for c in tls.certificates_in(trusted)] == [after["edge"]["ca"]["fingerprint_sha256"]]
+    assert tls.signed_by(new, trusted) and trusted == (local / "edge-broker-0" / "secrets" / "ca.pem").read_text()
+    assert after["edge"]["trusted_cas"] == [after["edge"]["ca"]["fingerprint_sha256"]]
+    edge = project.outputs()["clusters"]["edge"]
+    brokers = AdminClient({**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": edge}
+                          ).list_topics(timeout=20).brokers
+    assert len(brokers) == 2
