@@ -42,6 +42,21 @@ def kafka_classpath() -> str:
     return str(kafka_libs() / "*")
 
 
+def class_archives_dir() -> Path:
+    """Where `make class-archives` puts the broker's and Connect's class-data
+    archives (tools/class_archives.py): beside the jars they were made from."""
+    return tools_dir() / "class-archives"
+
+
+def class_archive(main_class: str) -> Path | None:
+    """The class-data archive for a JVM of Kafka's jars running `main_class`, if
+    one was made: the broker's for the broker and Kafka's tools, Connect's for Connect."""
+    from components.config import jvm
+    name = "connect.jsa" if main_class == jvm.CONNECT_DISTRIBUTED_MAIN else "broker.jsa"
+    archive = class_archives_dir() / name
+    return archive if archive.is_file() else None
+
+
 def jmx_agent_jar() -> Path:
     version = versions.jmx_exporter_version()
     jar = tools_dir() / "jmx" / f"jmx_prometheus_javaagent-{version}.jar"

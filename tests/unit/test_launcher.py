@@ -110,3 +110,35 @@ def test_a_service_whose_port_another_process_holds_is_refused_before_it_starts(
         with pytest.raises(RuntimeError, match=f"dr-connect-0: port {port} on 127.0.0.1 is already in use"):
             _launch(props)
     assert not leftover_processes(str(tmp_path))  # nothing was started
+
+
+def _tools(tmp_path, monkeypatch, archives=("broker.jsa", "connect.jsa")):
+    from components import versions
+    libs = tmp_path / "kafka" / "libs"
+    libs.mkdir(parents=True)
+    (libs / f"kafka_2.13-{versions.kafka_version()}.jar").touch()
+    (tmp_path / "class-archives").mkdir()
+    for name in archives:
+        (tmp_path / "class-archives" / name).touch()
+    monkeypatch.setenv("MIRRORSTACK_TOOLS_DIR", str(tmp_path))
+    return f"{libs}/*"
+
+
+def test_kafka_jvms_start_with_their_class_archive_through_the_environment(tmp_path, monkeypatch):
+    from components.config import jvm
+    classpath = _tools(tmp_path, monkeypatch)
+    broker = jvm.java_command("java", jvm.BROKER_MAIN, ["s.properties"], classpath=classpath, heap="1g")
+    env = launcher.with_class_archive(broker, {"PATH": "/bin", "JDK_JAVA_OPTIONS": "-Dx=1"})
+    assert env == {"PATH": "/bin", "JDK_JAVA_OPTIONS": f"-Dx=1 -XX:SharedArchiveFile={tmp_path}/class-archives/broker.jsa"}
+    worker = jvm.java_command("java", jvm.CONNECT_DISTRIBUTED_MAIN, ["w.properties"], classpath=classpath, heap="1g")
+    assert launcher.with_class_archive(worker, {})["JDK_JAVA_OPTIONS"] == \
+        f"-XX:SharedArchiveFile={tmp_path}/class-archives/connect.jsa"
+    tool = jvm.java_command("java", jvm.STORAGE_TOOL_MAIN, ["format"], classpath=classpath, heap="256m",
+                            short_lived=True)
+    assert "broker.jsa" in launcher.with_class_archive(tool, {})["JDK_JAVA_OPTIONS"]
+    # anything else, or other jars, starts as it is; so does a JVM whose archive was not made
+    assert launcher.with_class_archive(["prometheus", "--config.file=x"], {"A": "1"}) == {"A": "1"}
+    other = jvm.java_command("java", jvm.BROKER_MAIN, ["s.properties"], classpath="/elsewhere/*", heap="1g")
+    assert launcher.with_class_archive(other, None) is None
+    (tmp_path / "class-archives" / "connect.jsa").unlink()
+    assert launcher.with_class_archive(worker, {}) == {}

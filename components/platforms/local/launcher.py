@@ -60,8 +60,31 @@ def _reap(pid: int) -> None:
         _children.pop(pid, None)
 
 
+def with_class_archive(argv: Sequence[str], env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """The environment a JVM of Kafka's jars starts with: its class-data archive,
+    when `make class-archives` made one (tools/class_archives.py), through
+    JDK_JAVA_OPTIONS rather than the command line: a deployed service's command
+    line stays the one every platform shares, and a missing or stale archive
+    only makes the start slower."""
+    from components import toolchain
+    argv = list(argv)
+    try:
+        classpath = toolchain.kafka_classpath()
+    except toolchain.ToolMissing:
+        return env
+    if "-cp" not in argv[:-1] or argv[argv.index("-cp") + 1] != classpath or argv.index("-cp") + 2 >= len(argv):
+        return env
+    archive = toolchain.class_archive(argv[argv.index("-cp") + 2])
+    if archive is None:
+        return env
+    base = dict(os.environ if env is None else env)
+    options = f"{base.get('JDK_JAVA_OPTIONS', '')} -XX:SharedArchiveFile={archive}".strip()
+    return {**base, "JDK_JAVA_OPTIONS": options}
+
+
 def start(name: str, argv: Sequence[str], *, log_file: Path, cwd: Path | None = None,
           env: Mapping[str, str] | None = None) -> ProcessHandle:
+    env = with_class_archive(argv, env)
     log_file = Path(log_file)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
@@ -118,6 +141,7 @@ def log_tail(log_file: str | Path, lines: int = 40) -> str:
 def run(name: str, argv: Sequence[str], *, log_file: Path, timeout: float = 120.0,
         env: Mapping[str, str] | None = None) -> None:
     """Run a short-lived command to completion, failing with its log tail."""
+    env = with_class_archive(argv, env)
     log_file = Path(log_file)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
