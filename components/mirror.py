@@ -32,7 +32,7 @@ RETRY_STATUSES = (409, 500, 502, 503, 504)
 
 
 class ConnectError(RuntimeError):
-    pass
+    status: int | None = None  # Connect's HTTP status, when it answered with an error
 
 
 def _progress(message: str) -> None:
@@ -100,7 +100,9 @@ class ConnectClient:
                                "mirrorstack:connectSecrets.<name>.password)")
         if reply.status >= 400:
             text = reply.data.decode(errors="replace")[:2000]
-            raise ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")
+            error = ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")
+            error.status = reply.status
+            raise error
         return json.loads(reply.data) if reply.data else None
 
     def validate(self, name: str, config: dict[str, str]) -> list[str]:
@@ -200,6 +202,10 @@ class ConnectClient:
         self._ok(self._call("PATCH", f"/connectors/{quote(name, safe='')}/offsets", json={"offsets": offsets}),
                  f"writing the offsets of {name}")
 
+    def reset_offsets(self, name: str) -> None:
+        """Forget a stopped connector's committed offsets (KIP-875)."""
+        self._ok(self._call("DELETE", f"/connectors/{quote(name, safe='')}/offsets"), f"resetting the offsets of {name}")
+
     def plugins(self) -> list[str]:
         return [p["class"] for p in self._ok(self._call("GET", "/connector-plugins?connectorsOnly=true"),
                                               "listing the connector plugins")]
@@ -216,15 +222,44 @@ TARGET_STATES = {v: k for k, v in CONNECT_STATES.items()}
 VERBS = {"running": "resuming", "paused": "pausing", "stopped": "stopping"}
 
 
+def failed_parts(status: dict | None) -> list[str]:
+    """Each FAILED part of a connector's status, as "<part> FAILED on <worker>:
+    <first line of its trace>" (the exception and its message)."""
+    if not status:
+        return []
+    parts = [("connector", status["connector"]), *((f"task {t.get('id')}", t) for t in status.get("tasks", []))]
+    return [f"{label} FAILED on {part.get('worker_id')}: {first_line(part.get('trace'))}"
+            for label, part in parts if part.get("state") == "FAILED"]
+
+
+def first_line(trace: str | None) -> str:
+    """A Java trace's first line, and its root cause's (the last "Caused by:"): the
+    first is often only Connect's wrapper ("Unrecoverable exception from producer
+    send callback")."""
+    lines = [line.strip() for line in (trace or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no trace)"
+    root = next((line.removeprefix("Caused by:").strip() for line in reversed(lines)
+                 if line.startswith("Caused by:")), None)
+    return f"{lines[0]} (caused by {root})" if root and root != lines[0] else lines[0]
+
+
 def summarize(status: dict | None) -> dict[str, str]:
     if status is None:
         return {"state": "MISSING", "tasks": "0", "running_tasks": "0"}
     tasks = status.get("tasks", [])
-    return {"state": status["connector"]["state"], "tasks": str(len(tasks)),
-            "running_tasks": str(sum(t["state"] == "RUNNING" for t in tasks))}
+    summary = {"state": status["connector"]["state"], "tasks": str(len(tasks)),
+               "running_tasks": str(sum(t["state"] == "RUNNING" for t in tasks))}
+    if failed := failed_parts(status):  # only then: a healthy flow's recorded states keep their shape
+        summary["failed"] = "; ".join(failed)
+    return summary
 
 
 RESTART_GRACE = 30  # seconds a just-restarted connector may still report its old FAILED state
+# Seconds a connector `up` restarted must then run before `up` succeeds: a task that fails
+# for a cause still there (a record too large for the target) failed again 6 s after its
+# restart in tests/integration/test_connect_faults.py, 12-15 s in issue 27's runs.
+RESTART_STABILITY = 30
 VANISH_GRACE = 20  # seconds a just-configured connector may be missing from a (forwarding) worker's status (10 s misfired on a loaded 2-core host)
 
 
@@ -247,41 +282,69 @@ def wait_running(client: ConnectClient, names: list[str], timeout: float,
     return wait_state(client, names, "running", timeout, restarted)
 
 
+def _failure(name: str, status: dict, flow: str | None, restarted_at: float | None) -> ConnectError:
+    """The error for a connector with a FAILED part: which part, the first line of
+    its trace (the cause), then the trace. A part that failed again after `up`
+    restarted it is a crash loop, and says so."""
+    failed = next(p for p in [status["connector"], *status.get("tasks", [])] if p.get("state") == "FAILED")
+    label = "connector" if failed is status["connector"] else f"task {failed.get('id')}"
+    where = f"flow {flow}: " if flow else ""
+    if restarted_at is None:
+        head = f"{where}{name} {label} FAILED on {failed.get('worker_id')}"
+    else:
+        head = (f"{where}{name} {label} FAILED again {time.monotonic() - restarted_at:.0f}s after `up` restarted it "
+                f"(on {failed.get('worker_id')}): restarting does not help until its cause is fixed")
+    return ConnectError(f"{head}: {first_line(failed.get('trace'))}\n{(failed.get('trace') or '')[:4000]}")
+
+
 def wait_state(client: ConnectClient, names: list[str], state: str, timeout: float,
-               restarted: set[str] = frozenset()) -> dict[str, dict[str, str]]:
+               restarted: set[str] = frozenset(), flow: str | None = None,
+               watched: set[str] = frozenset()) -> dict[str, dict[str, str]]:
     """Until every connector is in the flow state `state` (reached); fails at
     once naming a FAILED connector or task with Connect's stack trace. Connect
-    restarts asynchronously, so `restarted` connectors may show FAILED for a
-    grace period."""
+    restarts asynchronously, so `restarted` connectors may show their old FAILED
+    state until they are first seen without it (at most RESTART_GRACE). `watched`
+    (restarted because they had FAILED) must then run for RESTART_STABILITY
+    seconds: a cause still there fails them again, and fails `up`."""
     started = time.monotonic()
     next_progress = started + 10
+    recovering, steady_since = set(restarted), None
     while True:
         # A connector deleted while it starts can leave a RUNNING status behind (the
         # start's status write lands after the deletion's tombstone): whether it
         # exists is its config, so a connector without one has no status here.
         configured = client.names()
         statuses = {name: client.status(name) if name in configured else None for name in names}
+        now = time.monotonic()
         for name, status in statuses.items():
-            if name in restarted and time.monotonic() - started < RESTART_GRACE:
-                continue
-            for part in [status["connector"] if status else None, *(status or {}).get("tasks", [])]:
-                if part and part.get("state") == "FAILED":
-                    label = f"task {part['id']}" if "id" in part and part is not status["connector"] else "connector"
-                    raise ConnectError(f"{name} {label} FAILED on {part.get('worker_id')}:\n{part.get('trace', '')[:4000]}")
+            failed = failed_parts(status)
+            if name in recovering:
+                if not failed:
+                    recovering.discard(name)  # the restart took: a FAILED part from now on is a new failure
+                elif now - started < RESTART_GRACE:
+                    continue
+            if failed:
+                raise _failure(name, status, flow, started if name in watched else None)
         vanished = [name for name, status in statuses.items() if status is None]
-        if vanished and time.monotonic() - started > VANISH_GRACE:
+        if vanished and now - started > VANISH_GRACE:
             raise ConnectError(f"{', '.join(vanished)} vanished from Kafka Connect at {client.url} after being "
                                "configured: something deletes connectors created over REST (Strimzi with the "
                                "annotation strimzi.io/use-connector-resources: \"true\" does); fix: run the flow "
                                "on a Connect cluster whose connectors are managed over REST")
         summary = {name: summarize(status) for name, status in statuses.items()}
         if all(reached(status, state) for status in statuses.values()):
-            return summary
-        now = time.monotonic()
+            steady_since = steady_since or now
+            if not watched or state != "running" or now - steady_since >= RESTART_STABILITY:
+                return summary
+        else:
+            steady_since = None
         if now - started > timeout:
             raise ConnectError(f"connectors not {CONNECT_STATES[state]} after {timeout:.0f}s: {summary}")
         if now >= next_progress:
-            _progress(f"waiting for {', '.join(names)} to be {state} ({now - started:.0f}s): {summary}")
+            doing = (f"restarted the failed tasks of {', '.join(sorted(watched))}: running; watching that they stay so for "
+                     f"{RESTART_STABILITY}s ({now - steady_since:.0f}s)" if steady_since else
+                     f"waiting for {', '.join(names)} to be {state} ({now - started:.0f}s): {summary}")
+            _progress(doing)
             next_progress = now + 10
         time.sleep(1)
 
@@ -360,8 +423,9 @@ def _live_problems(props, client: ConnectClient | None = None) -> dict[str, str]
         parts = [status["connector"], *status.get("tasks", [])] if status else []
         if status is None:
             problems[name] = "MISSING"
-        elif any(p.get("state") == "FAILED" for p in parts):
+        elif failed := failed_parts(status):
             problems[name] = "FAILED"
+            _progress(f"{name}: {'; '.join(failed)}; `pulumi up` restarts it (and fails if it fails again)")
         elif status["connector"].get("state") in TARGET_STATES and status["connector"]["state"] != want:
             problems[name] = status["connector"]["state"]  # UNASSIGNED/RESTARTING pass: Connect is moving it
     return problems
@@ -416,27 +480,32 @@ def _owner_problems(client: ConnectClient, connectors: dict[str, dict], adopt: l
 
 
 def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: str, config: dict | None,
-               state: str = "running") -> bool:
+               state: str = "running", keep_offsets: bool = True) -> bool:
     """Replace connector `old` by `new` without replication starting over:
     stop `old` (its tasks commit), copy its source offsets to `new` (created
     stopped, or stopped), put `new` in the flow's `state`, delete `old`. `config`
     None: only delete `old`. False when there is no `old` (never was, or a re-run
-    after a failure part-way): `new` is then the caller's to configure."""
+    after a failure part-way): `new` is then the caller's to configure.
+    `keep_offsets` False (the names changed): `new` starts from no offsets."""
     if old_client.status(old) is None:
         return False
     old_client.stop(old)
     if old == new and config is not None and (client.status(new) or {}).get("connector", {}).get("state") == "STOPPED":
         client.put_config(new, config)  # one Connect group after all (its workers moved): nothing to carry
+        if not keep_offsets:
+            client.reset_offsets(new)
         if state != "stopped":
             client.set_state(new, state)
         return True
-    offsets = old_client.offsets(old) if config is not None else []
+    offsets = old_client.offsets(old) if config is not None and keep_offsets else []
     if config is not None:
         if client.get_config(new) is None:
             client.create_stopped(new, config)
         else:
             client.stop(new)
             client.put_config(new, config)
+            if not keep_offsets:
+                client.reset_offsets(new)
         if offsets:
             client.set_offsets(new, offsets)
         if state != "stopped":
@@ -446,6 +515,28 @@ def carry_over(old_client: ConnectClient, old: str, client: ConnectClient, new: 
     _progress(f"{old}{where} replaced by {new} on {client.url}, {len(offsets)} source offsets carried over"
               if config is not None else f"{old}{where} deleted (taken over)")
     return True
+
+
+# The keys that name what a connector writes: a change renames every remote and internal
+# topic, and offsets committed under the old names must not carry on (plan.RENAME_WARNING).
+NAMING_KEYS = ("replication.policy.class", "replication.policy.separator")
+
+
+def renames(old: dict[str, str] | None, new: dict[str, str] | None) -> bool:
+    return bool(old) and bool(new) and any(old.get(k) != new.get(k) for k in NAMING_KEYS)
+
+
+def start_over(client: ConnectClient, name: str, config: dict[str, str], state: str) -> None:
+    """Give a connector its new config with its offsets reset (KIP-875: stopped,
+    DELETE .../offsets), then its flow state: MM2 copies the source topics again
+    from their start, under the new names."""
+    client.stop(name)
+    client.put_config(name, config)
+    client.reset_offsets(name)
+    if state != "stopped":
+        client.set_state(name, state)
+    _progress(f"{name}: the replication policy or separator changed: offsets reset, the source topics are copied "
+              "again under the new names; the old remote topics stay on the target")
 
 
 def _configure(client: ConnectClient, name: str, config: dict[str, str], state: str) -> None:
@@ -478,7 +569,7 @@ class MirrorMaker2Provider(ResourceProvider):
             if name not in taken:
                 _configure(client, name, config, state)
         _settle(client, connectors, state)  # adopted connectors keep theirs until told
-        states = wait_state(client, list(connectors), state, float(props["timeout_seconds"]))
+        states = wait_state(client, list(connectors), state, float(props["timeout_seconds"]), flow=props["flow"])
         return CreateResult(id_=props["flow"], outs={**props, "states": states})
 
     def diff(self, _id, olds, news):
@@ -529,7 +620,8 @@ class MirrorMaker2Provider(ResourceProvider):
         for name in sorted(gone):
             successor = new_by_class.get(old[name].get("connector.class"))
             if successor and (moved or successor not in old):
-                if carry_over(old_client, name, client, successor, new[successor], state):
+                if carry_over(old_client, name, client, successor, new[successor], state,
+                              keep_offsets=not renames(old[name], new[successor])):
                     taken.add(successor)
             else:
                 old_client.delete(name)
@@ -537,26 +629,34 @@ class MirrorMaker2Provider(ResourceProvider):
             if carry_over(client, stale, client, successor, new.get(successor) if successor else None, state):
                 taken.add(successor)
         for name, config in changed.items():
-            if name not in taken:
+            if name in taken:
+                continue
+            if renames(old.get(name), config) and client.get_config(name) is not None:
+                start_over(client, name, config, state)
+            else:
                 _configure(client, name, config, state)
         # Secrets reach Connect as `${file:...}` references, resolved when a connector
         # starts: a rotated secret (a new digest) needs a restart to be read.
         restart = any(olds.get(k) != news.get(k) for k in ("restart_trigger", "secrets_digest"))
         # A stopped connector has no task to restart: it reads them when it starts.
-        restarted = set()
+        restarted, watched = set(), set()
         for name in new:
             if name in changed or name in taken or state == "stopped":
                 continue
             recorded = (olds.get("states") or {}).get(name) or {}
+            had_failed = name in live_failed or recorded.get("state") == "FAILED" or \
+                (recorded.get("state") == "RUNNING" and recorded.get("running_tasks") != recorded.get("tasks"))
             if restart:
                 client.restart(name)
-                restarted.add(name)
-            elif name in live_failed or recorded.get("state") == "FAILED" or \
-                    (recorded.get("state") == "RUNNING" and recorded.get("running_tasks") != recorded.get("tasks")):
+            elif had_failed:
                 _restart_failed(client, name)
+            if restart or had_failed:
                 restarted.add(name)
+            if had_failed:
+                watched.add(name)
         _settle(client, new, state, drift)
-        states = wait_state(client, list(new), state, float(news["timeout_seconds"]), restarted=restarted)
+        states = wait_state(client, list(new), state, float(news["timeout_seconds"]), restarted=restarted,
+                            flow=news.get("flow"), watched=watched)
         return UpdateResult(outs={**news, "states": states})
 
     def delete(self, _id, props):
@@ -565,14 +665,46 @@ class MirrorMaker2Provider(ResourceProvider):
             client.delete(name)
 
     def read(self, id_, props):
+        """`pulumi refresh`: each connector's config and state, read live, within
+        seconds even during an outage (no retry, REFRESH_TIMEOUT a request): when
+        Connect cannot answer, the connectors are recorded UNREACHABLE with their
+        configs as last seen, and the output says what is down and the fix."""
+        import urllib3
         client = _client(props)
+        client._call = _quick(client, REFRESH_TIMEOUT)
         live, states = {}, {}
-        for name in props["connectors"]:
-            config = client.get_config(name)
-            if config is not None:
-                live[name] = config
-            states[name] = summarize(client.status(name))
+        try:
+            for name in props["connectors"]:
+                config = client.get_config(name)
+                if config is not None:
+                    live[name] = config
+                states[name] = summarize(client.status(name))
+                if "failed" in states[name]:  # refresh records it; say it too
+                    _progress(f"{name}: {states[name]['failed']}; `pulumi up` restarts it")
+        except (ConnectError, urllib3.exceptions.HTTPError) as exc:
+            if isinstance(exc, ConnectError) and (exc.status or 500) < 500:
+                raise  # Connect answered, and refused (credentials): not an outage
+            _progress(_outage(props, client, exc))
+            down = {"state": "UNREACHABLE", "tasks": "0", "running_tasks": "0"}
+            return ReadResult(id_=id_, outs={**props, "states": {name: dict(down) for name in props["connectors"]}})
         return ReadResult(id_=id_, outs={**props, "connectors": live, "states": states})
+
+
+REFRESH_TIMEOUT = 10  # seconds a request of `pulumi refresh` may take (3 s misfired on a loaded host)
+
+
+def _outage(props, client: ConnectClient, exc: Exception) -> str:
+    """What refresh says when Connect could not answer: which part is down, and the fix."""
+    recorded = "recorded its connectors as UNREACHABLE (their configs as last seen)"
+    if _answers(client.url, client.http.headers, props.get("connect_ca_file") or None):
+        return (f"{props.get('flow')}: Kafka Connect at {client.url} answers but could not read its connectors "
+                f"within {REFRESH_TIMEOUT}s ({type(exc).__name__}): a worker keeps them in topics of its own Kafka "
+                f"cluster (Connect cluster {props.get('connect') or client.url} runs on it), which is likely down; "
+                f"{recorded}; fix: bring that Kafka cluster back (`pulumi up` restarts the brokers and controllers "
+                "the stack runs), then `pulumi up` checks the connectors")
+    return (f"{props.get('flow')}: Kafka Connect at {client.url} is down ({type(exc).__name__}: {exc}); {recorded}; "
+            "fix: `pulumi up` restarts the Connect workers the stack runs (an external Connect cluster: start its "
+            "workers), then checks the connectors")
 
 
 def takeover_plan(props) -> list[str]:
@@ -608,13 +740,13 @@ def takeover_plan(props) -> list[str]:
     return lines
 
 
-def _quick(client: ConnectClient):
-    """A `_call` without retries and with short timeouts: a preview never waits on Connect."""
+def _quick(client: ConnectClient, read_timeout: float = PROBE_TIMEOUT):
+    """A `_call` without retries and with short timeouts: a preview or a refresh never waits on Connect."""
     import urllib3
 
     def call(method, path, **kwargs):
         return client.http.request(method, f"{client.url}{path}", retries=False,
-                                   timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT), **kwargs)
+                                   timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=read_timeout), **kwargs)
     return call
 
 

@@ -435,6 +435,10 @@ Limit = Annotated[int | None, BeforeValidator(_unlimited), WithJsonSchema(
     {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}]})]
 
 
+InFlightLimit = Annotated[int | Literal["wait-rate"] | None, BeforeValidator(_unlimited), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}, {"const": "wait-rate"}]})]
+
+
 class Tolerance(_Model):
     """Maxima the validation accepts; `unlimited` means no limit."""
 
@@ -442,7 +446,10 @@ class Tolerance(_Model):
     duplicates: Limit = Field(0, ge=0, description="Target copies beyond the source's multiplicity.")
     extras: Limit = Field(0, ge=0, description="Target records no source record matches.")
     out_of_order: Limit = Field(0, ge=0, description="Pairs out of source order within a partition.")
-    in_flight: Limit = Field(None, ge=0, description="Records not yet replicated when the wait bound expired.")
+    in_flight: InFlightLimit = Field("wait-rate", description=(
+        "Records not yet replicated when the wait bound expired, on target partitions that were still taking "
+        "records (elsewhere they are missing: stalled). `wait-rate`: at most what the target took during the "
+        "wait, scaled to another wait of the same bound; `unlimited`: no limit."))
     lost: Limit = Field(0, ge=0, description="Records a consumer group would skip failing over.")
     purged: Limit = Field(0, ge=0, description=(
         "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))

@@ -11,6 +11,7 @@ The job lives in modules beside this script, each readable on its own:
     validation_offsets.py      offsets and topic sizes on the driver
     validation_spark.py        the Spark session, Kafka reads, record hashing
     validation_purged.py       records purged at the source before MM2 copied them
+    validation_progress.py     what the targets took during the wait (in flight or stuck)
     validation_reconcile.py    snapshot, wait, the source/target join, failover
     validation_report.py       pass/fail against the tolerances, the summary
     validation_cli.py          flags, exit codes; its docstring documents the input,
@@ -39,7 +40,8 @@ from validation_spark import *  # noqa: E402,F401,F403
 
 # The job's modules, in the order spark-submit's `--py-files` lists them.
 MODULES = ("validation_config.py", "validation_spark.py", "validation_checkpoints.py", "validation_offsets.py",
-           "validation_purged.py", "validation_report.py", "validation_reconcile.py", "validation_cli.py")
+           "validation_purged.py", "validation_progress.py", "validation_report.py", "validation_reconcile.py",
+           "validation_cli.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -34,7 +34,7 @@ Input (`--config FILE` or `--config-json TEXT`)
      "window_seconds": 3600,    # optional: only records of the last hour; absent/null: whole history
      "min_records": 0,          # optional: fail when fewer records were checked
      "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
-                   "in_flight": null, "lost": 0, "purged": 0}}
+                   "in_flight": "wait-rate", "lost": 0, "purged": 0}}
 
 Client settings are Java Kafka client properties; they are passed to Spark's
 Kafka source as `kafka.<key>` options (and, translated, to confluent_kafka when
@@ -44,7 +44,9 @@ A value that is exactly `${file:/abs/path:key}` (Kafka's FileConfigProvider
 reference) is replaced, when the config is read, by `key` of that Java
 properties file; the value read never appears in messages or the report.
 Tolerances are maxima; null means no limit.
-Defaults: missing, duplicates, extras, out_of_order, lost and purged 0; in_flight null.
+Defaults: missing, duplicates, extras, out_of_order, lost and purged 0; in_flight "wait-rate"
+(bounded by the rate the target took records during the wait: see below; null or "unlimited":
+no limit).
 
 Method
 ------
@@ -79,11 +81,15 @@ Method
    samples of at most --sample-size rows reach the driver. Reads split Kafka
    partitions and shuffles use one task per ~400,000 rows, and the frames used
    twice are cached on disk, so the heap needed does not grow with the data.
-   - missing: source records in the window without a target partner; those
-     after the last matched source offset of their partition count as
-     in_flight instead when the wait bound expired (so a partition with no
-     match at all is entirely in_flight then: set tolerance.in_flight to make
-     a stalled flow fail);
+   - missing: source records in the window without a target partner; when
+     the wait bound expired, those after the last matched source offset of
+     their partition count as in_flight instead, but only if that target
+     partition took records during the wait (evidence they are on their way);
+     on a partition that took nothing (a FAILED, paused or stopped task) they
+     stay missing and are also counted as `stalled`. Each sample says why it
+     counted where it did. in_flight is bounded: with tolerance.in_flight
+     "wait-rate" (the default), more records in flight than the target took during the wait, scaled to
+     another wait of the same bound, fail the group;
    - duplicates: target occurrences beyond the source multiplicity of a key;
    - extras: target records whose key no source record has;
    - out_of_order: per target partition, over matched pairs in target-offset
@@ -124,11 +130,13 @@ Report (`--out FILE`, JSON)
         "waited_seconds": float, "timed_out": bool,
         "source_records": int, "target_records": int,
         "matched": int, "missing": int, "in_flight": int,
+        "stalled": int, "stalled_partitions": [int],   # of the missing: stuck after the last arrival
+        "in_flight_bound": int | null,                 # in flight that the wait's rate justifies
         "duplicates": int, "extras": int, "out_of_order": int,
         "purged": int, "purged_evidence": str,
         "purged_partitions": [{"flow", "topic", "partition", "purged", "pending", "log_start"}],
         "samples": {"missing" | "in_flight": [{"flow", "topic", "partition", "source_offset",
-                                               "target_offset": null}],
+                                               "target_offset": null, "why": str}],
                     "duplicates": [{"topic", "partition", "source_offset", "target_offset"}],
                     "extras": [{"topic", "partition", "source_offset": null, "target_offset"}],
                     "out_of_order": [{"flow", "topic", "partition", "source_offset",
@@ -146,8 +154,9 @@ A human summary goes to stdout, progress to stderr.
 
 Pass/fail and exit codes
 ------------------------
-A group fails when missing, duplicates, extras, out_of_order, in_flight (only
-if given a limit) or any consumer group's `lost` exceeds its tolerance, when
+A group fails when missing, duplicates, extras, out_of_order, in_flight (its
+tolerance, or without one its in_flight_bound) or any consumer group's `lost`
+exceeds its tolerance, when
 partitions_ok is false, or when a `groups` regex matched no checkpoint. The
 run fails when fewer than `min_records` records were checked; with none
 checked and no minimum its status is `nothing-checked` (exit 0, passed false).

@@ -20,8 +20,11 @@ from validation_mm2 import DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
 DEFAULT_WAIT_SECONDS = 120
-DEFAULT_TOLERANCE: dict[str, int | None] = {
-    "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": None, "lost": 0, "purged": 0}
+# in_flight's default: no more than the target takes in another wait at the rate it took
+# records during this one (validation_progress.py); null or "unlimited": no limit.
+WAIT_RATE = "wait-rate"
+DEFAULT_TOLERANCE: dict[str, int | str | None] = {
+    "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": WAIT_RATE, "lost": 0, "purged": 0}
 TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight", "purged")
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
              "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
@@ -418,6 +421,9 @@ def parse_config(data: Any, wait_override: float | None = None) -> Config:
     for key, value in raw_tol.items():
         if key not in DEFAULT_TOLERANCE:
             problems.append(f"tolerance.{key}: unknown (known: {', '.join(DEFAULT_TOLERANCE)})")
+            continue
+        if key == "in_flight" and value == WAIT_RATE:
+            tolerance[key] = WAIT_RATE
             continue
         tolerance[key] = _non_negative_int(value, f"tolerance.{key}", problems, allow_null=True)
     window = data.get("window_seconds")

@@ -14,6 +14,7 @@ from typing import Callable
 from validation_checkpoints import checkpoints_frame, latest_checkpoints
 from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
 from validation_offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
+from validation_progress import WaitProgress, why
 from validation_purged import purged_for_group
 from validation_report import group_failures
 from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
@@ -99,16 +100,22 @@ class Validator:
 
     def target_count(self, group: Group) -> int:
         """Records the target topic holds (in the window: from its first record in it)."""
+        return sum(self.target_partition_counts(group).values())
+
+    def target_partition_counts(self, group: Group) -> dict[int, int]:
+        """Records each partition of the target topic holds (in the window)."""
+        from pyspark.sql import functions as F
         if self.kafka:
             marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
             if marks is None:
-                return 0
+                return {}
             if self.since_ms is not None:
                 firsts = self._since(group.target_bootstrap, group.target_client, group.topic) or {}
                 marks = {p: (high if firsts.get(p) is None else max(low, firsts[p]), high)
                          for p, (low, high) in marks.items()}
-            return sum(high - low for low, high in marks.values())
-        return self.target_frame(group, hashed=False).count()
+            return {p: high - low for p, (low, high) in marks.items()}
+        rows = self.target_frame(group, hashed=False).groupBy("partition").agg(F.count("*").alias("n")).collect()
+        return {r["partition"]: r["n"] for r in rows}
 
     def target_frame(self, group: Group, hashed: bool = True, hint: int = 0):
         """The target topic's records, in the window: read from each partition's
@@ -151,28 +158,37 @@ class Validator:
             frames.append(self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src)))
         return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
 
-    def wait_for_targets(self, expected: dict[int, int]) -> tuple[dict[int, int], float]:
-        groups = self.config.groups
+    def wait_for_targets(self, expected: dict[int, int]) -> tuple[dict[int, int], float, WaitProgress]:
+        """Until each target holds its sources' window, bounded by wait_seconds;
+        what each target partition took meanwhile is the evidence of records in flight."""
+        groups, progress = self.config.groups, WaitProgress()
         started = time.monotonic()
         deadline = started + self.config.wait_seconds
         while True:
-            counts = {i: self.target_count(groups[i]) for i in expected}
+            for i in expected:
+                progress.observe(i, self.target_partition_counts(groups[i]))
+            counts = {i: sum(progress.last[i].values()) for i in expected}
             behind = {i: expected[i] - counts[i] for i in expected if counts[i] < expected[i]}
             elapsed = time.monotonic() - started
             if not behind:
                 self.log(f"targets hold the expected records after {elapsed:.1f}s")
-                return counts, elapsed
+                return counts, elapsed, progress
             if time.monotonic() >= deadline:
                 self.log(f"wait bound of {self.config.wait_seconds:.0f}s expired; still behind: "
-                         + ", ".join(f"{groups[i].topic} by {n}" for i, n in behind.items()))
-                return counts, elapsed
+                         + ", ".join(f"{groups[i].topic} by {n} (took {progress.taken(i)} during the wait)"
+                                     for i, n in behind.items()))
+                return counts, elapsed, progress
             self.log(f"waiting ({elapsed:.0f}s of {self.config.wait_seconds:.0f}s): "
                      + ", ".join(f"{groups[i].topic} {counts[i]}/{expected[i]}" for i in behind))
             time.sleep(max(0.0, min(self.poll_seconds, deadline - time.monotonic())))
 
     # -- one group
     def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
-                       timed_out: bool, waited: float, target_hint: int = 0) -> dict:
+                       timed_out: bool, waited: float, target_hint: int = 0,
+                       moving: set[int] = frozenset(), in_flight_bound: int | None = None) -> dict:
+        """`moving`: the target partitions that took records during the wait; a
+        record after its partition's last arrival is in flight only there
+        (elsewhere it is stalled, and counts as missing)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -205,9 +221,10 @@ class Validator:
                   .withColumn("owner", F.coalesce("src", first["src"]))
                   .withColumn("last_matched", F.max(F.when(has_s & has_t, F.col("s_offset")))
                               .over(Window.partitionBy("src", "partition"))))
+        after_last = has_s & F.lit(timed_out) & (F.col("s_offset") > F.coalesce("last_matched", F.lit(-1)))
         kind = (F.when(has_s & has_t, "matched")
-                .when(has_s & F.lit(timed_out) & (F.col("s_offset") > F.coalesce("last_matched", F.lit(-1))),
-                      "in_flight")
+                .when(after_last & F.col("partition").isin(sorted(moving) or [-1]), "in_flight")
+                .when(after_last, "stalled")
                 .when(has_s, "missing")
                 .when(F.col("partner").isNotNull(), "duplicates")
                 .otherwise("extras"))
@@ -217,17 +234,20 @@ class Validator:
         counts = classified.groupBy("src", "partition", "kind").count().collect()
 
         def total(kind_name, src_id=None):
+            if kind_name == "missing":  # a stalled record is missing too (why: in its sample)
+                return total("missing_only", src_id) + total("stalled", src_id)
+            kind_name = "missing" if kind_name == "missing_only" else kind_name
             return sum(r["count"] for r in counts if r["kind"] == kind_name and (src_id is None or r["src"] == src_id))
 
         members = {m.src: m for m in group.members}
         samples: dict[str, list] = {}
-        for name in ("missing", "in_flight"):
+        for name, kinds in (("missing", ["missing", "stalled"]), ("in_flight", ["in_flight"])):
             if total(name):
-                rows = (classified.where(F.col("kind") == name).orderBy("src", "partition", "s_offset")
-                        .select("src", "partition", "s_offset").limit(n).collect())
+                rows = (classified.where(F.col("kind").isin(kinds)).orderBy("src", "partition", "s_offset")
+                        .select("src", "partition", "s_offset", "kind").limit(n).collect())
                 samples[name] = [{"flow": members[r["src"]].flow.name, "topic": members[r["src"]].topic,
                                   "partition": r["partition"], "source_offset": r["s_offset"],
-                                  "target_offset": None} for r in rows]
+                                  "target_offset": None, "why": why(r["kind"])} for r in rows]
         for name, source_col in (("duplicates", "partner"), ("extras", None)):
             if total(name):
                 rows = (classified.where(F.col("kind") == name).orderBy("partition", "t_offset")
@@ -271,6 +291,10 @@ class Validator:
             "waited_seconds": round(waited, 1), "timed_out": timed_out,
             "source_records": sum(per_src.values()), "target_records": target_records,
             "matched": total("matched"), "missing": total("missing"), "in_flight": total("in_flight"),
+            # of the missing: after their partition's last arrival, on a target partition that took nothing
+            "stalled": total("stalled"),
+            "stalled_partitions": sorted({r["partition"] for r in counts if r["kind"] == "stalled"}),
+            "in_flight_bound": in_flight_bound,
             "duplicates": total("duplicates"), "extras": total("extras"),
             "out_of_order": sum(ooo_by_src.values()),
             "samples": samples, "lag": lag, "failover": failover,
@@ -331,13 +355,14 @@ class Validator:
                 per_src[i] = {(r["src"], r["partition"]): r["count"]
                               for r in sources[i].groupBy("src", "partition").count().collect()}
                 expected[i] = sum(per_src[i].values())
-            counts, waited = self.wait_for_targets(expected)
+            counts, waited, progress = self.wait_for_targets(expected)
             groups = []
             for i, group in enumerate(config.groups):
                 self.log(f"validating {group.topic} on {group.target_bootstrap}")
                 result = self.validate_group(group, snap, sources[i], per_src[i],
                                              timed_out=counts[i] < expected[i], waited=waited,
-                                             target_hint=counts[i])
+                                             target_hint=counts[i], moving=progress.moving(i),
+                                             in_flight_bound=progress.in_flight_bound(i, waited, config.wait_seconds))
                 purged, purged_per_src = purged_for_group(self, group)
                 result.update(purged)
                 for src, n in purged_per_src.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from validation_config import TOLERANCE_REPORT_KEYS
+from validation_config import TOLERANCE_REPORT_KEYS, WAIT_RATE
 
 def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
     label = f"{group['topic']} on {group['target_bootstrap']}"
@@ -17,8 +17,13 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
             failures.append(f"{label}: {group['target_partitions']} partitions, but {counts}")
     for key in TOLERANCE_REPORT_KEYS:
         limit = tolerance.get(key)
-        if limit is not None and group.get(key, 0) > limit:
+        if isinstance(limit, int) and group.get(key, 0) > limit:
             failures.append(f"{label}: {key} {group[key]} > tolerance {limit}")
+    bound = group.get("in_flight_bound")
+    if tolerance.get("in_flight") == WAIT_RATE and bound is not None and group.get("in_flight", 0) > bound:
+        failures.append(f"{label}: in_flight {group['in_flight']} > {bound}, what the target takes in another "
+                        f"{group['waited_seconds']:.0f}s wait at the rate it took records during this one; fix: "
+                        "find what slows the flow, raise wait_seconds, or set tolerance.in_flight")
     lost_limit = tolerance.get("lost")
     for entry in group.get("failover", []):
         if entry.get("unmatched_regex"):
@@ -28,6 +33,12 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
             failures.append(f"{label}: consumer group {entry['consumer_group']} would lose {entry['lost']} "
                             f"records failing over (> tolerance {lost_limit})")
     return failures
+
+
+def _stalled(group: dict) -> str:
+    if not group.get("stalled"):
+        return ""
+    return f" (stalled {group['stalled']}: partitions {group['stalled_partitions']} took nothing during the wait)"
 
 
 def summary_text(report: dict) -> str:
@@ -42,7 +53,7 @@ def summary_text(report: dict) -> str:
         feeds = ", ".join(f"{s['flow']}:{s['topic']}" for s in g["sources"])
         lines.append(f"  {g['topic']} on {g['target_bootstrap']} <- {feeds}")
         lines.append(f"    source {g['source_records']}  target {g['target_records']}  matched {g['matched']}  "
-                     f"missing {g['missing']}  in-flight {g['in_flight']}  duplicates {g['duplicates']}  "
+                     f"missing {g['missing']}{_stalled(g)}  in-flight {g['in_flight']}  duplicates {g['duplicates']}  "
                      f"extras {g['extras']}  out-of-order {g['out_of_order']}  purged {g.get('purged', 0)}  "
                      f"partitions {'ok' if g['partitions_ok'] else 'WRONG'}"
                      f"{'  (wait bound expired)' if g['timed_out'] else ''}")

@@ -56,6 +56,26 @@ def remote_name(spec: dict, topic: str) -> str:
     return _policy(spec).remote_topic(spec["source"], topic)
 
 
+def _collision(name: str, existing) -> str | None:
+    """An existing topic whose name differs from `name` only by '.' and '_'
+    (Kafka refuses to create such a topic: org.apache.kafka.common.internals.Topic.hasCollision)."""
+    key = name.replace(".", "_")
+    return next((t for t in existing if t != name and t.replace(".", "_") == key), None)
+
+
+# What `up` does when a live flow's names change (components/mirror.py, NAMING_KEYS).
+RENAME_WARNING = ("replication_policy or separator changed: every remote topic and MM2's internal topics "
+                  "(checkpoints, offset syncs) get new names; up resets the flow's connector offsets, so the "
+                  "source topics are copied again from their start under the new names; the old remote topics "
+                  "stay on the target (delete them once no consumer reads them); groups' translated offsets "
+                  "start over in the new checkpoints topic")
+
+
+def renames(old: dict | None, spec: dict) -> bool:
+    """Whether a deployed flow's change renames what it writes."""
+    return old is not None and any(old.get(k) != spec.get(k) for k in ("replication_policy", "separator"))
+
+
 @dataclass
 class Live:
     """A cluster's names as read now; `error` says why they could not be read."""
@@ -98,6 +118,8 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
         elif old != spec:
             changed = [k for k in SPEC_KEYS if old.get(k) != spec.get(k)]
             plan.warnings.append(f"changed: {', '.join(changed)} (which topics that moves is not checked)")
+        if renames(old, spec):
+            plan.warnings.append(RENAME_WARNING)
         return plan
     now = selected_topics(spec, source.topics)
     before = selected_topics(old, source.topics) if old is not None else []
@@ -110,6 +132,12 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
         mark = "+" if topic not in before else "-" if topic not in now else " "
         remote = remote_name(spec if topic in now else old, topic)
         note = {"+": "starts", "-": "stops", " ": ""}[mark]
+        if mark == " " and (was := remote_name(old, topic)) != remote:
+            mark, note = "~", f"renamed from {was}: copied again from the start; {was} stays"
+            if target and target.error is None and (clash := _collision(remote, target.topics)):
+                plan.warnings.append(f"{remote}: collides with {clash} on {spec['target']} (Kafka treats '.' and "
+                                     f"'_' in topic names alike): MM2 cannot create it and the copy stalls; fix: "
+                                     f"delete {clash} first, or choose a separator that does not swap '.' and '_'")
         if topic in now:
             merged = feeds.get((spec["target"], remote), [])
             if len(merged) > 1:
@@ -128,6 +156,8 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
         plan.rows.append((mark, topic, remote, note))
     if not now:
         plan.warnings.append(f"selects no topic on {spec['source']}")
+    if renames(old, spec):
+        plan.warnings.append(RENAME_WARNING)
     groups_now = selected_groups(spec, source.groups)
     groups_before = selected_groups(old, source.groups) if old is not None else []
     plan.groups = [("+" if g not in groups_before else "-" if g not in groups_now else " ", g)

@@ -127,6 +127,19 @@ def test_aggregation_stack_end_to_end(aggregation):
         assert len(arrived) == 2 * RECORDS + len(control)  # and nothing twice
     print(f"uk->central paused then stopped, holding {len(held)} records: {time.monotonic() - started:.0f}s")
 
+    # the validation run while uk's records are held: nothing reached central during its wait,
+    # so they are stalled, counted missing, and `up` fails (they were "in flight" and passed)
+    started = time.monotonic()
+    project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "5")
+    stalled = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=while-held",
+                          check=False, timeout=900)
+    said = stalled.stdout + stalled.stderr
+    assert stalled.returncode != 0 and "replication validation FAILED" in said, said[-3000:]
+    assert f"missing {len(held)} (stalled {len(held)}: partitions" in said, said[-3000:]
+    assert f"missing {len(held)} > tolerance 0" in said, said[-3000:]
+    project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "60")
+    print(f"validation with the held records stalled: {time.monotonic() - started:.0f}s")
+
     # running again, and the validation re-run on demand: the held records arrive, and every
     # record of both flows is reconciled (0 missing, 0 duplicates across the pause and the stop)
     started = time.monotonic()

@@ -5,11 +5,19 @@ active-passive stack (primary → standby, default policy: `t` arrives as
 - every Connect worker hung (SIGSTOP: TCP connects, nothing answers) fails
   `up` within a bound, naming the Connect URL; once they resume, `up` converges
   with no duplicate or leftover connector;
-- a source task FAILED out of band (its config untouched) is seen by
-  `pulumi refresh` and restarted by the next `up`.
+- a source task FAILED out of band (its config untouched) is named, with the
+  first line of its trace, by `pulumi refresh` and preview; an `up` while its
+  cause is still there restarts it, sees it fail again and fails naming it;
+  once the cause is fixed `up` restarts it and it stays running;
+- `pulumi refresh` with Connect's Kafka broker killed, then its worker too,
+  succeeds within seconds, records the connectors UNREACHABLE and says what is
+  down and the fix; `up` brings both back;
+- a separator change on the live flow is marked as a rename in the plan and
+  copies every record again under the new names.
 """
 import json
 import os
+import re
 import signal
 import time
 from contextlib import contextmanager
@@ -23,7 +31,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from components.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
-from tests.support.kafka_clients import admin, consume, create_topic, produce
+from tests.support.kafka_clients import admin, consume, create_topic, produce, topic_names, wait_for_count
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
 
@@ -47,6 +55,24 @@ def deployed(tmp_path_factory):
 
 def _resources(project) -> list[dict]:
     return json.loads(project.run("stack", "export", "--show-secrets").stdout)["deployment"].get("resources") or []
+
+
+def _service(project, name: str) -> dict:
+    """A LocalService's recorded outputs (pid, start time, running)."""
+    (outs,) = [o for o in (r.get("outputs") or {} for r in _resources(project)) if o.get("name") == name
+               and "pid" in o]
+    return outs
+
+
+def _killed(outs: dict) -> None:
+    """SIGKILL a service of the stack (checked to be ours by pid and start time), and wait till it is gone."""
+    handle = ProcessHandle(outs["name"], int(outs["pid"]), int(outs["start_time"]), outs["log_file"])
+    assert is_alive(handle), handle
+    os.kill(handle.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while is_alive(handle):
+        assert time.monotonic() < deadline, f"{handle} still alive 30 s after SIGKILL"
+        time.sleep(0.2)
 
 
 def _connect_workers(project) -> list[ProcessHandle]:
@@ -170,12 +196,35 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     assert "RecordTooLargeException" in failed["tasks"][0].get("trace", ""), failed
     assert failed["connector"]["state"] == "RUNNING"  # only the task failed; its config is untouched
 
-    # cause fixed; refresh sees the failed task in the resource's `states`
-    _set_max_message_bytes(standby, remote, None)
+    # refresh records the failed task in the resource's `states` and says which and why;
+    # so does a preview
+    cause = "org.apache.kafka.common.errors.RecordTooLargeException"
     refresh = project.run("refresh", "--yes", "--skip-preview", timeout=600)
     state = _mm2_outputs(project)["states"][SOURCE]
     assert state["state"] == "RUNNING" and int(state["running_tasks"]) < int(state["tasks"]), state
+    assert state["failed"].startswith("task 0 FAILED on ") and cause in state["failed"], state
     assert refreshed(refresh.stdout) == {f"{STACK}-{FLOW}-connectors"}, refresh.stdout
+    said = refresh.stdout + refresh.stderr
+    assert f"{SOURCE}: task 0 FAILED on " in said and cause in said, said[-3000:]
+    preview = project.run("preview", "--diff", timeout=600)
+    said = preview.stdout + preview.stderr
+    assert f"{SOURCE}: task 0 FAILED on " in said and cause in said, said[-3000:]
+
+    # up with the cause still there: it restarts the task, which fails again (a crash
+    # loop), and up fails naming the flow, the task and the first line of its trace
+    started = time.monotonic()
+    looping = project.run("up", "--yes", "--skip-preview", check=False, timeout=900)
+    said = looping.stdout + looping.stderr
+    assert looping.returncode != 0, said[-3000:]
+    again = re.search(rf"flow {re.escape(FLOW)}: {re.escape(SOURCE)} task 0 FAILED again (\d+)s after `up` "
+                      rf"restarted it[^\n]*{re.escape(cause)}", said)
+    assert again, said[-3000:]
+    print(f"\nthe restarted task failed again after {again.group(1)} s; the failing `pulumi up` took "
+          f"{time.monotonic() - started:.0f}s")
+    assert _wait_task_state(connect_url, SOURCE, "FAILED", timeout=30)
+
+    # cause fixed
+    _set_max_message_bytes(standby, remote, None)
 
     # up restarts the failed task: it runs again and the big record arrives
     started = time.monotonic()
@@ -194,3 +243,88 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     while not any(r.key == b"big" for r in arrived) and time.monotonic() < deadline:
         arrived = consume(standby, remote, expected=10, timeout=5)  # small (maybe replayed), then big
     assert [r.value for r in arrived if r.key == b"big"] == [big], [(r.key, len(r.value or b"")) for r in arrived]
+
+
+REFRESH_BOUND = 60  # seconds: before, a refresh gave up after 91 s (broker down) or failed in 15 s (worker down)
+
+
+def _flow_resources(project) -> list[dict]:
+    """The outputs of each flow's MirrorMaker2Connectors resource."""
+    return [o for o in (r.get("outputs") or {} for r in _resources(project)) if "states" in o and "flow" in o]
+
+
+def _timed_refresh(project) -> tuple[str, float]:
+    started = time.monotonic()
+    refresh = project.run("refresh", "--yes", "--skip-preview", check=False, timeout=600)
+    took, said = time.monotonic() - started, refresh.stdout + refresh.stderr
+    assert refresh.returncode == 0, said[-3000:]
+    return said, took
+
+
+def test_refresh_during_an_outage_answers_within_seconds_and_says_what_is_down(deployed):
+    """Late in the module: it kills the Kafka cluster Connect keeps its configs in,
+    then the Connect worker; `up` brings both back."""
+    project, out = deployed
+    primary, standby, connect_url = out["clusters"]["primary"], out["clusters"]["standby"], out["connect"]["standby"]
+    flows = _flow_resources(project)
+    assert len(flows) == 2  # the forward flow and the stopped reverse one, both on standby's Connect
+
+    # 1. standby's broker is gone: Connect answers, but cannot read its connectors' configs
+    _killed(_service(project, "standby-broker-0"))
+    said, took = _timed_refresh(project)
+    print(f"\n`pulumi refresh` with Connect's Kafka broker killed took {took:.0f}s")
+    assert took < REFRESH_BOUND, said[-3000:]
+    assert f"Kafka Connect at {connect_url} answers but could not read its connectors" in said, said[-3000:]
+    assert "fix: bring that Kafka cluster back" in said, said[-3000:]
+    assert _service(project, "standby-broker-0")["running"] is False
+    for flow in _flow_resources(project):
+        assert {s["state"] for s in flow["states"].values()} == {"UNREACHABLE"}, flow["states"]
+        assert flow["connectors"] == next(f for f in flows if f["flow"] == flow["flow"])["connectors"]  # as last seen
+
+    # 2. the worker is gone too: refresh says Connect is down, at once
+    (worker,) = _connect_workers(project)
+    _killed(_service(project, worker.name))
+    said, took = _timed_refresh(project)
+    print(f"`pulumi refresh` with the Connect worker killed too took {took:.0f}s")
+    assert took < REFRESH_BOUND, said[-3000:]
+    assert f"Kafka Connect at {connect_url} is down" in said and "fix: `pulumi up` restarts the Connect workers" \
+        in said, said[-3000:]
+    assert _service(project, worker.name)["running"] is False
+
+    # 3. up restarts the broker and the worker; the flow runs and copies again
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    for name in CONNECTORS:
+        assert _status(connect_url, name)["connector"]["state"] == "RUNNING", name
+    create_topic(primary, "after-outage", partitions=1, replication_factor=1)
+    sent = produce(primary, "after-outage", 5, prefix="back")
+    arrived = consume(standby, "primary.after-outage", expected=5, timeout=180)
+    assert {r.value for r in arrived} == {r.value for r in sent}
+
+
+def test_a_separator_change_copies_the_history_again_under_the_new_names(deployed):
+    """A live flow's separator changes: the plan marks each topic renamed, and `up`
+    resets the connectors' offsets so every record arrives under the new name
+    (before, the offsets carried on and the new topic got only new records)."""
+    project, out = deployed
+    primary, standby = out["clusters"]["primary"], out["clusters"]["standby"]
+    create_topic(primary, "renamed", partitions=2, replication_factor=1)
+    history = produce(primary, "renamed", 40, prefix="history")
+    assert len(consume(standby, "primary.renamed", expected=40, timeout=180)) == 40
+
+    # "-", not "_": Kafka refuses primary_renamed beside primary.renamed (the plan warns of that)
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "-")
+    preview = project.run("preview", "--diff", timeout=600)
+    said = preview.stdout + preview.stderr
+    assert re.search(r"~ renamed +-> primary-renamed +renamed from primary\.renamed: copied again from the start; "
+                     r"primary\.renamed stays", said), said[-4000:]
+    assert "replication_policy or separator changed" in said, said[-4000:]
+
+    up = project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert f"{SOURCE}: the replication policy or separator changed: offsets reset" in up.stdout + up.stderr, \
+        (up.stdout + up.stderr)[-4000:]
+    later = produce(primary, "renamed", 5, prefix="later")
+    copied = wait_for_count(standby, "primary-renamed", 45)
+    assert sorted(r.value for r in copied) == sorted(r.value for r in history + later)
+    names = topic_names(standby)
+    assert "primary.renamed" in names  # the old copy stays
+    assert len(wait_for_count(standby, "primary.renamed", 40, timeout=10)) == 40  # and gets nothing new

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -304,25 +305,65 @@ def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka
     assert code == 0 and report["passed"]
 
 
-def test_tail_not_yet_copied_is_in_flight_not_missing(spark, tmp_path, kafka_a, kafka_b):
+class _OtherWriter(threading.Thread):
+    """Another producer writing into partition 0 of the target (records no source
+    has: extras) about 10 times a second: that partition takes records, the other
+    none. Capped, so the target never reaches the source window's count."""
+
+    def __init__(self, bootstrap: str, topic: str, cap: int):
+        super().__init__(daemon=True)
+        self.producer, self.topic, self.cap = Producer({"bootstrap.servers": bootstrap, "acks": "all"}), topic, cap
+        self.stop, self.written = threading.Event(), 0
+
+    def run(self) -> None:
+        while not self.stop.is_set() and self.written < self.cap:
+            self.producer.produce(self.topic, key=f"other-{self.written}".encode(), value=b"x", partition=0)
+            self.producer.flush(10)
+            self.written += 1
+            self.stop.wait(0.1)
+
+
+def test_a_tail_is_in_flight_only_where_the_target_took_records_during_the_wait(spark, tmp_path, kafka_a, kafka_b):
     topic, remote, src = setup_pair(kafka_a, kafka_b, "tail")
     ends = {p: max(m.offset for m in src if m.partition == p) + 1 for p in range(PARTITIONS)}
-    tail = {(m.partition, m.offset) for m in src if m.offset >= ends[m.partition] - 10}  # last 10 per partition
+    tail = {(m.partition, m.offset) for m in src if m.offset >= ends[m.partition] - 300}  # last 300 per partition
     copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if (m.partition, m.offset) not in tail])
+    lenient = {"extras": None, "missing": 300}
 
-    started = time.monotonic()
-    (code, report), limited = validate_at_once(
-        spark, tmp_path, (config(kafka_a, kafka_b, topic, wait_seconds=3),),
-        (config(kafka_a, kafka_b, topic, wait_seconds=0, tolerance={"in_flight": 0}),))
+    # partition 0 of the target takes records throughout the wait, partition 1 nothing
+    writer = _OtherWriter(kafka_b.bootstrap_servers, remote, cap=550)  # 400 copied + 550 < 1000: the wait times out
+    writer.start()
+    try:
+        (bounded_code, bounded), (code, report) = validate_at_once(
+            spark, tmp_path, (config(kafka_a, kafka_b, topic, wait_seconds=3, tolerance=lenient),),
+            (config(kafka_a, kafka_b, topic, wait_seconds=3, tolerance={**lenient, "in_flight": 300}),))
+    finally:
+        writer.stop.set()
+        writer.join(30)
     [group] = report["groups"]
-    assert group["timed_out"] and 3 <= group["waited_seconds"] < 30 and time.monotonic() - started < 120
-    assert counts(group) == exact(1000, target_records=980, matched=980, in_flight=20)
-    assert code == 0 and report["passed"]  # in_flight has no limit unless tolerance.in_flight sets one
-    assert [(r["partition"], r["lag"]) for r in group["lag"]] == [(0, 10), (1, 10)]
-    assert all((s["partition"], s["source_offset"]) in tail for s in group["samples"]["in_flight"])
+    assert group["timed_out"] and 3 <= group["waited_seconds"] < 30
+    assert (group["source_records"], group["matched"], group["in_flight"], group["missing"]) == (1000, 400, 300, 300)
+    assert group["stalled"] == 300 and group["stalled_partitions"] == [1]
+    assert {s["partition"] for s in group["samples"]["in_flight"]} == {0}
+    assert all((s["partition"], s["source_offset"]) in tail and "on its way" in s["why"]
+               for s in group["samples"]["in_flight"])
+    assert {s["partition"] for s in group["samples"]["missing"]} == {1}
+    assert all("took no record during the wait: stuck" in s["why"] for s in group["samples"]["missing"])
+    assert code == 0 and report["passed"], report["failures"]  # tolerance.in_flight 300 allows them
+    assert [(r["partition"], r["lag"]) for r in group["lag"]] == [(0, 300), (1, 300)]
+    # without tolerance.in_flight the bound is what the target took in the wait, scaled to
+    # another wait: about 30 records at 10 a second, far from 300
+    [limited] = bounded["groups"]
+    assert bounded_code == 1 and 0 < limited["in_flight_bound"] < 300, limited["in_flight_bound"]
+    assert any(f"in_flight 300 > {limited['in_flight_bound']}, what the target takes in another" in f
+               for f in bounded["failures"]), bounded["failures"]
 
-    code, report = limited
-    assert code == 1 and any("in_flight 20 > tolerance 0" in f for f in report["failures"])
+    # nothing moves: the whole tail is stuck, counted missing, and fails by default
+    code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic, wait_seconds=2,
+                                                    tolerance={"extras": None}))
+    [group] = report["groups"]
+    assert (group["in_flight"], group["missing"], group["stalled"], group["stalled_partitions"]) == (0, 600, 600, [0, 1])
+    assert code == 1 and any("missing 600 > tolerance 0" in f for f in report["failures"]), report["failures"]
 
 
 def test_identity_aggregation_validates_two_sources_as_one_target_topic(spark, tmp_path, kafka_a, kafka_b, kafka_c):

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from components.mirror import MirrorMaker2Provider, reached
+from components.mirror import MirrorMaker2Provider, first_line, reached, summarize
 from components.model import Topology, TopologyError, load_topology, topology_json_schema
 from tests.unit.test_placement_and_takeover import build
 
@@ -114,3 +114,28 @@ def test_the_diff_compares_the_state_wanted_with_the_one_recorded(unreachable_ur
     olds, news = _props(unreachable_url, old, recorded), _props(unreachable_url, new, recorded)
     news.pop("states")
     assert MirrorMaker2Provider().diff("us->central", olds, news).changes is changes
+
+
+WRAPPED = ("org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from producer send callback\n"
+           "\tat org.apache.kafka.connect.runtime.AbstractWorkerSourceTask.maybeThrowProducerSendException(x:1)\n"
+           "Caused by: org.apache.kafka.common.errors.RecordTooLargeException: The message is 200088 bytes\n")
+
+
+def test_a_failure_is_told_by_its_first_line_and_its_root_cause():
+    assert first_line(WRAPPED) == ("org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from "
+                                   "producer send callback (caused by org.apache.kafka.common.errors."
+                                   "RecordTooLargeException: The message is 200088 bytes)")
+    assert first_line("java.lang.IllegalStateException: boom\n\tat a.b(c:1)") == \
+        "java.lang.IllegalStateException: boom"
+    assert first_line(None) == first_line("") == "(no trace)"
+
+
+def test_recorded_states_name_failed_parts_only_when_there_are_some():
+    healthy = _status("RUNNING", "RUNNING", "RUNNING")
+    assert summarize(healthy) == {"state": "RUNNING", "tasks": "2", "running_tasks": "2"}
+    broken = {"connector": {"state": "RUNNING", "worker_id": "w0"},
+              "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w0"},
+                        {"id": 1, "state": "FAILED", "worker_id": "w1", "trace": WRAPPED}]}
+    failed = summarize(broken)["failed"]
+    assert failed.startswith("task 1 FAILED on w1: org.apache.kafka.connect.errors.ConnectException")
+    assert "RecordTooLargeException" in failed and "task 0" not in failed

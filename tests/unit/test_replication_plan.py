@@ -3,6 +3,8 @@ Connect's excludes, cycles), remote names, what a change starts or stops, the
 warnings, and the rendering a reviewer reads."""
 from __future__ import annotations
 
+import pytest
+
 from components.config import plan
 from components.config.plan import Live
 
@@ -54,6 +56,33 @@ def test_a_change_says_what_starts_and_stops_and_renders_aligned():
         "    - payments  -> us.payments   stops",
         "    groups: 0 mirrored (-billing)",
     ], text
+
+
+@pytest.mark.parametrize("change, renamed", [({"separator": "_"}, "us_orders"),
+                                              ({"replication_policy": "identity"}, "orders")])
+def test_a_policy_or_separator_change_marks_each_topic_renamed_and_says_what_up_does(change, renamed):
+    old = {"us->central": spec(topics=["orders"])}
+    new = {"us->central": spec(topics=["orders"], **change)}
+    (p,) = plan.build(new, old, {"us": US, "central": Live()})
+    assert p.rows == [("~", "orders", renamed, "renamed from us.orders: copied again from the start; us.orders stays")]
+    assert p.warnings == [plan.RENAME_WARNING]
+    assert "copied again from their start" in plan.RENAME_WARNING
+    (unchecked,) = plan.build(new, old, {"us": Live(error="down"), "central": Live()})
+    assert unchecked.warnings[-1] == plan.RENAME_WARNING
+    (same,) = plan.build(old, old, {"us": US, "central": Live()})
+    assert plan.RENAME_WARNING not in same.warnings and [r[0] for r in same.rows] == [" "]
+
+
+def test_a_rename_onto_a_name_kafka_counts_as_taken_warns_with_the_fix():
+    old = {"us->central": spec(topics=["orders"])}
+    new = {"us->central": spec(topics=["orders"], separator="_")}
+    (p,) = plan.build(new, old, {"us": US, "central": Live(topics=["us.orders"])})
+    assert p.warnings[0] == ("us_orders: collides with us.orders on central (Kafka treats '.' and '_' in topic names "
+                             "alike): MM2 cannot create it and the copy stalls; fix: delete us.orders first, or choose "
+                             "a separator that does not swap '.' and '_'")
+    (dash,) = plan.build({"us->central": spec(topics=["orders"], separator="-")}, old,
+                         {"us": US, "central": Live(topics=["us.orders"])})
+    assert dash.warnings == [plan.RENAME_WARNING]
 
 
 def test_a_regex_matching_nothing_warns():

@@ -54,8 +54,17 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     # the default window: the last hour of records; no minimum
     assert (config["window_seconds"], config["min_records"]) == (3600, 0)
     # no limit is spelled "unlimited": a null would be dropped on its way through the engine
+    # (in_flight's default is bounded by the rate the targets took records during the wait)
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
-                                   "in_flight": "unlimited", "lost": 0, "purged": 0}
+                                   "in_flight": "wait-rate", "lost": 0, "purged": 0}
+
+
+@pytest.mark.parametrize("given, sent", [("unlimited", "unlimited"), (7, 7), ("wait-rate", "wait-rate")])
+def test_in_flight_is_a_number_unlimited_or_bounded_by_the_waits_rate(given, sent):
+    from spark import validate_replication as job
+    config = validation_job_config(topology(tolerance={"in_flight": given}), SERVERS, {})
+    assert config["tolerance"]["in_flight"] == sent
+    assert job.parse_config(config).tolerance["in_flight"] == (None if sent == "unlimited" else sent)
 
 
 def test_job_config_is_valid_input_for_the_job():

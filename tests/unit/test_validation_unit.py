@@ -31,13 +31,16 @@ def test_defaults_and_tolerance():
     config = job.parse_config({"flows": [flow()]})
     assert config.wait_seconds == 120
     assert config.tolerance == {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
-                                "in_flight": None, "lost": 0, "purged": 0}
+                                "in_flight": "wait-rate", "lost": 0, "purged": 0}
     [group] = config.groups
     assert (group.topic, group.target_bootstrap) == ("us.orders", C)
     assert job.parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
                             wait_override=5).tolerance["extras"] == 3
     # "unlimited" is null's spelling where nulls get dropped (Pulumi inputs)
     assert job.parse_config({"flows": [flow()], "tolerance": {"duplicates": "unlimited"}}).tolerance["duplicates"] is None
+    assert job.parse_config({"flows": [flow()], "tolerance": {"in_flight": "unlimited"}}).tolerance["in_flight"] is None
+    assert job.parse_config({"flows": [flow()], "tolerance": {"in_flight": "wait-rate"}}).tolerance["in_flight"] == \
+        "wait-rate"
 
 
 def test_identity_flows_into_one_target_topic_form_one_group():
@@ -131,6 +134,13 @@ def _group(**changes):
 def test_failures_follow_the_tolerances():
     tol = dict(job.DEFAULT_TOLERANCE)
     assert job.group_failures(_group(in_flight=40), tol) == []
+    assert job.group_failures(_group(in_flight=40, in_flight_bound=40), tol) == []
+    assert job.group_failures(_group(in_flight=41, in_flight_bound=40, waited_seconds=3.2), tol) == [
+        "us.orders on 127.0.0.1:9094: in_flight 41 > 40, what the target takes in another 3s wait at the rate "
+        "it took records during this one; fix: find what slows the flow, raise wait_seconds, or set "
+        "tolerance.in_flight"]
+    assert job.group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": 50}) == []
+    assert job.group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": None}) == []
     assert job.group_failures(_group(missing=7), tol) == ["us.orders on 127.0.0.1:9094: missing 7 > tolerance 0"]
     assert job.group_failures(_group(extras=3), {**tol, "extras": 3}) == []
     assert job.group_failures(_group(in_flight=1), {**tol, "in_flight": 0})
@@ -356,3 +366,20 @@ def test_exactly_once_flows_read_their_target_read_committed():
                        "uk->central": {"security.protocol": "SSL", **committed},  # merges into the same topics
                        "us->dr": committed, "eu->dr": None}
     job.parse_config(config)  # the job accepts it: one target client per merged group
+
+
+def test_the_wait_tells_moving_partitions_and_bounds_what_is_in_flight():
+    from spark.validation_progress import WaitProgress, why
+    progress = WaitProgress()
+    progress.observe(0, {0: 100, 1: 50})
+    progress.observe(0, {0: 110, 1: 50})
+    progress.observe(0, {0: 130, 1: 50, 2: 4})  # a partition seen late: it took records
+    assert progress.moving(0) == {0, 2} and progress.taken(0) == 34
+    assert progress.in_flight_bound(0, waited=4.0, wait_seconds=4.0) == 34  # another wait at this rate
+    assert progress.in_flight_bound(0, waited=2.0, wait_seconds=10.0) == 170
+    still = WaitProgress()
+    still.observe(1, {0: 5})
+    still.observe(1, {0: 5})
+    assert still.moving(1) == set() and still.in_flight_bound(1, waited=3.0, wait_seconds=3.0) == 0
+    assert WaitProgress().in_flight_bound(7, waited=0.0, wait_seconds=60) == 0  # never observed
+    assert "stuck" in why("stalled") and "on its way" in why("in_flight") and "not on its way" in why("missing")

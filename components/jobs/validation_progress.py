@@ -1,0 +1,1 @@
+../../spark/validation_progress.py
