@@ -28,6 +28,7 @@ from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
 from tests.support.pulumi_mocks import stack_topology, unwrap_secrets
 from tests.support.secured import private_key_bodies
+from tests.support.stacks import port_base
 from tools.docker_engine import ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
@@ -64,7 +65,10 @@ def engine():
 def bring_up(engine, stack: str, **changes):
     """Deploy `stack` through the harness; yield it; destroy it (idempotent)."""
     topology = docker_topology(stack, **changes)
-    make = lambda: make_platform(topology.platform, stack, local_dir="unused", images=topology.images)  # noqa: E731
+    # this test process's own port range: the stack's default one may be another worker's stack's
+    base = port_base()
+    make = lambda: make_platform(topology.platform, stack, local_dir="unused", images=topology.images,  # noqa: E731
+                                 port_base=base)
     deployed = deploy_on_engine(engine.client, make, topology, stack)
     try:
         yield deployed
@@ -151,7 +155,9 @@ def test_an_absent_image_fails_naming_make_images_and_leaves_nothing(engine):
     topology = docker_topology("aggregation")
     topology = topology.model_copy(update={"images": topology.images.model_copy(
         update={"kafka": "mirrorstack/kafka:0.0.0-missing"})})
-    make = lambda: make_platform("docker", "aggregation", local_dir="unused", images=topology.images)  # noqa: E731
+    base = port_base()
+    make = lambda: make_platform("docker", "aggregation", local_dir="unused", images=topology.images,  # noqa: E731
+                                 port_base=base)
     with pytest.raises(Exception, match=r"mirrorstack/kafka:0\.0\.0-missing.*`make images`"):
         deploy_on_engine(engine.client, make, topology, "aggregation")
     client = engine.client

@@ -57,10 +57,12 @@ _BASES = worker_bases(os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get(
 _NEXT_BASE = itertools.count(random.randrange(len(_BASES)))
 
 
-def _port_base() -> int:
+def port_base() -> int:
     """A port range of its own for each stack open at once in this test process
     (at most len(_BASES) at once): a stack spreads its ports over PORT_SPAN from
-    its base, so bases PORT_SPAN apart never share a port."""
+    its base, so bases PORT_SPAN apart never share a port. Every stack a test
+    deploys takes one, on any platform (a stack's default base may be in another
+    worker's share)."""
     return _BASES[next(_NEXT_BASE) % len(_BASES)]
 
 
@@ -80,7 +82,7 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
     project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))
-    project.run("config", "set", "mirrorstack:portBase", str(_port_base()))
+    project.run("config", "set", "mirrorstack:portBase", str(port_base()))
     try:
         yield project
     finally:

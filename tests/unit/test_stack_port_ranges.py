@@ -3,12 +3,12 @@ within one test process and across pytest-xdist workers."""
 import pytest
 
 from components.platforms.local.platform import PORT_SPAN
-from tests.support.stacks import _BASES, _port_base, worker_bases
+from tests.support.stacks import _BASES, port_base, worker_bases
 
 
 def test_stacks_in_a_row_get_different_ranges_below_the_ephemeral_ports():
     width = len(_BASES)  # 4 outside xdist, 2 on each of two workers
-    bases = [_port_base() for _ in range(3 * width + 1)]  # more than three rounds: the round boundaries too
+    bases = [port_base() for _ in range(3 * width + 1)]  # more than three rounds: the round boundaries too
     for i in range(len(bases) - width + 1):
         assert len(set(bases[i:i + width])) == width, bases
     assert all(10000 <= b and b + PORT_SPAN <= 32768 for b in bases)
