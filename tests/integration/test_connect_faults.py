@@ -31,7 +31,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from components.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
-from tests.support.kafka_clients import admin, consume, create_topic, produce, topic_names, wait_for_count
+from tests.support.kafka_clients import (admin, consume, consume_group, create_topic, produce, topic_names,
+                                         wait_for_count)
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import stack_project
 
@@ -299,6 +300,12 @@ def test_refresh_during_an_outage_answers_within_seconds_and_says_what_is_down(d
     sent = produce(primary, "after-outage", 5, prefix="back")
     arrived = consume(standby, "primary.after-outage", expected=5, timeout=180)
     assert {r.value for r in arrived} == {r.value for r in sent}
+    # and a group that commits on primary is checkpointed on standby, in MM2's checkpoints topic
+    assert len(consume_group(primary, "after-outage", "billing", 3)) == 3
+    deadline = time.monotonic() + 120
+    while "primary.checkpoints.internal" not in topic_names(standby):
+        assert time.monotonic() < deadline, "no primary.checkpoints.internal on standby after 120 s"
+        time.sleep(0.5)
 
 
 def test_a_separator_change_copies_the_history_again_under_the_new_names(deployed):
