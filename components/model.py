@@ -23,11 +23,10 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from pydantic_core import PydanticCustomError
 
 from components.jobs.validation_mm2 import ReplicationPolicy
+from components.model_paths import field_path as _path  # the model's messages (and its tests) use it
 from components.versions import official_image
 
 SCHEMA_FILE = Path(__file__).parent / "schema" / "topology.schema.json"
-# Aliases prefix remote topics (`us.orders`) and MM2 splits those on the separator.
-ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
 
 
@@ -235,8 +234,6 @@ class Cluster(_Model):
 
 
 CONNECT_URL = re.compile(r"^https?://[^/\s:]+(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?$")
-# A reference to a config provider the Connect workers have: `${provider:[path:]key}`.
-PROVIDER_REFERENCE = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
 
 
 class ExternalConnect(_Model):
@@ -737,17 +734,6 @@ def _expand_flows(entries: list) -> tuple[list, tuple[FlowOrigin, ...], list[str
     return flows, tuple(origins), problems
 
 
-def _path(loc: tuple) -> str:
-    """('flows', 1, 'target') -> flows[1].target; keys with dots are quoted."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif ALIAS.fullmatch(str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += f"[{json.dumps(str(part))}]"
-    return out or "mirrorstack:topology"
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:

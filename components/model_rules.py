@@ -10,7 +10,11 @@ import re
 from collections.abc import Iterator
 
 from components.java_regex import JavaRegexError, check_java_regex
-from components.model import ALIAS, PROVIDER_REFERENCE, Flow, FlowOrigin, Topology, _path
+from components.model_paths import ALIAS, PROVIDER_REFERENCE
+from components.model_paths import field_path as _path
+
+# Flow, FlowOrigin and Topology in the annotations are components.model's, not imported:
+# the model calls these rules, which only read its objects (annotations are not evaluated).
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
 QUORUM_SIZES = (1, 3, 5)  # KRaft voters: odd, so a majority survives the loss of one (3) or two (5)
