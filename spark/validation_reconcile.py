@@ -98,12 +98,8 @@ class Validator:
             return None if highs is None else len(highs)
         return None  # spark mode, whole history: from the records read
 
-    def target_count(self, group: Group) -> int:
-        """Records the target topic holds (in the window: from its first record in it)."""
-        return sum(self.target_partition_counts(group).values())
-
     def target_partition_counts(self, group: Group) -> dict[int, int]:
-        """Records each partition of the target topic holds (in the window)."""
+        """Records each partition of the target topic holds (in the window: from its first record in it)."""
         from pyspark.sql import functions as F
         if self.kafka:
             marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
