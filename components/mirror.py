@@ -18,7 +18,8 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from components import naming
-from components.config.mirror import KINDS, MIRROR_PACKAGE, OWNER_KEY
+from components.config.mirror import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
+from components.rename_check import rename_problems
 
 # Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
 # for the answer; connection errors, timeouts, 5xx and 409 (a rebalance in progress) are
@@ -526,6 +527,14 @@ def renames(old: dict[str, str] | None, new: dict[str, str] | None) -> bool:
     return bool(old) and bool(new) and any(old.get(k) != new.get(k) for k in NAMING_KEYS)
 
 
+def _refuse_colliding_renames(flow: str, old: dict[str, dict], changed: dict[str, dict]) -> None:
+    """Before anything changes: a rename Kafka cannot create would stall the flow."""
+    for name, config in changed.items():
+        if renames(old.get(name), config) and config.get("connector.class") == f"{MIRROR_PACKAGE}.{SOURCE}":
+            if problems := rename_problems(config):
+                raise ConnectError(f"flow {flow}: nothing changed: " + "; ".join(problems))
+
+
 def start_over(client: ConnectClient, name: str, config: dict[str, str], state: str) -> None:
     """Give a connector its new config with its offsets reset (KIP-875: stopped,
     DELETE .../offsets), then its flow state: MM2 copies the source topics again
@@ -609,6 +618,7 @@ class MirrorMaker2Provider(ResourceProvider):
             **{name: problem for name, problem in live.items() if problem in TARGET_STATES}}
         changed.update({name: new[name] for name in live_failed if client.get_config(name) is None})  # deleted
         _validate_all(client, changed)
+        _refuse_colliding_renames(news["flow"], old, changed)
         if problems := _owner_problems(client, {n: changed[n] for n in changed.keys() - old.keys()},
                                        news.get("adopt") or []):
             raise ConnectError("\n".join(problems))

@@ -22,6 +22,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
+from components.config.mirror import DEFAULT_MAX_RECORD_BYTES
 from components.jobs.validation_mm2 import ReplicationPolicy
 from components.model_paths import field_path as _path  # the model's messages (and its tests) use it
 from components.versions import official_image
@@ -330,8 +331,16 @@ class Throughput(_Model):
     in_flight: int = Field(5, ge=1, le=5, description=(
         "producer.override.max.in.flight.requests.per.connection with idempotence on (order kept up to 5); "
         "Connect's default of 1 moves one request per round trip, which a WAN link turns into the limit."))
-    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field("none", description=(
-        "producer.override.compression.type: pays on a link whose bandwidth is the limit; costs CPU otherwise."))
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field("zstd", description=(
+        "producer.override.compression.type. zstd: a record stored compressed on the source stays about that size "
+        "on the target, so the remote topic's max.message.bytes (the source's, copied by MM2) takes it; with none, "
+        "a record compressed on the source is sent whole and can exceed that limit, which stops the flow."))
+    max_record_bytes: int = Field(DEFAULT_MAX_RECORD_BYTES, ge=2**20, le=100 * 2**20, description=(
+        "The largest record (key, value and headers, uncompressed) the flow carries: the task producer's "
+        "max.request.size, and its buffer.memory when larger. Kafka's 1 MiB refuses records that a source took "
+        "compressed (RecordTooLargeException, the task dies with its partitions); the default is the producer's "
+        "whole buffer (32 MiB): the broker still limits the compressed batch by the remote topic's "
+        "max.message.bytes. At most 100 MiB (the broker's socket.request.max.bytes)."))
     poll_records: int = Field(500, ge=1, le=1_000_000, description=(
         "source.consumer.max.poll.records: records a source task hands to its producer per poll (Kafka's 500 "
         "measured faster than 2000)."))

@@ -12,7 +12,7 @@ from components.live_topics import read_names
 
 def report_plan(topology, clusters, previous: pulumi.Output, resource: pulumi.Resource) -> dict:
     """Logs the plan once the clusters' addresses are known; returns the specs to export."""
-    specs = {flow.name: plan.flow_spec(flow) for flow in topology.flows}
+    specs = {flow.name: plan.plan_spec(flow) for flow in topology.flows}
     aliases = sorted({a for s in specs.values() for a in (s["source"], s["target"])})
 
     def show(args):

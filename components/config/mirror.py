@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from components.config.connect import BYTE_ARRAY_CONVERTER
 from components.jobs.validation_mm2 import DEFAULT_TOPICS_EXCLUDE
 
+# The task producer's buffer.memory default: a larger record cannot be sent at all.
+DEFAULT_MAX_RECORD_BYTES = 32 * 2**20
+
 MIRROR_PACKAGE = "org.apache.kafka.connect.mirror"
 SOURCE, CHECKPOINT, HEARTBEAT = "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"
 POLICY_CLASSES = {
@@ -70,6 +73,10 @@ def throughput_settings(flow) -> dict[str, str]:
         f"{PRODUCER_OVERRIDE}enable.idempotence": "true",
         f"{PRODUCER_OVERRIDE}max.in.flight.requests.per.connection": str(t.in_flight),
         f"{PRODUCER_OVERRIDE}compression.type": t.compression,
+        # Kafka checks a record's uncompressed size against max.request.size before compressing: at its 1 MiB,
+        # a record the source took compressed kills the task. The broker still checks the compressed batch.
+        f"{PRODUCER_OVERRIDE}max.request.size": str(t.max_record_bytes),
+        f"{PRODUCER_OVERRIDE}buffer.memory": str(max(t.max_record_bytes, DEFAULT_MAX_RECORD_BYTES)),
         "source.consumer.max.poll.records": str(t.poll_records),
         # The OS sizes TCP buffers (-1): Kafka's fixed 128 KB send / 64 KB receive buffers cap a
         # connection at one buffer per round trip (1.6 MB/s on a 40 ms link) whatever else is tuned.

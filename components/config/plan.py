@@ -26,6 +26,11 @@ def flow_spec(flow) -> dict:
     return {key: getattr(flow, key) for key in SPEC_KEYS}
 
 
+def plan_spec(flow) -> dict:
+    """flow_spec and what else the plan checks (whether records go compressed)."""
+    return {**flow_spec(flow), "compression": flow.throughput.compression}
+
+
 def _matches(patterns, name: str) -> bool:
     return any(re.fullmatch(p, name) for p in patterns)
 
@@ -63,12 +68,29 @@ def _collision(name: str, existing) -> str | None:
     return next((t for t in existing if t != name and t.replace(".", "_") == key), None)
 
 
+def rename_collisions(spec: dict, source_topics, target_topics) -> list[tuple[str, str]]:
+    """(new name, existing topic) for every topic a renamed flow would write on its
+    target, remote and internal (checkpoints, offset syncs), that Kafka refuses
+    beside an existing one: a separator swapping '.' and '_' collides with the
+    flow's own old topics."""
+    policy = _policy(spec)
+    names = [remote_name(spec, t) for t in selected_topics(spec, source_topics)]
+    names += [policy.checkpoints_topic(spec["source"]), policy.offset_syncs_topic(spec["source"])]
+    return [(name, clash) for name in names if (clash := _collision(name, target_topics))]
+
+
 # What `up` does when a live flow's names change (components/mirror.py, NAMING_KEYS).
 RENAME_WARNING = ("replication_policy or separator changed: every remote topic and MM2's internal topics "
                   "(checkpoints, offset syncs) get new names; up resets the flow's connector offsets, so the "
                   "source topics are copied again from their start under the new names; the old remote topics "
                   "stay on the target (delete them once no consumer reads them); groups' translated offsets "
                   "start over in the new checkpoints topic")
+
+
+def collision_message(name: str, clash: str, target: str) -> str:
+    return (f"{name}: collides with {clash} on {target} (Kafka treats '.' and '_' in topic names alike): MM2 "
+            f"cannot create it and the copy stalls; up refuses the rename; fix: delete {clash} first (once no "
+            f"consumer reads it), or choose a separator that does not swap '.' and '_'")
 
 
 def renames(old: dict | None, spec: dict) -> bool:
@@ -82,6 +104,11 @@ class Live:
     topics: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     error: str | None = None
+    limits: dict[str, int] = field(default_factory=dict)  # max.message.bytes set on a topic
+    default_limit: int | None = None  # the brokers' message.max.bytes: every other topic's
+
+    def limit(self, topic: str) -> int | None:
+        return self.limits.get(topic, self.default_limit)
 
 
 @dataclass
@@ -115,8 +142,7 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
                           + (f" ({source.error})" if source and source.error else ""))
         if old is None:
             plan.warnings.append("new flow (its topics are not checked)")
-        elif old != spec:
-            changed = [k for k in SPEC_KEYS if old.get(k) != spec.get(k)]
+        elif changed := [k for k in SPEC_KEYS if old.get(k) != spec.get(k)]:
             plan.warnings.append(f"changed: {', '.join(changed)} (which topics that moves is not checked)")
         if renames(old, spec):
             plan.warnings.append(RENAME_WARNING)
@@ -135,9 +161,7 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
         if mark == " " and (was := remote_name(old, topic)) != remote:
             mark, note = "~", f"renamed from {was}: copied again from the start; {was} stays"
             if target and target.error is None and (clash := _collision(remote, target.topics)):
-                plan.warnings.append(f"{remote}: collides with {clash} on {spec['target']} (Kafka treats '.' and "
-                                     f"'_' in topic names alike): MM2 cannot create it and the copy stalls; fix: "
-                                     f"delete {clash} first, or choose a separator that does not swap '.' and '_'")
+                plan.warnings.append(collision_message(remote, clash, spec["target"]))
         if topic in now:
             merged = feeds.get((spec["target"], remote), [])
             if len(merged) > 1:
@@ -153,9 +177,15 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
             if len(remote) > MAX_TOPIC_NAME:
                 plan.warnings.append(f"{remote[:40]}...: {len(remote)} characters, over Kafka's "
                                      f"{MAX_TOPIC_NAME}: MM2 cannot create it")
+            if target and target.error is None and (warning := _size_warning(spec, topic, remote, source, target)):
+                plan.warnings.append(warning)
         plan.rows.append((mark, topic, remote, note))
     if not now:
         plan.warnings.append(f"selects no topic on {spec['source']}")
+    elif spec.get("compression") == "none":
+        plan.warnings.append("compression none: records go to the target uncompressed, so a record the source "
+                             "stored compressed that is larger, whole, than the remote topic's max.message.bytes "
+                             "stops the flow; fix: throughput.compression zstd (the default)")
     if renames(old, spec):
         plan.warnings.append(RENAME_WARNING)
     groups_now = selected_groups(spec, source.groups)
@@ -163,6 +193,23 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
     plan.groups = [("+" if g not in groups_before else "-" if g not in groups_now else " ", g)
                    for g in sorted({*groups_now, *groups_before})]
     return plan
+
+
+def _size_warning(spec: dict, topic: str, remote: str, source: Live, target: Live) -> str | None:
+    """Where the remote topic takes smaller batches than the source topic: a record
+    the source took can then stop the flow (the target refuses it, the task dies)."""
+    takes = source.limit(topic)
+    if spec.get("sync_topic_configs") and topic in source.limits:
+        gets = source.limits[topic]  # MM2 copies a limit set on the source topic
+    else:
+        gets = target.limit(remote)
+    if takes is None or gets is None:
+        return None
+    fix = (f"fix: set max.message.bytes={takes} on {remote} (or message.max.bytes on {spec['target']}'s brokers)")
+    if gets < takes:
+        return (f"{remote}: takes batches up to {gets} bytes on {spec['target']}, {topic} up to {takes} on "
+                f"{spec['source']}: a larger record stops the flow; {fix}")
+    return None
 
 
 def _join(a: str, b: str) -> str:

@@ -9,11 +9,14 @@ active-passive stack (primary → standby, default policy: `t` arrives as
   first line of its trace, by `pulumi refresh` and preview; an `up` while its
   cause is still there restarts it, sees it fail again and fails naming it;
   once the cause is fixed `up` restarts it and it stays running;
+- a 1.5 MB record the source took gzip-compressed at default limits arrives,
+  and the records after it too;
 - `pulumi refresh` with Connect's Kafka broker killed, then its worker too,
   succeeds within seconds, records the connectors UNREACHABLE and says what is
   down and the fix; `up` brings both back;
 - a separator change on the live flow is marked as a rename in the plan and
-  copies every record again under the new names.
+  copies every record again under the new names; one whose names Kafka would
+  refuse ('.' swapped for '_') is refused before anything changes.
 """
 import json
 import os
@@ -220,6 +223,8 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     again = re.search(rf"flow {re.escape(FLOW)}: {re.escape(SOURCE)} task 0 FAILED again (\d+)s after `up` "
                       rf"restarted it[^\n]*{re.escape(cause)}", said)
     assert again, said[-3000:]
+    # and the plan had said why: the remote topic takes smaller batches than its source topic
+    assert f"{remote}: takes batches up to 10000 bytes on standby, {topic} up to " in said, said[-3000:]
     print(f"\nthe restarted task failed again after {again.group(1)} s; the failing `pulumi up` took "
           f"{time.monotonic() - started:.0f}s")
     assert _wait_task_state(connect_url, SOURCE, "FAILED", timeout=30)
@@ -260,6 +265,28 @@ def _timed_refresh(project) -> tuple[str, float]:
     took, said = time.monotonic() - started, refresh.stdout + refresh.stderr
     assert refresh.returncode == 0, said[-3000:]
     return said, took
+
+
+def test_a_large_record_the_source_took_compressed_arrives_and_the_flow_goes_on(deployed):
+    """A 1.5 MB record, written gzip-compressed at the source's default limits: Kafka's own
+    task producer refused it (max.request.size 1 MiB, uncompressed) and died with all its
+    partitions; the flow's producer now takes it and sends it compressed (zstd), so the
+    remote topic's default limit holds it."""
+    _, out = deployed
+    primary, standby = out["clusters"]["primary"], out["clusters"]["standby"]
+    topic, remote = "large", "primary.large"
+    create_topic(primary, topic, partitions=1, replication_factor=1)
+    # compressible like a real payload (JSON, text), not random bytes that no compression shrinks
+    large = b"".join(b'{"line": %d, "text": "%s"}\n' % (i, os.urandom(8).hex().encode()) for i in range(36_000))
+    assert 1_400_000 < len(large) < 2_000_000
+    producer = Producer({"bootstrap.servers": primary, "acks": "all", "compression.type": "gzip",
+                         "message.max.bytes": 4_000_000})  # librdkafka's own check is on the whole record
+    producer.produce(topic, key=b"large", value=large)
+    assert producer.flush(30) == 0
+    after = produce(primary, topic, 5, prefix="after-large")  # a dead task would hold these back too
+    arrived = consume(standby, remote, expected=6, timeout=180)
+    assert [r.value for r in arrived] == [large, *(r.value for r in after)], [len(r.value) for r in arrived]
+    assert _status(out["connect"]["standby"], SOURCE)["tasks"][0]["state"] == "RUNNING"
 
 
 def test_refresh_during_an_outage_answers_within_seconds_and_says_what_is_down(deployed):
@@ -318,7 +345,20 @@ def test_a_separator_change_copies_the_history_again_under_the_new_names(deploye
     history = produce(primary, "renamed", 40, prefix="history")
     assert len(consume(standby, "primary.renamed", expected=40, timeout=180)) == 40
 
-    # "-", not "_": Kafka refuses primary_renamed beside primary.renamed (the plan warns of that)
+    # "_": Kafka would refuse primary_renamed beside primary.renamed, and MM2 would stall on it:
+    # `up` refuses the rename before changing anything, naming the collisions and the fix
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "_")
+    refused = project.run("up", "--yes", "--skip-preview", check=False, timeout=900)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and f"flow {FLOW}: nothing changed: " in said, said[-4000:]
+    for name, clash in (("primary_renamed", "primary.renamed"),
+                        ("primary_checkpoints_internal", "primary.checkpoints.internal")):
+        assert f"{name}: collides with {clash} on standby" in said, said[-4000:]
+    assert "fix: delete primary.renamed first" in said, said[-4000:]
+    config = connect_rest.read(f"{out['connect']['standby']}/connectors/{quote(SOURCE, safe='')}/config")
+    assert config["replication.policy.separator"] == "."
+
+    # "-" renames without a collision
     project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "-")
     preview = project.run("preview", "--diff", timeout=600)
     said = preview.stdout + preview.stderr

@@ -52,3 +52,13 @@ def test_overrides_are_applied_last():
     # e.g. a throughput setting (flow.throughput) the typed fields do not reach
     source = _configs({"overrides": {"source": {"producer.override.linger.ms": "50"}}})["us->central.MirrorSourceConnector"]
     assert source["producer.override.linger.ms"] == "50"
+
+
+def test_the_task_producer_takes_a_record_as_large_as_its_buffer_and_compresses_like_a_source():
+    source = _configs({})["us->central.MirrorSourceConnector"]
+    # Kafka's 1 MiB max.request.size refuses a record a source took compressed; its 32 MiB buffer is the real bound
+    assert source["producer.override.max.request.size"] == str(32 * 2**20)
+    assert source["producer.override.buffer.memory"] == str(32 * 2**20)
+    assert source["producer.override.compression.type"] == "zstd"
+    larger = _configs({"throughput": {"max_record_bytes": 64 * 2**20}})["us->central.MirrorSourceConnector"]
+    assert larger["producer.override.max.request.size"] == larger["producer.override.buffer.memory"] == str(64 * 2**20)

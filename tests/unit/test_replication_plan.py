@@ -78,8 +78,9 @@ def test_a_rename_onto_a_name_kafka_counts_as_taken_warns_with_the_fix():
     new = {"us->central": spec(topics=["orders"], separator="_")}
     (p,) = plan.build(new, old, {"us": US, "central": Live(topics=["us.orders"])})
     assert p.warnings[0] == ("us_orders: collides with us.orders on central (Kafka treats '.' and '_' in topic names "
-                             "alike): MM2 cannot create it and the copy stalls; fix: delete us.orders first, or choose "
-                             "a separator that does not swap '.' and '_'")
+                             "alike): MM2 cannot create it and the copy stalls; up refuses the rename; fix: delete "
+                             "us.orders first (once no consumer reads it), or choose a separator that does not swap '.' "
+                             "and '_'")
     (dash,) = plan.build({"us->central": spec(topics=["orders"], separator="-")}, old,
                          {"us": US, "central": Live(topics=["us.orders"])})
     assert dash.warnings == [plan.RENAME_WARNING]
@@ -156,3 +157,29 @@ def test_secured_client_settings_translate_to_librdkafka_without_showing_the_sec
                     "ssl.ca.location": str(tmp_path / "ca.pem"), "sasl.username": "mm2", "sasl.password": "pa55-w0rd"}
     _, bad = librdkafka_settings("b:9093", {"sasl.jaas.config": f"${{file:{props}:missing.key}}"})
     assert "pa55-w0rd" not in bad
+
+
+def test_the_plan_warns_where_the_target_takes_smaller_batches_than_the_source():
+    source = Live(topics=["orders", "big"], limits={"big": 4_000_000}, default_limit=1_048_588)
+    small_target = Live(topics=["us.orders"], limits={"us.orders": 500_000}, default_limit=1_048_588)
+
+    def warnings(target, **kw):
+        return plan.build({"f": spec(topics=["orders", "big"], **kw)}, None, {"us": source, "central": target})[0].warnings
+
+    # `big`'s 4 MB limit is copied by MM2 (sync_topic_configs); `orders` got a smaller one on the target
+    assert warnings(small_target) == [
+        "us.orders: takes batches up to 500000 bytes on central, orders up to 1048588 on us: a larger record "
+        "stops the flow; fix: set max.message.bytes=1048588 on us.orders (or message.max.bytes on central's brokers)"]
+    # without config sync the remote `us.big` gets the target brokers' default
+    assert [w.split(":")[0] for w in warnings(Live(default_limit=1_048_588), sync_topic_configs=False)] == ["us.big"]
+    # limits unknown (no right to describe configs): nothing is claimed
+    assert warnings(Live()) == []
+    assert warnings(Live(default_limit=1_048_588), compression="none")[-1].startswith("compression none: records go")
+
+
+def test_a_separator_swapping_dot_and_underscore_collides_with_the_flows_own_old_topics():
+    target = ["us.orders", "us.checkpoints.internal", "mm2-offset-syncs.us.internal", "other"]
+    assert plan.rename_collisions(spec(separator="_"), ["orders", "payments"], target) == [
+        ("us_orders", "us.orders"), ("us_checkpoints_internal", "us.checkpoints.internal"),
+        ("mm2-offset-syncs_us_internal", "mm2-offset-syncs.us.internal")]
+    assert plan.rename_collisions(spec(separator="-"), ["orders"], target) == []
