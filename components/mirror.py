@@ -398,12 +398,13 @@ def check_workers(client: ConnectClient) -> None:
                            "classpath) and restart the workers, or run the flow on another Connect cluster")
 
 
-def _live_problems(props, client: ConnectClient | None = None) -> dict[str, str]:
+def _live_problems(props, client: ConnectClient | None = None, say: bool = True) -> dict[str, str]:
     """Connectors not as the stack wants them right now, in one quick call
     (`GET /connectors?expand=status`): name → MISSING, FAILED (a part of it), or
     the state someone moved it to outside the stack (PAUSED, STOPPED, RUNNING:
     not the flow's state). {} when Connect does not answer (the update itself
-    will then say so), so a preview never hangs on it."""
+    will then say so), so a preview never hangs on it. `say`: print each failed
+    part (the diff does; the update of the same `up` then does not repeat it)."""
     import urllib3
     try:
         client = client or _client(props)
@@ -426,7 +427,8 @@ def _live_problems(props, client: ConnectClient | None = None) -> dict[str, str]
             problems[name] = "MISSING"
         elif failed := failed_parts(status):
             problems[name] = "FAILED"
-            _progress(f"{name}: {'; '.join(failed)}; `pulumi up` restarts it (and fails if it fails again)")
+            if say:
+                _progress(f"{name}: {'; '.join(failed)}; `pulumi up` restarts it (and fails if it fails again)")
         elif status["connector"].get("state") in TARGET_STATES and status["connector"]["state"] != want:
             problems[name] = status["connector"]["state"]  # UNASSIGNED/RESTARTING pass: Connect is moving it
     return problems
@@ -609,7 +611,7 @@ class MirrorMaker2Provider(ResourceProvider):
         moved = olds.get("connect") != news.get("connect") if olds.get("connect") else url_changed
         changed = {name: cfg for name, cfg in new.items() if url_changed or moved or old.get(name) != cfg}
         state = news.get("state") or "running"
-        live = {} if url_changed or moved else _live_problems(news, client)
+        live = {} if url_changed or moved else _live_problems(news, client, say=False)
         live_failed = {name for name, problem in live.items() if problem in ("MISSING", "FAILED")}
         # Paused, stopped or resumed by hand while the stack's state stayed: up puts them back, saying so.
         drift = {} if (olds.get("state") or "running") != state else {

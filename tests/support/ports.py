@@ -1,13 +1,57 @@
+"""Ports for the services tests and benchmarks start themselves (not stacks:
+those take a range of tests.support.stacks.port_base()).
+
+Picked above the kernel's ephemeral range (net.ipv4.ip_local_port_range): a
+port bound to 0 comes from that range, which every outgoing connection on the
+machine also draws from, so one could take it between the pick and the
+service's own bind ("Address already in use", seen under the suite's load).
+Each xdist worker takes every n-th port of its own, like the stacks' ranges."""
+import itertools
+import os
+import random
 import socket
-from contextlib import ExitStack
+from pathlib import Path
+
+STACK_PORTS = range(10000, 30000)  # tests.support.stacks' ranges
+
+
+def _ephemeral() -> range:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def _candidates() -> list[int]:
+    ephemeral = _ephemeral()
+    ports = [p for p in range(1024, 65536) if p not in ephemeral and p not in STACK_PORTS]
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker and workers > 1:
+        ports = ports[int(worker.removeprefix("gw")) % workers::workers]
+    return ports
+
+
+_PORTS = _candidates()
+_NEXT = itertools.count(random.randrange(len(_PORTS)))
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports on 127.0.0.1 (held open together while picked)."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
+    """`count` distinct ports on 127.0.0.1, free now, from this process's share."""
+    picked: list[int] = []
+    for _ in range(len(_PORTS)):
+        port = _PORTS[next(_NEXT) % len(_PORTS)]
+        if port not in picked and _bindable(port):
+            picked.append(port)
+            if len(picked) == count:
+                return picked
+    raise RuntimeError(f"fewer than {count} free ports among this process's {len(_PORTS)}")

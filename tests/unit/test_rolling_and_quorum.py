@@ -107,11 +107,13 @@ def test_containers_probe_a_quorum_controller_by_its_listener():
 
 
 def _metadata(brokers, partitions):
-    """A confluent-kafka ClusterMetadata look-alike: partitions {(topic, id): (replicas, isrs)}."""
+    """A confluent-kafka ClusterMetadata look-alike: partitions {(topic, id): (replicas, isrs[, leader])}
+    (the leader: the first ISR member unless given)."""
     topics = {}
-    for (topic, pid), (replicas, isrs) in partitions.items():
+    for (topic, pid), (replicas, isrs, *leader) in partitions.items():
         topics.setdefault(topic, SimpleNamespace(topic=topic, partitions={}))
-        topics[topic].partitions[pid] = SimpleNamespace(id=pid, replicas=replicas, isrs=isrs)
+        topics[topic].partitions[pid] = SimpleNamespace(id=pid, replicas=replicas, isrs=isrs,
+                                                        leader=leader[0] if leader else (isrs or [-1])[0])
     return SimpleNamespace(brokers={b: None for b in brokers}, topics=topics)
 
 
@@ -122,6 +124,15 @@ def test_under_replicated_counts_only_replicas_on_live_brokers():
     # broker 4 down (not restarted yet): waiting for it would never end
     meta = _metadata([2, 3], {("orders", 0): ([2, 3, 4], [2, 3])})
     assert health.under_replicated(meta) == []
+
+
+def test_a_partition_whose_isr_has_a_live_replica_but_no_leader_is_waited_for():
+    # a one-broker cluster after its broker's restart: ISR [2], no leader elected yet
+    meta = _metadata([2], {("payments", 0): ([2], [2], -1), ("payments", 1): ([2], [2])})
+    assert health.leaderless(meta) == ["payments-0"]
+    # only a dead broker could lead it (unclean election off): waiting would never end
+    meta = _metadata([3], {("orders", 0): ([2, 3], [2], -1)})
+    assert health.leaderless(meta) == []
 
 
 def test_connect_waits_for_every_connector_and_task_to_run_or_be_deliberately_stopped():

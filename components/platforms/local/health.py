@@ -25,8 +25,9 @@ class NotReady(Exception):
 def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: float = 3.0,
                         client: dict[str, str] | None = None, node_id: int | None = None) -> bool:
     """True when the cluster answers a metadata request listing all its brokers.
-    With `node_id` (a rolling restart waits for it): that broker is registered
-    and no partition waits for a replica on a live broker to rejoin its ISR.
+    With `node_id` (a rolling restart waits for it): that broker is registered,
+    no partition waits for a replica on a live broker to rejoin its ISR, and none
+    whose ISR has a live replica is without a leader.
     `client`: librdkafka settings (TLS file paths of a secured listener)."""
     from confluent_kafka.admin import AdminClient  # heavy import, only when used
 
@@ -41,6 +42,10 @@ def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: 
     if lagging:
         raise NotReady(f"back in the cluster; waiting for {len(lagging)} under-replicated partitions "
                        f"({_first_few(lagging)})")
+    offline = leaderless(metadata)
+    if offline:
+        raise NotReady(f"back in the cluster; waiting for {len(offline)} partitions to get a leader "
+                       f"({_first_few(offline)})")
     return True
 
 
@@ -57,6 +62,16 @@ def under_replicated(metadata) -> list[str]:
     live = set(metadata.brokers)
     return sorted(f"{topic.topic}-{p.id}" for topic in metadata.topics.values()
                   for p in topic.partitions.values() if (set(p.replicas) & live) - set(p.isrs))
+
+
+def leaderless(metadata) -> list[str]:
+    """`topic-partition` of each partition with no leader although a replica in its
+    ISR is on a registered broker: offline until Kafka elects that replica. (A
+    broker's restart takes the leadership of partitions no other replica can
+    lead; a roll must not go on, nor `up` end, before they have it back.)"""
+    live = set(metadata.brokers)
+    return sorted(f"{topic.topic}-{p.id}" for topic in metadata.topics.values()
+                  for p in topic.partitions.values() if p.leader not in live and set(p.isrs) & live)
 
 
 MIRROR_CONNECTOR_CLASSES = (
