@@ -23,16 +23,20 @@ def _ephemeral() -> range:
     return range(low, high + 1)
 
 
-def _candidates() -> list[int]:
-    ephemeral = _ephemeral()
-    ports = [p for p in range(1024, 65536) if p not in ephemeral and p not in STACK_PORTS]
-    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if worker and workers > 1:
-        ports = ports[int(worker.removeprefix("gw")) % workers::workers]
-    return ports
+def worker_share(items: list[int], what: str, worker: str | None = None, workers: int | None = None) -> list[int]:
+    """A test process's share of `items` (this one's unless `worker`, `workers` are
+    given): all of them outside xdist, else every n-th one from the worker's index
+    (gw<k>), so two workers never pick the same."""
+    if workers is None:
+        worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or workers <= 1:
+        return items
+    if workers > len(items):
+        raise RuntimeError(f"{workers} xdist workers but only {len(items)} {what}; run -n {len(items)} or fewer")
+    return items[int(worker.removeprefix("gw")) % workers::workers]
 
 
-_PORTS = _candidates()
+_PORTS = worker_share([p for p in range(1024, 65536) if p not in _ephemeral() and p not in STACK_PORTS], "ports")
 _NEXT = itertools.count(random.randrange(len(_PORTS)))
 
 

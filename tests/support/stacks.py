@@ -11,6 +11,7 @@ import yaml
 
 from components.platforms.local.platform import PORT_SPAN
 from tests.support.leftovers import leftover_processes
+from tests.support.ports import worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,15 +43,8 @@ _ALL_BASES = list(range(10000, 30000, PORT_SPAN))
 
 
 def worker_bases(worker: str | None, workers: int) -> list[int]:
-    """The port bases a test process may use: all of them outside xdist, else
-    every `workers`-th one from the worker's index (gw<k>)."""
-    if not worker or workers <= 1:
-        return _ALL_BASES
-    index = int(worker.removeprefix("gw"))
-    if workers > len(_ALL_BASES):
-        raise RuntimeError(f"{workers} xdist workers but only {len(_ALL_BASES)} stack port ranges; "
-                           f"run -n {len(_ALL_BASES)} or fewer")
-    return _ALL_BASES[index % workers::workers]
+    """The port bases a test process may use (tests.support.ports.worker_share)."""
+    return worker_share(_ALL_BASES, "stack port ranges", worker, workers)
 
 
 _BASES = worker_bases(os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
