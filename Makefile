@@ -37,7 +37,7 @@ help:
 	@echo "make test         setup, then the whole test suite, two modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
-	@echo "make schema       regenerate components/schema/topology.schema.json from components/model.py"
+	@echo "make schema       regenerate components/schema/topology.schema.json from components/model/spec.py"
 	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
 
 setup: setup-local toxiproxy docker-engine images
@@ -112,7 +112,7 @@ WITH_ENGINE := . ./env.sh &&
 # Not part of setup: platform docker/kubernetes only, and get.pulumi.com must answer
 # (env.sh turns automatic plugin downloads off). Fails naming the plugin and the reason.
 plugins: venv engine
-	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m components.provider_plugins install
+	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m components.platforms.provider_plugins install
 
 demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py
@@ -138,7 +138,7 @@ unit: setup
 # The committed JSON Schema of the stack's topology; a unit test fails when it is stale.
 .PHONY: schema
 schema: venv
-	$(VENV)/bin/python -m components.model
+	$(VENV)/bin/python -m components.model.spec
 
 # README.md's Mermaid diagrams, from the stack files; a unit test fails when one is stale.
 .PHONY: diagrams

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pulumi
 
-from components.failover import log_plan as log_failover_plan
-from components.model import TopologyError, load_topology
-from components.model_rules import secret_problems
+from components.failover.switch import log_plan as log_failover_plan
+from components.model.spec import TopologyError, load_topology
+from components.model.rules import secret_problems
 from components.platforms import make_platform
-from components.provider_plugins import missing_plugin_problem
+from components.platforms.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
-from components.plan_report import report_plan
+from components.plan.report import report_plan
 from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards
 from components.topology import ReplicationTopology
 

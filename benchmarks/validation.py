@@ -23,9 +23,9 @@ from pathlib import Path
 
 from benchmarks.replication import end_offsets, fill, replication_pair
 from components import toolchain
-from components.config.mirror import mirror_connector_configs
-from components.mirror import MirrorMaker2Provider
-from components.model import load_topology
+from components.mirror.connectors import mirror_connector_configs
+from components.mirror.resource import MirrorMaker2Provider
+from components.model.spec import load_topology
 from tests.support.kafka_clients import create_topic
 
 PARTITIONS = 4

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from components.model import Topology, load_topology
+from components.model.spec import Topology, load_topology
 
 STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
 MARKERS = re.compile(r"(<!-- diagram:(?P<stack>[\w.-]+) -->\n).*?(<!-- /diagram:(?P=stack) -->)", re.DOTALL)

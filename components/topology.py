@@ -6,13 +6,13 @@ import pulumi
 import hashlib
 import json
 
-from components.config.mirror import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
-from components.connect import ConnectCluster
-from components.failover import FailoverSwitch, failover_output, flow_piece
-from components.kafka import KafkaCluster
-from components.mirror import MirrorMaker2
-from components.monitoring import Monitoring
-from components.validation import SparkValidationJob
+from components.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
+from components.connect.cluster import ConnectCluster
+from components.failover.switch import FailoverSwitch, failover_output, flow_piece
+from components.kafka.cluster import KafkaCluster
+from components.mirror.resource import MirrorMaker2
+from components.monitoring.component import Monitoring
+from components.validation.job import SparkValidationJob
 
 
 class ReplicationTopology(pulumi.ComponentResource):

@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from components import toolchain
-from components.config import jvm
+from components.platforms import jvm
 
 KEEP_LOGS = 40  # lines of a failed JVM's output shown
 

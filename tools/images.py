@@ -42,7 +42,7 @@ from typing import Callable
 from docker.errors import ImageNotFound
 
 from components import toolchain, versions
-from components.config.validation import SPARK_HOME_IN_IMAGE
+from components.validation.job_config import SPARK_HOME_IN_IMAGE
 from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID,
                                              IMAGE_SPARK_JARS, IMAGE_SPARK_UID, image_jmx_agent)
 

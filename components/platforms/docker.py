@@ -24,9 +24,9 @@ import pulumi
 import pulumi_docker as docker
 
 from components import naming, toolchain
-from components.config.grafana import grafana_files
-from components.config.validation import job_modules, spark_submit_argv
-from components.model import Images, Resources
+from components.monitoring.grafana import grafana_files
+from components.validation.job_config import job_modules, spark_submit_argv
+from components.model.spec import Images, Resources
 from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
@@ -302,7 +302,7 @@ class DockerPlatform:
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
-        from components.config.prometheus import ScrapeTarget
+        from components.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (

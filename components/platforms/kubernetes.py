@@ -36,9 +36,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.config.grafana import grafana_files
-from components.config.validation import job_modules, spark_submit_argv
-from components.model import Images, Resources
+from components.monitoring.grafana import grafana_files
+from components.validation.job_config import job_modules, spark_submit_argv
+from components.model.spec import Images, Resources
 from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
@@ -447,7 +447,7 @@ class KubernetesPlatform:
                                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
 
     def run_extras(self, topology, clusters, opts=None) -> list:
-        from components.config.prometheus import ScrapeTarget
+        from components.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.model import Cluster, ExternalCluster, Flow, StackOutput, Topology
+from components.model.spec import Cluster, ExternalCluster, Flow, StackOutput, Topology
 from components.platforms import make_platform
 from components.topology import ReplicationTopology
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from components import toolchain
-from components.config import jvm
+from components.platforms import jvm
 from components.platforms.local import launcher
 
 pytestmark = pytest.mark.integration

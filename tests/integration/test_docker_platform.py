@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from components.config.metrics import MM2_RECORDS
+from components.monitoring.metrics import MM2_RECORDS
 from components.platforms import make_platform
 from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest

@@ -13,13 +13,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-from components.config import plan
-from components.config.failover import render_report
-from components.config.mirror import mirror_connector_configs
-from components.config.validation import offset_syncs_topic
-from components.failover_ops import Cluster, GateFailed, Switch, run_switch
-from components.mirror import ConnectClient, summarize
-from components.model import Flow
+from components.plan import replication_plan as plan
+from components.failover.rules import render_report
+from components.mirror.connectors import mirror_connector_configs
+from components.validation.job_config import offset_syncs_topic
+from components.failover.procedure import Cluster, GateFailed, Switch, run_switch
+from components.mirror.resource import ConnectClient, summarize
+from components.model.spec import Flow
 from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from components import toolchain, versions
-from components.config.validation import SPARK_HOME_IN_IMAGE
+from components.validation.job_config import SPARK_HOME_IN_IMAGE
 from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
                                              IMAGE_SPARK_UID, image_jmx_agent, image_spark_jars)
 from tools import docker_engine

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.model import load_topology
+from components.model.spec import load_topology
 from components.platforms.local.platform import LocalPlatform
 from components.topology import ReplicationTopology
 

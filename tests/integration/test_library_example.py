@@ -38,7 +38,7 @@ def example_venv(tmp_path_factory):
 
 def test_the_wheel_carries_the_components_and_the_spark_job(example_venv):
     work, python = example_venv
-    out = run(str(python), "-c", "import components, components.validation as v, pathlib; "
+    out = run(str(python), "-c", "import components, components.validation.job as v, pathlib; "
               "print(pathlib.Path(components.__file__).parent); print(v.JOB_FILE.read_text().splitlines()[0]); "
               "print(v.JOB_FILE.is_symlink())", cwd=work)  # not the checkout's folder: the installed copy
     package, head, link = out.splitlines()[:3]

@@ -3,7 +3,7 @@ import time
 import pytest
 import requests
 
-from components.config import metrics
+from components.monitoring import metrics
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_jmx_exporter_serves_broker_and_connect_series(kafka_a, connect_b):
         assert any(n.startswith("kafka_server_") for n in names), sorted(names)[:20]
     names = _series_names(f"http://{connect_b.jmx_targets[0]}/metrics")
     assert any(n.startswith("kafka_connect_") for n in names), sorted(names)[:20]
-    assert metrics.WORKER_CONNECTORS in names  # the generated rules' name (components/config/metrics.py)
+    assert metrics.WORKER_CONNECTORS in names  # the generated rules' name (components/monitoring/metrics.py)
 
 
 def test_prometheus_scrapes_every_exporter_target_up(prometheus, kafka_a, connect_b):

@@ -18,8 +18,8 @@ import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from components.certificates import CLOCK_OFFSET_ENV
-from components.config import tls
+from components.certificates.resource import CLOCK_OFFSET_ENV
+from components.certificates import tls
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
 from tests.support.secured import jaas_credentials, librdkafka_client, private_key_bodies

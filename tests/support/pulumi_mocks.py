@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import yaml
 
-from components.model import load_topology
+from components.model.spec import load_topology
 from components.topology import ReplicationTopology
 
 ROOT = Path(__file__).resolve().parents[2]

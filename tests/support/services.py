@@ -10,11 +10,13 @@ from pathlib import Path
 import requests
 
 from components import toolchain
-from components.config import broker, connect, jvm
-from components.config.jmx import jmx_exporter_config
-from components.config.logging import log4j2_properties
-from components.config.prometheus import ScrapeTarget, prometheus_config
-from components.config.properties import render_properties
+from components.kafka import broker
+from components.connect import worker as connect
+from components.platforms import jvm
+from components.monitoring.jmx import jmx_exporter_config
+from components.platforms.log4j2 import log4j2_properties
+from components.monitoring.prometheus import ScrapeTarget, prometheus_config
+from components.properties import render_properties
 from components.platforms.local import health, launcher
 from tests.support.ports import free_ports
 

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from cryptography import x509
 
-from components.certificates import CLOCK_OFFSET_ENV, ClusterCertificatesProvider
-from components.config import cert_lifecycle as life
-from components.config import tls
-from components.config.alerts import (
+from components.certificates.resource import CLOCK_OFFSET_ENV, ClusterCertificatesProvider
+from components.certificates import lifecycle as life
+from components.certificates import tls
+from components.monitoring.alerts import (
     CERT_RENEWAL_DUE, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
-from components.model import TopologyError, load_topology
+from components.model.spec import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
 from tests.unit.test_monitoring_config import promtool
 from tests.unit.test_platforms_mocked import ROOT, deploy

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from components import diagram
 from components.diagram import mermaid, rewrite_markdown, stack_topology
-from components.model import load_topology
+from components.model.spec import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))

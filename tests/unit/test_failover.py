@@ -15,8 +15,8 @@ import yaml
 
 import components
 from components import topology as topology_module
-from components.failover import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
-from components.model import TopologyError, load_topology
+from components.failover.switch import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
+from components.model.spec import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import RecordingMocks
@@ -308,7 +308,7 @@ def props(active: str = "primary", **changes) -> dict:
 def switches(monkeypatch):
     """run_switch replaced by a fake that records what it gets (render_report is the real one)."""
     calls = []
-    fake = types.ModuleType("components.failover_ops")
+    fake = types.ModuleType("components.failover.procedure")
 
     def run_switch(spec, progress=print):
         calls.append(copy.deepcopy(spec))
@@ -320,7 +320,7 @@ def switches(monkeypatch):
                                                              "partitions": []}}}
     fake.GateFailed = type("GateFailed", (RuntimeError,), {})
     fake.run_switch = run_switch
-    monkeypatch.setitem(sys.modules, "components.failover_ops", fake)
+    monkeypatch.setitem(sys.modules, "components.failover.procedure", fake)
     monkeypatch.setattr(components, "failover_ops", fake, raising=False)
     return calls
 

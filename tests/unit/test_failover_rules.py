@@ -1,8 +1,8 @@
-"""The switch procedure's pure parts (components/config/failover.py): gate,
+"""The switch procedure's pure parts (components/failover/rules.py): gate,
 translation, report arithmetic, rendering."""
 from __future__ import annotations
 
-from components.config import failover as f
+from components.failover import rules as f
 
 
 def _flow(source="primary", target="standby", **kw) -> dict:

@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from components.mirror import MirrorMaker2Provider, first_line, reached, summarize
-from components.model import Topology, TopologyError, load_topology, topology_json_schema
+from components.mirror.resource import MirrorMaker2Provider, first_line, reached, summarize
+from components.model.spec import Topology, TopologyError, load_topology, topology_json_schema
 from tests.unit.test_placement_and_takeover import build
 
 TWO_FLOWS = {"clusters": {"us": {}, "uk": {}, "central": {}},

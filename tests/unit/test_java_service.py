@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import jvm
+from components.platforms import jvm
 from components.platforms.java_service import JavaRuntime, java_service
 
 RUNTIME = JavaRuntime(java="/j/bin/java", kafka_libs="/k/libs", jmx_agent="/a/agent.jar")

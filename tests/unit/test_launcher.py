@@ -125,7 +125,7 @@ def _tools(tmp_path, monkeypatch, archives=("broker.jsa", "connect.jsa")):
 
 
 def test_kafka_jvms_start_with_their_class_archive_through_the_environment(tmp_path, monkeypatch):
-    from components.config import jvm
+    from components.platforms import jvm
     classpath = _tools(tmp_path, monkeypatch)
     broker = jvm.java_command("java", jvm.BROKER_MAIN, ["s.properties"], classpath=classpath, heap="1g")
     env = launcher.with_class_archive(broker, {"PATH": "/bin", "JDK_JAVA_OPTIONS": "-Dx=1"})

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from components import toolchain
-from components.config.mirror import CONNECT_STORAGE_TOPICS
+from components.mirror.connectors import CONNECT_STORAGE_TOPICS
 from components.jobs.validation_mm2 import DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
 
 ORACLE = Path(__file__).parent.parent / "support" / "Mm2Names.java"

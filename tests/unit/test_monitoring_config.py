@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from components import toolchain
-from components.config import metrics
-from components.config.alerts import alert_rules, alert_rules_file
-from components.config.grafana import DATASOURCE_UID, grafana_files
-from components.config.jmx import jmx_exporter_config
-from components.config.prometheus import ScrapeTarget, prometheus_config
-from components.model import TopologyError, load_topology
+from components.monitoring import metrics
+from components.monitoring.alerts import alert_rules, alert_rules_file
+from components.monitoring.grafana import DATASOURCE_UID, grafana_files
+from components.monitoring.jmx import jmx_exporter_config
+from components.monitoring.prometheus import ScrapeTarget, prometheus_config
+from components.model.spec import TopologyError, load_topology
 
 AGGREGATION = {"clusters": {"us": {}, "uk": {}, "central": {}},
                "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["orders", "clicks.*"],

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components import toolchain
-from components.model import load_topology
+from components.model.spec import load_topology
 from components.platforms.containers import image_jmx_agent
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform

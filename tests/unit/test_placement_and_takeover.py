@@ -9,10 +9,10 @@ import re
 import pulumi
 import pytest
 
-from components.config.mirror import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
+from components.mirror.connectors import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
                                       throughput_settings, topics_exclude)
-from components.model import TopologyError, load_topology
-from components.model_rules import secret_problems
+from components.model.spec import TopologyError, load_topology
+from components.model.rules import secret_problems
 from components.platforms.local.platform import LocalPlatform
 from components.stack_history import connect_group_ids
 from components.topology import ReplicationTopology

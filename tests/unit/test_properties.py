@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from components import toolchain
-from components.config.properties import render_properties
+from components.properties import render_properties
 
 ECHO = Path(__file__).parent.parent / "support" / "PropertiesEcho.java"
 

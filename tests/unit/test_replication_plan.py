@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import plan
-from components.config.plan import Live
+from components.plan import replication_plan as plan
+from components.plan.replication_plan import Live
 
 
 def spec(**kw) -> dict:
@@ -126,13 +126,13 @@ def test_a_removed_flow_is_named():
 
 
 def test_flow_spec_reads_the_model():
-    from components.model import Flow
+    from components.model.spec import Flow
     s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
     assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
 
 
 def test_the_live_read_names_a_cluster_it_cannot_read():
-    from components.live_topics import read_names
+    from components.plan.live_topics import read_names
     assert read_names("127.0.0.1:1").error == "no answer from 127.0.0.1:1 within 5s"  # nothing listens on port 1
     missing = read_names("x:9093", {"security.protocol": "SASL_SSL",
                                     "sasl.jaas.config": "${file:/nonexistent/client.properties:sasl.jaas.config}"})
@@ -144,7 +144,7 @@ def test_the_live_read_names_a_cluster_it_cannot_read():
 
 
 def test_secured_client_settings_translate_to_librdkafka_without_showing_the_secret(tmp_path):
-    from components.live_topics import librdkafka_settings
+    from components.plan.live_topics import librdkafka_settings
     props = tmp_path / "client.properties"
     props.write_text('sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
                      'username="mm2" password="pa55-w0rd";\n')

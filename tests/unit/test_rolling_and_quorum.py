@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from components.model import load_topology
+from components.model.spec import load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KubernetesPlatform
 from components.platforms.local import health, launcher

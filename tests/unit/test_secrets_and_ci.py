@@ -11,7 +11,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.model import TopologyError, load_topology
+from components.model.spec import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import SECRET_SIG, RecordingMocks, _ints
@@ -84,7 +84,7 @@ def test_cluster_secrets_reach_connect_as_file_references_and_only_a_secret_dige
 
 
 def test_cluster_secret_keys_are_checked_before_any_resource():
-    from components.model_rules import secret_problems
+    from components.model.rules import secret_problems
     problems = secret_problems(sasl_external(), {"eu": {"x"}, "central": {"password"}})
     assert any(p.startswith("mirrorstack:clusterSecrets.eu: unknown cluster 'eu'; fix:") for p in problems)
     assert any(p.startswith("mirrorstack:clusterSecrets.central: 'central' is deployed") for p in problems)

@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.model import load_topology
+from components.model.spec import load_topology
 from components.platforms.containers import AFTER_START_DONE, container_script, probe_command
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform

@@ -12,8 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.config.mirror import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
-from components.model import SCHEMA_FILE, TopologyError, load_topology
+from components.mirror.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
+from components.model.spec import SCHEMA_FILE, TopologyError, load_topology
 from components.platforms import make_platform
 from components.platforms.kubernetes import KUBERNETES_VERSION
 from tests.unit import test_platforms_mocked as mocked

@@ -3,8 +3,8 @@ format and the gap arithmetic over offset syncs (spark/validation_purged.py).
 No Spark, no Kafka: the real flow is in tests/integration/test_validation_job.py."""
 import pytest
 
-from components.config.validation import offset_syncs_topic, validation_job_config, validation_summary
-from components.model import load_topology
+from components.validation.job_config import offset_syncs_topic, validation_job_config, validation_summary
+from components.model.spec import load_topology
 from spark import validate_replication as job
 
 

@@ -1,5 +1,5 @@
 """The SparkValidationJob resource under Pulumi mocks on all three platforms,
-its job input (components/config/validation.py) and the stack output made
+its job input (components/validation/job_config.py) and the stack output made
 from a report. The local resource's real runs are in
 tests/integration/test_validation_resource.py."""
 from __future__ import annotations
@@ -12,16 +12,16 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components.config.mirror import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
+from components.mirror.connectors import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
 
 from components import toolchain
-from components.config.validation import validation_job_config, validation_summary
-from components.model import Images, TopologyError, load_topology
+from components.validation.job_config import validation_job_config, validation_summary
+from components.model.spec import Images, TopologyError, load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
-from components.config.validation import job_modules
-from components.validation import JOB_FILE, job_sha256
+from components.validation.job_config import job_modules
+from components.validation.job import JOB_FILE, job_sha256
 from components.versions import spark_version
 from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
 

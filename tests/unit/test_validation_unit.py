@@ -259,7 +259,7 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 
 
 def test_file_references_resolve_through_java_properties(tmp_path):
-    from components.config.properties import render_properties
+    from components.properties import render_properties
     secrets = tmp_path / "client.properties"
     secrets.write_text(render_properties({"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑"}) +
                        "# comment=x\n! also\n  spaced : v1\nlong = first \\\n       second\\\\\n"
@@ -349,8 +349,8 @@ def test_isolation_level_reaches_spark_as_a_kafka_option():
 
 
 def test_exactly_once_flows_read_their_target_read_committed():
-    from components.config.validation import validation_job_config
-    from components.model import load_topology
+    from components.validation.job_config import validation_job_config
+    from components.model.spec import load_topology
     topology = load_topology({
         "clusters": {"us": {}, "uk": {}, "eu": {}, "central": {}, "dr": {}},
         "flows": [{"source": "us", "target": "central", "replication_policy": "identity", "exactly_once": True},

@@ -135,7 +135,7 @@ def controller_in_quorum(spec: dict, since_ms: int) -> bool:
     import subprocess
 
     from components import toolchain
-    from components.config import jvm
+    from components.platforms import jvm
     own = (spec["host"], int(spec["port"]))
     if not port_open(*own):
         return False

@@ -11,8 +11,8 @@ from pathlib import Path
 import pulumi
 
 from components import toolchain
-from components.config.grafana import grafana_files
-from components.model import Resources
+from components.monitoring.grafana import grafana_files
+from components.model.spec import Resources
 from components.platforms import fill_dir
 from components.platforms.java_service import JavaRuntime, java_service
 from components.platforms.local.files import LocalFiles

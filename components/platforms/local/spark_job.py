@@ -38,7 +38,7 @@ def _progress(message: str) -> None:
 
 
 def _run(props) -> dict:
-    from components.config.validation import validation_summary
+    from components.validation.job_config import validation_summary
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)

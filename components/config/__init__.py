@@ -1,1 +1,0 @@
-"""Pure generators: model values in, file contents and dicts out. No pulumi here."""

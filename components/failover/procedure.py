@@ -1,0 +1,369 @@
+"""The switch procedure against live clusters (SPEC-17 §3): gate, stop the
+flow's connectors, translate the selected groups' offsets, write them into
+`to`'s groups, report. The decisions are components/failover/rules.py's;
+this module only reads and writes Kafka (confluent_kafka) and Connect
+(components.mirror.resource's client).
+
+`run_switch(spec, progress)` takes plain JSON-able data (what a dynamic
+resource's props carry; secrets only as `${file:...}` references, resolved
+here) and returns the report. A gate that does not pass raises GateFailed
+before anything changes."""
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+from components.failover import rules
+from components.plan.replication_plan import remote_name, selected_topics
+from components.plan.live_topics import _job_module, librdkafka_settings
+
+KAFKA_TIMEOUT = 15  # seconds per Kafka request
+PROBE_TIMEOUT = 5  # seconds: does the side being left answer at all (unplanned)
+
+
+class GateFailed(RuntimeError):
+    """The gate did not pass: every failing check, one per line, and "nothing was changed"."""
+
+
+def _say(message: str) -> None:
+    print(f"mirrorstack: {message}", file=sys.stderr, flush=True)
+
+
+class Cluster:
+    """One cluster's reads and writes for the switch, through confluent_kafka."""
+
+    def __init__(self, alias: str, settings: dict, timeout: float = KAFKA_TIMEOUT):
+        self.alias = alias
+        self.timeout = timeout
+        conf, why_not = librdkafka_settings(settings["bootstrap"], settings.get("client") or {})
+        if conf is None:
+            raise RuntimeError(f"{alias}: {why_not}")
+        self.conf = {**conf, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)}
+        self._admin = self._consumer = None
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+        self._admin = self._admin or AdminClient(self.conf)
+        return self._admin
+
+    def consumer(self):
+        from confluent_kafka import Consumer
+        if self._consumer is None:
+            self._consumer = Consumer({**self.conf, "group.id": f"mirrorstack-failover-{uuid.uuid4().hex}",
+                                       "enable.auto.commit": False, "allow.auto.create.topics": False,
+                                       "isolation.level": "read_committed"})
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def answers(self) -> str | None:
+        """None when the cluster answers a metadata request, else why not."""
+        try:
+            self.admin().list_topics(timeout=self.timeout)
+            return None
+        except Exception as exc:  # noqa: BLE001 (KafkaException: no broker answered)
+            return f"{type(exc).__name__}: {exc}"
+
+    def partitions(self) -> dict[str, list[int]]:
+        meta = self.admin().list_topics(timeout=self.timeout)
+        return {name: sorted(t.partitions) for name, t in meta.topics.items() if t.error is None}
+
+    def watermarks(self, keys) -> dict[rules.Key, tuple[int, int]]:
+        from confluent_kafka import TopicPartition
+        consumer = self.consumer()
+        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=self.timeout, cached=False)
+                for t, p in keys}
+
+    def read_topic(self, topic: str) -> list[tuple[bytes, bytes]]:
+        """Every record of `topic` now (key, value), in order within each partition;
+        [] when it does not exist."""
+        from confluent_kafka import TopicPartition
+        parts = self.partitions().get(topic)
+        if not parts:
+            return []
+        marks = self.watermarks([(topic, p) for p in parts])
+        todo = {p: hi for (_, p), (lo, hi) in marks.items() if hi > lo}
+        if not todo:
+            return []
+        consumer = self.consumer()
+        consumer.assign([TopicPartition(topic, p, marks[(topic, p)][0]) for p in todo])
+        records, deadline = [], time.monotonic() + self.timeout * 4
+        try:
+            while todo:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.alias}: could not read {topic} to its end within "
+                                       f"{self.timeout * 4:.0f}s")
+                for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                    if msg.error() is None and msg.partition() in todo:
+                        records.append((msg.key(), msg.value()))
+                # Positions pass transaction markers too, which are never delivered.
+                for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+                    if tp.offset >= todo[tp.partition]:
+                        del todo[tp.partition]
+        finally:
+            consumer.unassign()
+        return records
+
+    def group_ids(self) -> list[str]:
+        result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
+        return sorted(g.group_id for g in result.valid)
+
+    def committed(self, group: str) -> dict[rules.Key, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        future = self.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                          request_timeout=self.timeout)[group]
+        result = future.result(timeout=self.timeout)
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+    def members(self, groups: list[str]) -> dict[str, int]:
+        from confluent_kafka import KafkaError, KafkaException
+        if not groups:
+            return {}
+        futures = self.admin().describe_consumer_groups(groups, request_timeout=self.timeout)
+        counts = {}
+        for group, future in futures.items():
+            try:
+                counts[group] = len(future.result(timeout=self.timeout).members)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise
+                counts[group] = 0
+        return counts
+
+    def write_offsets(self, group: str, offsets: dict[rules.Key, int]) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+        result = self.admin().alter_consumer_group_offsets([request], request_timeout=self.timeout)[group] \
+            .result(timeout=self.timeout)
+        failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in result.topic_partitions if tp.error]
+        if failed:
+            raise RuntimeError(f"writing the offsets of {group} on {self.alias} failed: {'; '.join(failed)}")
+
+
+def latest_checkpoints(cluster: Cluster, topic: str) -> dict[tuple[str, str, int], tuple[int, int]]:
+    """{(group, topic on the target, partition): (upstream, downstream)} of the
+    latest Checkpoint record of each, decoded by the validation job's code."""
+    decoders = _job_module("validation_checkpoints")
+    latest = {}
+    for key, value in cluster.read_topic(topic):
+        try:
+            upstream, downstream, _ = decoders.decode_checkpoint_value(value)
+            latest[decoders.decode_checkpoint_key(key)] = (upstream, downstream)
+        except (ValueError, TypeError, IndexError):  # struct.error is a ValueError; foreign records are skipped
+            continue
+    return latest
+
+
+def offset_syncs(cluster: Cluster, topic: str) -> dict[rules.Key, list[tuple[int, int]]]:
+    """{(upstream topic, partition): [(upstream, downstream)]} in the order MM2 wrote them."""
+    decode = _job_module("validation_purged").decode_offset_sync
+    syncs: dict[rules.Key, list[tuple[int, int]]] = {}
+    for key, value in cluster.read_topic(topic):
+        try:
+            t, p, upstream, downstream = decode(key, value)
+        except (ValueError, TypeError, IndexError):
+            continue
+        syncs.setdefault((t, p), []).append((upstream, downstream))
+    return syncs
+
+
+def source_offsets(client, flow: dict) -> dict[rules.Key, int]:
+    """The source connector's committed source offsets (KIP-875): the upstream
+    offset of the last record it copied, per partition of `from`."""
+    out = {}
+    for entry in client.offsets(flow["connectors"]["source"]):
+        part, offset = entry.get("partition") or {}, entry.get("offset") or {}
+        if part.get("cluster") == flow["source"] and "offset" in offset:
+            out[(part["topic"], int(part["partition"]))] = int(offset["offset"])
+    return out
+
+
+class Switch:
+    def __init__(self, spec: dict, progress):
+        self.spec, self.progress = spec, progress
+        self.from_alias, self.to_alias = spec["from"], spec["to"]
+        self.flow, self.back = spec["flow"], spec.get("back_flow")
+        self.narrowed = spec.get("groups")
+        self.gate = {**rules.DEFAULT_GATE, **(spec.get("gate") or {})}
+        self.notes: list[str] = []
+        self._connect = None
+
+    def connect(self):
+        if self._connect is None:
+            from components.mirror.resource import _client
+            self._connect = _client(self.flow["connect"])
+        return self._connect
+
+    # -- planned --------------------------------------------------------------
+    def observe(self, source: Cluster, target: Cluster) -> dict:
+        """Everything the gate and the translation need, read now."""
+        parts = source.partitions()
+        keys = [(t, p) for t in selected_topics(self.flow, parts) for p in parts[t]]
+        marks = source.watermarks(keys)
+        copied = source_offsets(self.connect(), self.flow)
+        flying = {k: rules.in_flight(marks[k][1], marks[k][0], copied.get(k)) for k in keys}
+        groups = rules.switch_groups(self.flow, source.group_ids(), self.narrowed)
+        commits = {g: source.committed(g) for g in groups}
+        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        syncs = offset_syncs(target, self.flow["offset_syncs_topic"])
+        stale: dict[str, list[dict]] = {}
+        checked: dict[str, int] = {}
+        for group, offsets in commits.items():
+            rows = []
+            for (topic, p), committed in sorted(offsets.items()):
+                if not rules.flow_topic(self.flow, topic):
+                    continue
+                checkpoint = checkpoints.get((group, remote_name(self.flow, topic), p))
+                start, end = marks.get((topic, p), (None, None))
+                if start == end == committed:
+                    continue  # nothing there to translate: it moves to the copy's end
+                checked[group] = checked.get(group, 0) + 1
+                if not rules.checkpoint_fresh(committed, checkpoint, syncs.get((topic, p))):
+                    rows.append({"topic": topic, "partition": p, "committed": committed,
+                                 "checkpoint": checkpoint[0] if checkpoint else None})
+            stale[group] = rows
+        figures = rules.gate_figures(flying, stale, checked, source.members(groups), target.members(groups))
+        return {"figures": figures, "groups": groups, "commits": commits, "checkpoints": checkpoints,
+                "ends_from": {k: hi for k, (_, hi) in marks.items()}}
+
+    def wait_for_gate(self, source: Cluster, target: Cluster) -> dict:
+        started = time.monotonic()
+        next_line = started + rules.PROGRESS_SECONDS
+        while True:
+            seen = self.observe(source, target)
+            problems = rules.gate_problems(seen["figures"], self.gate, self.from_alias, self.to_alias)
+            waited = time.monotonic() - started
+            if not problems:
+                seen["figures"]["waited_seconds"] = round(waited, 1)
+                return seen
+            if waited + rules.GATE_POLL_SECONDS > float(self.gate["wait_seconds"]):
+                raise GateFailed(rules.gate_failed_message(problems, waited))
+            if time.monotonic() >= next_line:
+                self.progress(f"failover gate waiting ({waited:.0f}s of {float(self.gate['wait_seconds']):.0f}s): "
+                              + "; ".join(p.split(";")[0] for p in problems))
+                next_line = time.monotonic() + rules.PROGRESS_SECONDS
+            time.sleep(rules.GATE_POLL_SECONDS)
+
+    def planned(self, source: Cluster, target: Cluster) -> tuple[dict, dict]:
+        seen = self.wait_for_gate(source, target)
+        self.progress(f"failover gate passed: {seen['figures']['in_flight']} in flight, "
+                      f"{len(seen['groups'])} group(s) checkpointed")
+        self.stop_connectors(strict=True)
+        # After the stop: the checkpoints and positions the groups move with.
+        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        back_syncs = offset_syncs(source, self.back["offset_syncs_topic"]) if self.back else {}
+        commits = {g: source.committed(g) for g in seen["groups"]}
+        ends_from = self._ends(source, {k for c in commits.values() for k in c})
+        remote_keys = set()
+        for offsets in commits.values():
+            for topic, p in offsets:
+                if rules.flow_topic(self.flow, topic):
+                    remote_keys.add((remote_name(self.flow, topic), p))
+        ends_to = self._ends(target, remote_keys)
+        groups = {}
+        for group in seen["groups"]:
+            groups[group], notes = rules.translate_planned(group, commits[group], self.flow, self.back, checkpoints,
+                                                           back_syncs, ends_from, ends_to)
+            self.notes += notes
+        return seen["figures"], groups
+
+    # -- unplanned ------------------------------------------------------------
+    def unplanned(self, target: Cluster) -> dict:
+        why = self.probe_from()
+        self.notes.append(f"unplanned: no gate; {self.from_alias} "
+                          + ("answered, but the switch proceeds from the last checkpoints as asked" if why is None
+                             else f"did not answer ({why})"))
+        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        groups = rules.checkpointed_groups(self.flow, checkpoints, self.narrowed)
+        if problems := rules.members_to_problems(target.members(groups), self.to_alias):
+            raise GateFailed(rules.gate_failed_message(problems, 0))
+        self.stop_connectors(strict=False)
+        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        ends_to = self._ends(target, {(remote, p) for _, remote, p in checkpoints
+                                      if rules.original_topic(self.flow, remote) is not None})
+        moved = {g: rules.translate_unplanned(g, self.flow, checkpoints, ends_to) for g in groups}
+        if self.back:
+            self.notes.append(f"positions on {self.from_alias}'s topics that came from {self.to_alias} cannot be "
+                              "read: those are not moved")
+        self.notes.append(rules.lost_note(self.from_alias))
+        return moved
+
+    def probe_from(self) -> str | None:
+        try:
+            probe = Cluster(self.from_alias, self.spec["clusters"][self.from_alias], timeout=PROBE_TIMEOUT)
+        except RuntimeError as exc:
+            return str(exc)
+        return probe.answers()
+
+    # -- shared ---------------------------------------------------------------
+    def _ends(self, cluster: Cluster, keys) -> dict[rules.Key, int]:
+        parts = cluster.partitions()
+        present = [(t, p) for t, p in keys if p in parts.get(t, [])]
+        return {k: hi for k, (_, hi) in cluster.watermarks(present).items()}
+
+    def stop_connectors(self, strict: bool) -> None:
+        """Nothing moves any more, and MM2's own group offset sync cannot
+        overwrite the offsets written next. Every stop is asked for first, then
+        each is waited for: with `from` lost each connector takes MM2's admin
+        timeout (60 s by default) to stop, and they take it at the same time."""
+        from components.mirror.resource import ConnectError
+        names = [n for n in (self.flow["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
+        asked = []
+        for name in names:
+            try:
+                self.connect().request_stop(name)
+            except ConnectError as exc:
+                self._not_stopped(name, exc, strict)
+                continue
+            asked.append(name)
+        for name in asked:
+            try:
+                self.connect().wait_stopped(name)
+            except ConnectError as exc:
+                self._not_stopped(name, exc, strict)
+                continue
+            self.progress(f"{name} stopped")
+
+    def _not_stopped(self, name: str, exc: Exception, strict: bool) -> None:
+        if strict:
+            raise exc
+        self.notes.append(f"{name} could not be stopped ({str(exc)[:300]}): MM2 may still sync group "
+                          f"offsets into {self.to_alias}")
+
+    def write(self, target: Cluster, groups: dict) -> None:
+        for group, entry in groups.items():
+            offsets = {(r["to_topic"], r["partition"]): r["new"] for r in entry["partitions"]}
+            if offsets:
+                target.write_offsets(group, offsets)
+                self.progress(f"{group}: {len(offsets)} offset(s) written on {self.to_alias}")
+
+    def run(self) -> dict:
+        mode = self.spec["mode"]
+        if mode not in ("planned", "unplanned"):
+            raise ValueError(f"mode {mode!r}: planned or unplanned")
+        target = Cluster(self.to_alias, self.spec["clusters"][self.to_alias])
+        source = Cluster(self.from_alias, self.spec["clusters"][self.from_alias]) if mode == "planned" else None
+        try:
+            if mode == "planned":
+                gate, groups = self.planned(source, target)
+            else:
+                gate, groups = None, self.unplanned(target)
+            self.write(target, groups)
+        finally:
+            for cluster in (source, target):
+                if cluster is not None:
+                    cluster.close()
+        return {"from": self.from_alias, "to": self.to_alias, "mode": mode,
+                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "gate": gate, "notes": self.notes, "groups": groups}
+
+
+def run_switch(spec: dict, progress=_say) -> dict:
+    """Move the selected groups from spec["from"] to spec["to"] (SPEC-17 §3);
+    returns the report (components.failover.rules.render_report shows it)."""
+    return Switch(spec, progress).run()

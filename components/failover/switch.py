@@ -1,0 +1,198 @@
+"""FailoverSwitch: which side of a failover pair clients use, as one dynamic
+resource. Changing the topology's `failover.active` is an update of it, and
+the update IS the switch: components.failover.procedure.run_switch (the gate, the
+flow stopped, every group's offsets translated and written on the other side)
+with its report as the output `report`. The flows' MirrorMaker2 components
+depend on it, so on a switch the gate runs before any flow changes, and a
+failed gate fails `up` with nothing changed.
+
+The spec run_switch gets is plain JSON-able data built from the props; secrets
+travel only as the Connect REST credentials (a secret prop) and `${file:...}`
+references in client settings.
+"""
+from __future__ import annotations
+
+import sys
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from components import naming
+from components.plan.replication_plan import flow_spec
+from components.validation.job_config import checkpoints_topic, offset_syncs_topic
+
+# Props whose change is a change of the switch; the rest (addresses, connector
+# names) are read from the new props when a switch runs, and never switch by themselves.
+WATCHED = ("active", "primary", "standby", "cutover", "unplanned", "groups", "gate")
+
+
+class SwitchRefused(RuntimeError):
+    pass
+
+
+def _progress(message: str) -> None:
+    print(f"mirrorstack: failover: {message}", file=sys.stderr, flush=True)
+
+
+def switch_kind(standby: str, new: str, cutover: bool) -> str:
+    """failover, failback or cutover, for a move of `active` to `new`."""
+    if new == standby:
+        return "cutover" if cutover else "failover"
+    return "failback"
+
+
+def describe(primary: str, standby: str, old: str | None, new: str, *, cutover: bool, unplanned: bool,
+             gate: dict | None = None) -> str | None:
+    """What `up` will do about the failover section, said in the preview; None
+    when it switches nothing."""
+    if old is None or old == new:
+        return None
+    kind = switch_kind(standby, new, cutover)
+    if kind == "failback" and cutover:
+        return (f"active {old} -> {new}: refused, the cutover to {old} is final; fix: set failover.active back to "
+                f"{old}")
+    flow, back = (f"{primary}->{standby}", f"{standby}->{primary}") if new == standby else \
+        (f"{standby}->{primary}", f"{primary}->{standby}")
+    if unplanned:
+        how = (f"unplanned ({old} is lost): no gate; the groups move from the last checkpoints; what {old} held "
+               "beyond them is reported unknown")
+    else:
+        g = gate or {}
+        how = (f"planned: the gate waits up to {float(g.get('wait_seconds', 120)):g}s for at most "
+               f"{int(g.get('in_flight', 0))} records in flight and fresh checkpoints, with no consumer of the "
+               f"groups on {old}{' (active consumers allowed)' if g.get('allow_active_consumers') else ''}")
+    rest = "" if kind == "cutover" or unplanned else f"; then {back} starts"
+    if kind == "cutover":
+        rest = "; final: no way back"
+    return (f"{kind} {old} -> {new}, {how}; then {flow} stops and every group's offsets are translated and written "
+            f"on {new}{rest}")
+
+
+def _flow(piece: dict | None, auth: dict) -> dict | None:
+    """A flow of the props as run_switch wants it; None values (Pulumi drops
+    them from the props) put back."""
+    if not piece:
+        return None
+    connect = dict(piece.get("connect") or {})
+    out = {**piece, "connect": {"connect_url": connect.get("connect_url"),
+                                "connect_urls": connect.get("connect_urls") or None,
+                                "connect_auth": auth.get(piece.get("connect_name") or "") or None,
+                                "connect_ca_file": connect.get("connect_ca_file") or None}}
+    out["connectors"] = {k: (piece.get("connectors") or {}).get(k) for k in ("source", "checkpoint", "heartbeat")}
+    out.pop("connect_name", None)
+    return out
+
+
+def switch_spec(olds: dict, news: dict) -> dict:
+    """run_switch's spec for moving `active` from olds' to news' (the new props
+    give every address: they are what this `up` deploys)."""
+    old, new = olds["active"], news["active"]
+    auth = news.get("connect_auth") or {}
+    forward, reverse = _flow(news.get("forward"), auth), _flow(news.get("reverse"), auth)
+    flow, back = (forward, reverse) if new == news["standby"] else (reverse, forward)
+    gate = news.get("gate") or {}
+    return {"from": old, "to": new, "mode": "unplanned" if news.get("unplanned") else "planned",
+            "clusters": {alias: {"bootstrap": c.get("bootstrap"), "client": dict(c.get("client") or {})}
+                         for alias, c in (news.get("clusters") or {}).items()},
+            "flow": flow, "back_flow": back, "groups": list(news["groups"]) if news.get("groups") else None,
+            "gate": {"in_flight": int(gate.get("in_flight", 0)), "wait_seconds": float(gate.get("wait_seconds", 120)),
+                     "allow_active_consumers": bool(gate.get("allow_active_consumers", False))}}
+
+
+class FailoverSwitchProvider(ResourceProvider):
+    def create(self, props):
+        # The first deployment records which side is active; nothing to switch from.
+        return CreateResult(id_=f"{props['primary']}<->{props['standby']}", outs={**props, "report": None})
+
+    def diff(self, _id, olds, news):
+        changed = [k for k in WATCHED if (olds.get(k) or None) != (news.get(k) or None)]
+        replaces = [k for k in ("primary", "standby") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id, olds, news):
+        old, new = olds.get("active"), news["active"]
+        if old == new:  # unplanned true -> false (the reverse flow starts), gate, groups: recorded only
+            return UpdateResult(outs={**news, "report": olds.get("report")})
+        if olds.get("cutover") and new == news["primary"]:
+            raise SwitchRefused(f"active {old} -> {new} refused: the cutover to {old} is final (nothing flowed back "
+                                f"to {new}); nothing was changed; fix: set failover.active back to {old}")
+        from components.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
+        spec = switch_spec(olds, news)
+        if spec["flow"] is None:
+            raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
+        kind = switch_kind(news["standby"], new, bool(news.get("cutover")))
+        _progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
+        report = failover_ops.run_switch(spec, progress=_progress)
+        report = {**report, "kind": kind}
+        for line in render(report).splitlines():
+            _progress(line)
+        return UpdateResult(outs={**news, "report": report})
+
+    def delete(self, _id, props):
+        pass  # switches nothing: the clusters and flows are other resources
+
+
+def render(report: dict) -> str:
+    from components.failover.rules import render_report
+    return render_report(report)
+
+
+class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
+    """The failover section of a topology: `active` (the side clients use) and
+    `report` (the last switch's report, None before the first switch).
+    `forward`/`reverse`: the two flows as run_switch reads them (see
+    `flow_piece`); `clusters`: alias → {bootstrap, client}; `connect_auth`
+    (a secret): Connect cluster name → REST credentials."""
+
+    active: pulumi.Output[str]
+    report: pulumi.Output[dict]
+
+    def __init__(self, name: str, *, failover, clusters: dict, forward: dict, reverse: dict | None,
+                 connect_auth: dict | None = None, opts: pulumi.ResourceOptions | None = None):
+        resource_name, opts = naming.scoped(name, opts)
+        gate = failover.gate
+        super().__init__(FailoverSwitchProvider(), resource_name, {
+            "primary": failover.primary, "standby": failover.standby, "active": failover.active,
+            "cutover": failover.cutover, "unplanned": failover.unplanned, "groups": failover.groups,
+            # strings and floats: numbers in dynamic props come back as floats anyway
+            "gate": {"in_flight": gate.in_flight, "wait_seconds": float(gate.wait_seconds),
+                     "allow_active_consumers": gate.allow_active_consumers},
+            "clusters": clusters, "forward": forward, "reverse": reverse,
+            "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
+            "report": None,
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))
+
+
+def flow_piece(flow, connect) -> dict:
+    """A flow as the switch's props carry it (run_switch's `flow` without the
+    credentials): its selection, internal topics, connectors and Connect."""
+    return {"name": flow.name, **flow_spec(flow),
+            "checkpoints_topic": checkpoints_topic(flow),
+            "offset_syncs_topic": offset_syncs_topic(flow),
+            "connectors": {"source": flow.connector_name("source"),
+                           "checkpoint": flow.connector_name("checkpoint") if flow.checkpoints else None,
+                           "heartbeat": flow.connector_name("heartbeat") if flow.heartbeats else None},
+            "connect_name": flow.connect,
+            "connect": {"connect_url": connect.rest_url,
+                        "connect_urls": connect.rest_urls,
+                        "connect_ca_file": connect.ca_file}}
+
+
+def failover_output(switch: FailoverSwitch) -> pulumi.Output[dict]:
+    """The stack output `failover`: {active, report} (the last switch's report)."""
+    return pulumi.Output.all(active=switch.active, report=switch.report).apply(
+        lambda a: {"active": a["active"], "report": a.get("report")})
+
+
+def log_plan(topology, previous: pulumi.Output, resource: pulumi.Resource) -> None:
+    """Says in the preview what the switch will do (the last deployment's
+    `failover` output gives the side active now)."""
+    fo = topology.failover
+
+    def show(last):
+        old = (last or {}).get("active")
+        line = describe(fo.primary, fo.standby, old, fo.active, cutover=fo.cutover, unplanned=fo.unplanned,
+                        gate=fo.gate.model_dump())
+        if line:
+            pulumi.log.info(f"failover: {line}", resource=resource)
+    previous.apply(show)

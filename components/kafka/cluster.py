@@ -1,0 +1,264 @@
+"""KafkaCluster: KRaft controllers (1, 3 or 5) plus brokers, or an existing (external) cluster."""
+from __future__ import annotations
+
+import base64
+import uuid
+
+import pulumi
+
+from components import naming
+from components.certificates.resource import ClusterCertificates
+from components.kafka import broker
+from components.platforms import jvm
+from components.kafka import security
+from components.certificates.lifecycle import CLIENT
+from components.monitoring.prometheus import ScrapeTarget
+from components.properties import render_properties
+from components.model.spec import Resources
+from components.secrets import GeneratedPassword
+
+CONTROLLER_ID = 1  # the first controller; broker i is CONTROLLER_ID + 1 + i (2, 3, …)
+# Controllers after the first (clusters.<alias>.controllers: 3 or 5): node ids
+# 1001, 1002, … never meet a broker's (at most 9 brokers).
+EXTRA_CONTROLLER_ID_BASE = 1000
+# The controller holds only the metadata log: a fixed small JVM.
+CONTROLLER_RESOURCES = Resources(heap="256m", memory_mib=768)
+
+
+def cluster_id(stack: str, alias: str) -> str:
+    """A stable KRaft cluster id per stack and alias (the storage format needs
+    the same id on every node, and re-running `up` must not change it)."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"mirrorstack/{stack}/{alias}").bytes
+    cid = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cid if not cid.startswith("-") else "A" + cid[1:]
+
+
+def controller_nodes(alias: str, count: int) -> list[tuple[str, int]]:
+    """(service name, node id) of a cluster's controllers. The first keeps the
+    name and id of single-controller clusters (deployed stacks must not see them
+    change); the others are `<alias>-controller-<k>` with id 1000 + k."""
+    return [(f"{alias}-controller", CONTROLLER_ID),
+            *((f"{alias}-controller-{k}", EXTRA_CONTROLLER_ID_BASE + k) for k in range(1, count))]
+
+
+class KafkaCluster(pulumi.ComponentResource):
+    """Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
+    every node runs the JMX exporter; `scrape_targets` lists them for Prometheus.
+
+    For clients: `client_settings` (plain Kafka client settings; secret ones are
+    `${file:...}` references into the platform's client folder of this cluster),
+    `client_files` (a secret: the files of that folder, or None), and
+    `client_resources` (what writes them). A secured deployed cluster gets a
+    generated CA, certificates and SASL password; an external one takes its
+    secrets from `secrets` (mirrorstack:clusterSecrets.<alias>, whose keys are
+    `secret_keys`)."""
+
+    bootstrap_servers: pulumi.Output[str]
+
+    def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
+                 secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
+                 quorum_guard: pulumi.Output | None = None, opts: pulumi.ResourceOptions | None = None):
+        naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
+        self.alias = alias
+        self.broker_count = cluster.brokers
+        self.scrape_targets: list[ScrapeTarget] = []
+        self.client_settings: dict[str, str] = {}
+        self.client_files: pulumi.Output[dict] | None = None
+        self.client_resources: list[pulumi.Resource] = []
+        self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
+        self.renew_before_days = cluster.security.certificates.renew_before_days
+        self._platform = platform
+        self._quorum_guard = quorum_guard  # fails when the controller count changed (components.stack_history)
+        if cluster.external is not None:
+            self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
+            self._external_clients(cluster.external.security, secrets, secret_keys)
+            self.ready: list[pulumi.Resource] = []
+            self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+            return
+        sec = cluster.security
+        certs = password = None
+        controllers = controller_nodes(alias, cluster.controllers)
+        ctrl_addresses = {node_id: platform.address(name, "controller") for name, node_id in controllers}
+        voters = broker.quorum_voters({node_id: f"{h}:{p}" for node_id, (h, p) in ctrl_addresses.items()})
+        format_args = ["format", "--ignore-formatted", "-t", cluster_id(stack, alias), "-c", "{dir}/server.properties"]
+        child = pulumi.ResourceOptions(parent=self)
+
+        broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
+        if sec.secured:
+            nodes = self._node_hosts([name for name, _ in controllers], broker_names)
+            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=nodes, settings=sec.certificates, opts=child)
+            self.tls = certs
+            if sec.sasl_mechanism:
+                password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
+        # One node at a time (rolling restarts, also on create): each depends on the
+        # one before, and the engine starts a resource only once its dependencies are done.
+        ctrls: list[pulumi.Resource] = []
+        for controller, node_id in controllers:
+            ctrl_host, ctrl_port = ctrl_addresses[node_id]
+            files, health = {}, {"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}
+            if len(controllers) > 1:  # wait until it is a caught-up voter again before the next one goes
+                health = {"kind": "controller", "host": ctrl_host, "port": str(ctrl_port), "node_id": str(node_id),
+                          "quorum": ",".join(f"{h}:{p}" for h, p in ctrl_addresses.values())}
+                if certs:
+                    files["admin.properties"] = render_properties(security.admin_properties(*self._node_tls(controller)))
+                    health["command_config"] = f"{platform.service_dir(controller)}/admin.properties"
+            ctrl_props = broker.controller_properties(
+                node_id, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
+                broker_count=cluster.brokers, listen_host=platform.listen_host,
+                overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
+            ctrls.append(platform.run_kafka_java(
+                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
+                files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
+                secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
+                metrics=metrics, health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
+            self._scrape(platform, controller, "controller", metrics)
+
+        brokers, addresses = [], []
+        for i, name in enumerate(broker_names):
+            host, port = platform.address(name, "kafka")
+            addresses.append(f"{host}:{port}")
+            overrides, health, after_start, extra_files = (
+                dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
+            if certs:
+                overrides, health, after_start, extra_files = self._secured_broker(
+                    sec, name, host, port, i, cluster.settings)
+            # Healthy once registered and no partition waits for a replica to rejoin its ISR.
+            health["node_id"] = str(CONTROLLER_ID + 1 + i)
+            props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
+                                             log_dir=platform.data_dir(name), broker_count=cluster.brokers,
+                                             listen_host=platform.listen_host, overrides=overrides)
+            secret_files = self._node_secret_files(certs, name)
+            if certs and password is not None:
+                secret_files = pulumi.Output.all(secret_files, password).apply(
+                    lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
+            brokers.append(platform.run_kafka_java(
+                name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
+                files={"server.properties": self._guarded(render_properties(props)), **extra_files},
+                secret_files=secret_files,
+                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
+                resources=cluster.resources,
+                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
+            self._scrape(platform, name, "broker", metrics)
+        self.ready = [*ctrls, *brokers]
+        if certs:
+            self._deployed_clients(sec, certs, password)
+        self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
+        self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _guarded(self, text: str) -> pulumi.Input[str]:
+        """A node's server.properties, known only once the quorum guard passed."""
+        return text if self._quorum_guard is None else self._quorum_guard.apply(lambda _: text)
+
+    def _node_tls(self, service: str) -> tuple[str, str]:
+        """(PEM keystore, PEM truststore) paths of a node, as the node sees them."""
+        folder = self._platform.service_dir(service)
+        return f"{folder}/secrets/server.pem", f"{folder}/secrets/ca.pem"
+
+    def _node_hosts(self, controllers: list[str], brokers: list[str]) -> dict[str, list[str]]:
+        """node → the names its certificate is for: how others reach it, and localhost."""
+        ports = {**{n: ("controller",) for n in controllers}, **{n: ("kafka", "internal") for n in brokers}}
+        return {n: sorted({*(self._platform.address(n, p)[0] for p in ps), "localhost"}) for n, ps in ports.items()}
+
+    @staticmethod
+    def _node_secret_files(certs, node: str) -> pulumi.Output[dict] | None:
+        """The node's own keystore and the cluster's truststore: a renewal or a
+        rotation phase changes them, and so restarts the node."""
+        if certs is None:
+            return None
+        return pulumi.Output.all(certs.keystore(node), certs.truststore).apply(
+            lambda pems: {"secrets/server.pem": pems[0], "secrets/ca.pem": pems[1]})
+
+    def _secured_broker(self, sec, name: str, host: str, port: int, index: int, settings):
+        """(overrides, health check, after-start steps, extra files) of a secured broker."""
+        platform = self._platform
+        i_host, i_port = platform.address(name, "internal")
+        keystore, truststore = self._node_tls(name)
+        folder = platform.service_dir(name)
+        listen = platform.listen_host or host
+        overrides = {**security.broker_listener_settings(
+            sec, client=f"{host}:{port}", internal=f"{i_host}:{i_port}", listen_client=f"{listen}:{port}",
+            listen_internal=f"{listen}:{i_port}", keystore=keystore, truststore=truststore,
+            secrets_file=f"{folder}/secrets/broker.properties"), **settings}
+        # Health over INTERNAL with the node's own certificate: no password needed.
+        health = {"kind": "kafka", "bootstrap": f"{i_host}:{i_port}", "brokers": "1",
+                  "client.security.protocol": "ssl", "client.ssl.ca.location": truststore,
+                  "client.ssl.certificate.location": keystore, "client.ssl.key.location": keystore}
+        after_start = []
+        args = security.scram_user_args(sec, bootstrap=f"{i_host}:{i_port}", command_config="{dir}/admin.properties",
+                                        scram_file="{dir}/secrets/scram.properties")
+        if args and index == 0:
+            after_start = [(jvm.CONFIG_COMMAND_MAIN, args)]
+        files = {"admin.properties": render_properties(security.admin_properties(keystore, truststore))}
+        return overrides, health, after_start, files
+
+    def _deployed_clients(self, sec, certs, password) -> None:
+        """Client settings and files for the generated credentials."""
+        folder = self._platform.client_dir(self.alias)
+        mechanism = sec.sasl_mechanism
+        self.client_settings = security.client_settings(
+            sec.protocol, mechanism=mechanism, folder=folder, mtls=sec.mtls,
+            secret_keys=["sasl.jaas.config"] if mechanism else [])
+
+        def files(args):
+            ca, client_pem, pw = args
+            out = {security.CA_FILE: ca}
+            if sec.mtls:
+                out[security.CLIENT_KEYSTORE_FILE] = client_pem
+            if mechanism:
+                out[security.CLIENT_SECRETS_FILE] = security.secret_properties(
+                    {"sasl.jaas.config": security.jaas_config(mechanism, sec.user, pw)})
+            return out
+        self.client_files = pulumi.Output.secret(pulumi.Output.all(
+            certs.truststore, certs.keystore(CLIENT), password).apply(files))
+        self._publish_client_files()
+
+    def _external_clients(self, cs, secrets, secret_keys: frozenset[str]) -> None:
+        """An existing cluster: the model's settings plus clusterSecrets.<alias>;
+        `password` becomes a JAAS config for the configured user and mechanism."""
+        keys = sorted({"sasl.jaas.config" if k == "password" else k for k in secret_keys})
+        folder = self._platform.client_dir(self.alias)
+        self.client_settings = security.client_settings(
+            cs.protocol, mechanism=cs.mechanism, folder=folder, mtls=False, secret_keys=keys,
+            extra=cs.properties, truststore=False)
+        if not keys:
+            return
+        mechanism = cs.mechanism or "SCRAM-SHA-512"
+
+        def files(values):
+            values = dict(values or {})
+            if "password" in values:
+                values["sasl.jaas.config"] = security.jaas_config(mechanism, cs.username, values.pop("password"))
+            return {security.CLIENT_SECRETS_FILE: security.secret_properties(values)}
+        self.client_files = pulumi.Output.secret(pulumi.Output.from_input(secrets).apply(files))
+        self._publish_client_files()
+
+    def client_settings_in(self, folder: str) -> dict[str, str]:
+        """`client_settings` for a copy of the client files in `folder` (a
+        service's own secrets folder)."""
+        shared = self._platform.client_dir(self.alias)
+        return {k: v.replace(shared, folder) for k, v in self.client_settings.items()}
+
+    def _publish_client_files(self) -> None:
+        written = self._platform.client_files(self.alias, self.client_files, opts=pulumi.ResourceOptions(parent=self))
+        self.client_resources = [written] if written is not None else []
+
+    def _scrape(self, platform, service: str, role: str, metrics: bool) -> None:
+        if metrics:
+            host, port = platform.metrics_address(service)
+            self.scrape_targets.append(ScrapeTarget(f"kafka-{self.alias}", f"{host}:{port}",
+                                                    {"cluster": self.alias, "role": role}))
+
+
+def _external_servers(alias: str, external, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """An external cluster's bootstrap servers: given, or another stack's `clusters` output."""
+    if external.from_stack is None:
+        return pulumi.Output.from_input(external.bootstrap_servers)
+    ref = external.from_stack
+
+    def pick(clusters):
+        if not clusters or ref.cluster not in clusters:
+            raise ValueError(f"clusters.{alias}.external.from_stack: stack {ref.stack} has no cluster {ref.cluster!r} "
+                             f"in its `clusters` output (it has: {', '.join(sorted(clusters or {})) or 'none'})")
+        return clusters[ref.cluster]
+    name, opts = naming.scoped(f"{alias}-from-{ref.stack}", opts)
+    return pulumi.StackReference(name, stack_name=ref.stack, opts=opts).get_output("clusters").apply(pick)

@@ -1,0 +1,191 @@
+"""The MirrorMaker 2 connector trio of one flow: source, checkpoint, heartbeat.
+
+Pure: takes the flow (components.model.spec.Flow), its replication factor and the
+two clusters' client settings, returns {connector name: config}. Every value
+is a string (Connect wants strings; Pulumi would turn numbers into floats).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from components.connect.worker import BYTE_ARRAY_CONVERTER
+from components.jobs.validation_mm2 import DEFAULT_TOPICS_EXCLUDE
+
+# The task producer's buffer.memory default: a larger record cannot be sent at all.
+DEFAULT_MAX_RECORD_BYTES = 32 * 2**20
+
+MIRROR_PACKAGE = "org.apache.kafka.connect.mirror"
+SOURCE, CHECKPOINT, HEARTBEAT = "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"
+POLICY_CLASSES = {
+    "default": f"{MIRROR_PACKAGE}.DefaultReplicationPolicy",
+    "identity": f"{MIRROR_PACKAGE}.IdentityReplicationPolicy",
+}
+
+
+KINDS = {"source": SOURCE, "checkpoint": CHECKPOINT, "heartbeat": HEARTBEAT}
+# Which stack a connector belongs to: a key Connect keeps with the config and MM2
+# ignores. A connector without it was made outside mirrorstack (mm2.sh).
+OWNER_KEY = "mirrorstack.stack"
+# MM2's defaults (DefaultTopicFilter, DefaultGroupFilter): a flow's excludes add to them.
+MM2_TOPICS_EXCLUDE = DEFAULT_TOPICS_EXCLUDE  # DefaultTopicFilter's (components/jobs/validation_mm2.py)
+MM2_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
+# Kafka Connect's storage topics (<group>-configs|offsets|status): mirrorstack's groups,
+# Kafka's sample names and Strimzi's. MM2's internal-topic filter does not know them.
+CONNECT_STORAGE_TOPICS = (r"mirrorstack-.+-(configs|offsets|status)", r"(.+[-.])?connect(-cluster)?-(configs|offsets|status)")
+# Producer settings a push flow overrides, besides the target's client settings.
+PRODUCER_OVERRIDE = "producer.override."
+
+
+def topics_exclude(flow) -> list[str]:
+    """Everything a flow never replicates: MM2's defaults, Connect's storage topics, its own."""
+    return list(dict.fromkeys([*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, *flow.topics_exclude]))
+
+
+def groups_exclude(flow) -> list[str]:
+    return list(dict.fromkeys([*MM2_GROUPS_EXCLUDE, *flow.groups_exclude]))
+
+
+def push_overrides(target_bootstrap: str, target_client: Mapping[str, str] | None) -> dict[str, str]:
+    """Producer overrides that make a connector's task producer write to the
+    target rather than to the Connect workers' own Kafka cluster (push)."""
+    return {f"{PRODUCER_OVERRIDE}{key}": value
+            for key, value in {"bootstrap.servers": target_bootstrap, **(target_client or {})}.items()}
+
+
+def override_allowlist(configs: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The client settings these connectors override (`producer.override.x` → x),
+    for a worker's Allowlist override policy."""
+    prefixes = (PRODUCER_OVERRIDE, "consumer.override.", "admin.override.")
+    return sorted({key.split(".override.", 1)[1] for config in configs.values() for key in config
+                   if key.startswith(prefixes)})
+
+
+def throughput_settings(flow) -> dict[str, str]:
+    """The source connector's speed settings (flow.throughput), each under the
+    prefix that reaches its client: the data producer is the Connect worker's
+    task producer (`producer.override.*`; MM2's `target.producer.*` does nothing
+    in Connect mode), the records' consumer is MM2's (`source.consumer.*`)."""
+    t = flow.throughput
+    return {
+        f"{PRODUCER_OVERRIDE}batch.size": str(t.batch_bytes),
+        f"{PRODUCER_OVERRIDE}linger.ms": str(t.linger_ms),
+        # Idempotence keeps order with up to 5 requests in flight; Connect's default is 1 in flight.
+        f"{PRODUCER_OVERRIDE}enable.idempotence": "true",
+        f"{PRODUCER_OVERRIDE}max.in.flight.requests.per.connection": str(t.in_flight),
+        f"{PRODUCER_OVERRIDE}compression.type": t.compression,
+        # Kafka checks a record's uncompressed size against max.request.size before compressing: at its 1 MiB,
+        # a record the source took compressed kills the task. The broker still checks the compressed batch.
+        f"{PRODUCER_OVERRIDE}max.request.size": str(t.max_record_bytes),
+        f"{PRODUCER_OVERRIDE}buffer.memory": str(max(t.max_record_bytes, DEFAULT_MAX_RECORD_BYTES)),
+        "source.consumer.max.poll.records": str(t.poll_records),
+        # The OS sizes TCP buffers (-1): Kafka's fixed 128 KB send / 64 KB receive buffers cap a
+        # connection at one buffer per round trip (1.6 MB/s on a 40 ms link) whatever else is tuned.
+        f"{PRODUCER_OVERRIDE}send.buffer.bytes": "-1",
+        "source.consumer.receive.buffer.bytes": "-1",
+    }
+
+
+def connector_name(flow_name: str, kind: str) -> str:
+    """`us->central.MirrorSourceConnector`: the flow, then MM2's own class name."""
+    return f"{flow_name}.{kind}"
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _client_settings(prefix: str, bootstrap: str, client: Mapping[str, str]) -> dict[str, str]:
+    settings = {f"{prefix}.bootstrap.servers": bootstrap}
+    settings.update({f"{prefix}.{key}": value for key, value in client.items()})
+    return settings
+
+
+def mirror_connector_configs(
+    flow, *, replication_factor: int,
+    source_bootstrap: str, target_bootstrap: str,
+    source_client: Mapping[str, str] | None = None, target_client: Mapping[str, str] | None = None,
+    owner: str | None = None, push: bool = False, offsets_topic: str | None = None,
+) -> dict[str, dict[str, str]]:
+    """Configs for the connectors this flow enables (source always; checkpoint
+    and heartbeat when switched on), in that order, under the flow's connector
+    names. `owner`: the stack (OWNER_KEY). `push`: the Connect cluster's Kafka
+    is not the target, so every connector produces to the target through
+    producer overrides; an exactly-once source then keeps its offsets in
+    `offsets_topic` on the target, in the same transactions as the records."""
+    rf = str(replication_factor)
+    common = {
+        "source.cluster.alias": flow.source,
+        "target.cluster.alias": flow.target,
+        **_client_settings("source.cluster", source_bootstrap, source_client or {}),
+        **_client_settings("target.cluster", target_bootstrap, target_client or {}),
+        "key.converter": BYTE_ARRAY_CONVERTER,
+        "value.converter": BYTE_ARRAY_CONVERTER,
+        "header.converter": BYTE_ARRAY_CONVERTER,
+        "replication.policy.class": POLICY_CLASSES[flow.replication_policy],
+        "replication.policy.separator": flow.separator,
+        # Offset syncs on the target: MM2 needs no write access to the source.
+        "offset-syncs.topic.location": "target",
+        "offset-syncs.topic.replication.factor": rf,
+        **(push_overrides(target_bootstrap, target_client) if push else {}),
+        **({OWNER_KEY: owner} if owner else {}),
+    }
+    source = {
+        "connector.class": f"{MIRROR_PACKAGE}.{SOURCE}",
+        **common,
+        "tasks.max": str(flow.tasks_max),
+        "topics": ",".join(flow.topics),
+        "refresh.topics.interval.seconds": str(flow.refresh_seconds),
+        "replication.factor": rf,
+        "sync.topic.configs.enabled": _flag(flow.sync_topic_configs),
+        **({"sync.topic.configs.interval.seconds": str(flow.config_sync_seconds)}
+           if flow.config_sync_seconds is not None and flow.sync_topic_configs else {}),
+        "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
+        "topics.exclude": ",".join(topics_exclude(flow)),
+        **throughput_settings(flow),
+    }
+    if flow.exactly_once:  # KIP-618; the workers enable exactly.once.source.support
+        source["exactly.once.support"] = "required"
+        source["source.consumer.isolation.level"] = "read_committed"  # never copy aborted records
+        if push and offsets_topic:
+            source["offsets.storage.topic"] = offsets_topic
+    configs = {flow.connector_name("source"): {**source, **flow.overrides.source}}
+
+    if flow.checkpoints:
+        checkpoint = {
+            "connector.class": f"{MIRROR_PACKAGE}.{CHECKPOINT}",
+            **common,
+            "tasks.max": str(flow.tasks_max),
+            "groups": ",".join(flow.groups),
+            "refresh.groups.interval.seconds": str(flow.refresh_seconds),
+            "emit.checkpoints.enabled": "true",
+            "sync.group.offsets.enabled": _flag(flow.sync_group_offsets),
+            "checkpoints.topic.replication.factor": rf,
+            "groups.exclude": ",".join(groups_exclude(flow)),
+        }
+        configs[flow.connector_name("checkpoint")] = {**checkpoint, **flow.overrides.checkpoint}
+
+    if flow.heartbeats:
+        heartbeat = {
+            "connector.class": f"{MIRROR_PACKAGE}.{HEARTBEAT}",
+            **common,
+            "tasks.max": "1",  # one heartbeat stream per flow
+            "heartbeats.topic.replication.factor": rf,
+        }
+        configs[flow.connector_name("heartbeat")] = {**heartbeat, **flow.overrides.heartbeat}
+    return configs
+
+
+def connector_names(flow) -> list[str]:
+    """The connectors a flow runs: source always, checkpoint and heartbeat when on."""
+    kinds = ["source", *["checkpoint"] * flow.checkpoints, *["heartbeat"] * flow.heartbeats]
+    return [flow.connector_name(kind) for kind in kinds]
+
+
+def take_over_names(flow) -> dict[str, str]:
+    """{existing connector: the flow's connector that carries its offsets on},
+    '' for a taken-over kind the flow does not run (it is only deleted)."""
+    if flow.take_over is None:
+        return {}
+    running = set(connector_names(flow))
+    return {old: (flow.connector_name(kind) if flow.connector_name(kind) in running else "")
+            for kind, old in flow.take_over.by_kind().items()}

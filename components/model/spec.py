@@ -1,0 +1,920 @@
+"""The topology model: the stack's `mirrorstack:topology` config, validated.
+
+Every rule is checked here, before anything is deployed, and every problem is
+reported at once with its field path (`flows[1].target`) and the fix. Pure
+pydantic, no pulumi import: tests and the JSON Schema need no engine.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, WithJsonSchema,
+                      field_validator, model_validator)
+from pydantic_core import PydanticCustomError
+
+from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES
+from components.jobs.validation_mm2 import ReplicationPolicy
+from components.model.paths import field_path as _path  # the model's messages (and its tests) use it
+from components.versions import official_image
+
+SCHEMA_FILE = Path(__file__).parents[1] / "schema" / "topology.schema.json"
+SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
+
+
+# Deprecated keys met while validating (old name, new name): the program warns.
+_DEPRECATED: ContextVar[list[tuple[str, str]] | None] = ContextVar("mirrorstack_deprecated", default=None)
+
+
+def deprecated(old: str, new: str) -> None:
+    found = _DEPRECATED.get()
+    if found is not None:
+        found.append((old, new))
+
+
+class TopologyError(ValueError):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(["Invalid mirrorstack topology:", *(f"  - {p}" for p in problems)]))
+
+
+def _string_value(value: Any) -> Any:
+    # YAML turns `3`, `true` and an empty value into int/bool/None; Kafka wants text.
+    if value is None or isinstance(value, (bool, int, float)):
+        example = json.dumps("" if value is None else json.dumps(value))
+        raise PydanticCustomError("quote_value", "must be a string; fix: quote it in YAML, e.g. {example}",
+                                  {"example": example})
+    return value
+
+
+Properties = dict[str, Annotated[str, BeforeValidator(_string_value)]]
+
+
+class _Model(BaseModel):
+    # strict: the stack file's YAML already typed every value (Pulumi hands ints
+    # and bools over as such), so `"yes"` is no boolean and `"2"` no integer, as
+    # the JSON Schema says; ints still pass as floats (wait_seconds: 60).
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+SASL_MECHANISMS = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
+
+
+class ClientSecurity(_Model):
+    """How clients reach an existing cluster. Secrets (the SASL password, a PEM
+    key) come from `mirrorstack:clusterSecrets.<alias>`, never from here."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="security.protocol clients use to reach the cluster.")
+    mechanism: SASL_MECHANISMS | None = Field(None, description=(
+        "SASL mechanism (SASL_* protocols; default SCRAM-SHA-512). The password is the secret "
+        "`mirrorstack:clusterSecrets.<alias>.password`."))
+    username: str | None = Field(None, min_length=1, description="SASL user (SASL_* protocols).")
+    mtls: bool = Field(False, description=(
+        "Clients present a certificate (SSL/SASL_SSL): ssl.keystore.location in properties, or the PEM "
+        "key as the secret `clusterSecrets.<alias>[\"ssl.keystore.key\"]`."))
+    properties: Properties = Field({}, description="Extra client properties (ssl.*, sasl.*), non-secret only.")
+
+
+class Certificates(_Model):
+    """Lifetime of a secured cluster's generated certificates. The defaults are
+    Strimzi's (365 days validity, renewed in the last 30; a 10-year CA)."""
+
+    validity_days: int = Field(365, ge=2, le=825, description=(
+        "Days a node or client certificate is valid (default 365, Strimzi's default; at most 825, the longest "
+        "validity common TLS clients accept)."))
+    renew_before_days: int = Field(30, ge=1, description=(
+        "The renewal window: the `pulumi up` that runs within this many days of a certificate's expiry "
+        "re-issues it with the same CA (default 30, Strimzi's renewal window)."))
+    ca_validity_days: int = Field(3650, ge=30, le=36500, description=(
+        "Days the cluster's CA is valid (default 3650: Strimzi's CAs last 365 days but renew themselves; "
+        "here a CA is replaced only by rotation, see ca_generation)."))
+    ca_generation: int = Field(1, ge=1, description=(
+        "Raise it by one to rotate the CA: the next three `pulumi up`s trust old and new CA, re-issue every "
+        "certificate with the new one, then drop the old one. Never lower it (the deployed stack refuses)."))
+
+    @model_validator(mode="after")
+    def _window_inside_validity(self) -> "Certificates":
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(f"renew_before_days ({self.renew_before_days}) must be less than validity_days "
+                             f"({self.validity_days}), or every `up` would renew; fix: e.g. renew_before_days: "
+                             f"{max(1, self.validity_days // 12)}")
+        if self.ca_validity_days <= self.validity_days:
+            raise ValueError(f"ca_validity_days ({self.ca_validity_days}) must exceed validity_days "
+                             f"({self.validity_days}): no certificate outlives its CA; fix: raise ca_validity_days")
+        return self
+
+
+class Security(_Model):
+    """How a deployed cluster is secured. For anything but PLAINTEXT the stack
+    generates a CA and certificates; brokers and the controller talk SSL with
+    client certificates among themselves; a SASL user is created at start with
+    a generated password (kept in state as a secret)."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="What clients (Connect, MM2, the validation job) use.")
+    mechanism: Literal["SCRAM-SHA-512", "PLAIN"] | None = Field(
+        None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512).")
+    mtls: bool = Field(False, description=(
+        "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
+    user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description="The SASL user created at start.")
+    certificates: Certificates = Field(Certificates(), description=(
+        "Validity and renewal of the generated certificates, and CA rotation (SSL and SASL_SSL)."))
+
+    @property
+    def secured(self) -> bool:
+        return self.protocol != "PLAINTEXT"
+
+    @property
+    def sasl_mechanism(self) -> str | None:
+        return (self.mechanism or "SCRAM-SHA-512") if self.protocol == "SASL_SSL" else None
+
+
+class StackOutput(_Model):
+    stack: str = Field(min_length=1, description="The other stack, e.g. organization/mirrorstack/aggregation.")
+    cluster: str = Field(min_length=1, description="The alias in that stack's `clusters` output.")
+
+
+class ExternalCluster(_Model):
+    bootstrap_servers: str | None = Field(None, description="Comma-separated host:port list of the existing cluster.")
+    from_stack: StackOutput | None = Field(None, description=(
+        "Instead of bootstrap_servers: a cluster another mirrorstack stack runs, read from its `clusters` "
+        "output (a StackReference) when this stack deploys."))
+    security: ClientSecurity = Field(ClientSecurity(), description="How clients connect to it.")
+    kafka_version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$", examples=["3.4"], description=(
+        "The cluster's Kafka version when older than mirrorstack's (e.g. '3.4'); features it cannot "
+        "honour (exactly-once) are refused."))
+
+    @model_validator(mode="after")
+    def _one_address(self) -> ExternalCluster:
+        if (self.bootstrap_servers is None) == (self.from_stack is None):
+            raise ValueError("give exactly one of bootstrap_servers and from_stack; fix: e.g. "
+                             "bootstrap_servers: 'broker1:9092' or from_stack: {stack: org/project/stack, cluster: us}")
+        return self
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_ports(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        for entry in value.split(","):
+            host, _, port = entry.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{entry.strip()!r} is not host:port; fix: write e.g. 'broker1:9092,broker2:9092'")
+        return value
+
+
+JAVA_SIZE = r"^[1-9][0-9]*[mg]$"
+
+
+def java_size_mib(size: str) -> int:
+    """`-Xmx` sizes (512m, 1g) in MiB."""
+    return int(size[:-1]) * (1024 if size[-1] == "g" else 1)
+
+
+class Resources(_Model):
+    """What each JVM of a deployed cluster (broker) or Connect group (worker) may use."""
+
+    heap: str = Field("1g", pattern=JAVA_SIZE, examples=["2g"], description=(
+        "-Xmx of each JVM. Default 1g (Kafka's own launcher default for brokers): 512m left a worker with "
+        "eight tasks' producer buffers and fetches too little room."))
+    cpus: float | None = Field(None, gt=0, le=256, description=(
+        "docker: the container's CPU limit (--cpus); kubernetes: the CPU request (no CPU limit: throttling "
+        "stalls JVMs). Default: no limit on docker, 250m requested on kubernetes. Ignored on local."))
+    memory_mib: int | None = Field(None, ge=256, le=1_048_576, description=(
+        "docker/kubernetes: the container's memory limit (kubernetes: also its request), in MiB. Default twice "
+        "the heap plus 256 (metaspace, direct buffers, thread stacks, a probe JVM). Ignored on local."))
+
+    @model_validator(mode="after")
+    def _room_for_the_heap(self) -> "Resources":
+        if self.memory_mib is not None and self.memory_mib < java_size_mib(self.heap) + 256:
+            raise ValueError(f"memory_mib {self.memory_mib} leaves no room beside a {self.heap} heap; fix: at least "
+                             f"{java_size_mib(self.heap) + 256} (heap + 256 MiB), or a smaller heap")
+        return self
+
+    @property
+    def container_memory_mib(self) -> int:
+        return self.memory_mib or 2 * java_size_mib(self.heap) + 256
+
+
+class Cluster(_Model):
+    brokers: int = Field(1, ge=1, le=9, description=(
+        "Brokers to deploy (default 1); for an external cluster, how many it has (default 3), "
+        "which caps replication factors."))
+    controllers: int = Field(1, description=(
+        "KRaft controllers of a deployed cluster: 1 (default, small labs: losing it stops metadata changes), "
+        "3 or 5 (a quorum: a majority must stay up, so 3 survives losing one, 5 two). The quorum is static: "
+        "changing it on a deployed cluster is not supported (destroy and redeploy the cluster)."))
+    settings: Properties = Field({}, description="Raw broker properties for deployed clusters; values are strings.")
+    resources: Resources = Field(Resources(), description="Heap, CPUs and memory of each broker (deployed clusters).")
+    external: ExternalCluster | None = Field(
+        None, description="Set to use an existing cluster instead of deploying one.")
+    security: Security = Field(Security(), description=(
+        "Deployed clusters: TLS and SASL for clients (for an external cluster use external.security)."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_brokers(cls, data: Any) -> Any:
+        # An existing cluster is assumed production-sized, a deployed one minimal.
+        if isinstance(data, Mapping) and "brokers" not in data and data.get("external") is not None:
+            return {**data, "brokers": 3}
+        return data
+
+    @property
+    def is_external(self) -> bool:
+        return self.external is not None
+
+
+CONNECT_URL = re.compile(r"^https?://[^/\s:]+(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?$")
+
+
+class ExternalConnect(_Model):
+    """An existing Connect cluster: the stack manages only its own MirrorMaker 2
+    connectors there, never the workers (no restart, no worker setting)."""
+
+    urls: list[Annotated[str, Field(pattern=CONNECT_URL.pattern)]] = Field(min_length=1, examples=[
+        ["https://connect-1:8083", "https://connect-2:8083"]], description=(
+        "REST URLs of the workers (http:// or https://); any worker that answers serves the whole API, so "
+        "list several to survive one being down."))
+    username: str | None = Field(None, min_length=1, description=(
+        "HTTP basic auth user of the REST API; the password is the secret "
+        "`mirrorstack:connectSecrets.<name>.password` (`pulumi config set --secret --path ...`)."))
+    ca_file: str | None = Field(None, min_length=1, description=(
+        "PEM file (on the machine running pulumi) of the CA that signed the workers' HTTPS certificates; "
+        "default: the system's trusted CAs."))
+    secret_references: dict[str, Properties] = Field({}, description=(
+        "Per cluster alias, how these workers read that cluster's secret client settings: a reference to a "
+        "config provider the workers already have, e.g. {\"sasl.jaas.config\": "
+        "\"${file:/etc/kafka/secrets/us.properties:sasl.jaas.config}\"}. mirrorstack cannot write files on "
+        "workers it does not run, and Connect's config topic must never hold a secret in plaintext, so a "
+        "secured cluster's secrets reach foreign workers only this way."))
+
+
+class ConnectCluster(_Model):
+    kafka: str = Field(description=(
+        "Alias of the Kafka cluster the workers bootstrap to (their config, offset and status topics); for an "
+        "external Connect cluster, the one its workers use."))
+    workers: int = Field(1, ge=1, le=9, description="Connect workers in the group (deployed Connect only).")
+    settings: Properties = Field({}, description="Raw Connect worker properties (deployed Connect only); values are strings.")
+    resources: Resources = Field(Resources(), description="Heap, CPUs and memory of each worker (deployed Connect only).")
+    rest_auth: bool = Field(False, description=(
+        "The Connect REST API requires HTTP basic auth (user `mirrorstack`, a generated password kept secret; "
+        "stack output connect_credentials). Deployed Connect only."))
+    group_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description=(
+        "The workers' group.id; storage topics are <group_id>-configs|-offsets|-status. Default "
+        "mirrorstack-<stack>-<name>, so stacks sharing a Kafka cluster never join one group (stacks deployed "
+        "before the stack was part of it keep mirrorstack-<name>). Deployed Connect only."))
+    push: bool = Field(False, description=(
+        "Allow flows whose target is not this Connect cluster's kafka (push replication). Pull, the default: "
+        "Connect next to the target consumes across the link and produces locally, so a slow or broken link "
+        "delays reads but never half-written batches, and the workers' own topics share the target's fate. "
+        "Push: Connect next to the source produces across the link (the target's bootstrap servers and client "
+        "security become producer overrides of every connector of the flow); for edge sites that accept no "
+        "inbound connections. Producing across a high-latency link needs more in-flight data, and an "
+        "exactly-once flow keeps its source offsets in a connector-specific offsets topic on the target."))
+    external: ExternalConnect | None = Field(None, description=(
+        "Set to use an existing Connect cluster instead of deploying one."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_remote_target(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "remote_target" in data:
+            data = dict(data)
+            value = data.pop("remote_target")
+            if "push" in data:
+                raise ValueError("remote_target is the old name of push; fix: remove remote_target")
+            data["push"] = value
+            deprecated("remote_target", "push")
+        return data
+
+    @property
+    def is_external(self) -> bool:
+        return self.external is not None
+
+
+class ConnectorNames(_Model):
+    """Connector names by kind; a kind left out keeps mirrorstack's name."""
+
+    source: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorSourceConnector's name.")
+    checkpoint: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorCheckpointConnector's name.")
+    heartbeat: str | None = Field(None, pattern=r"^[^\x00-\x1f/]+$", description="The MirrorHeartbeatConnector's name.")
+
+    def by_kind(self) -> dict[str, str]:
+        return {kind: name for kind, name in self.model_dump().items() if name is not None}
+
+
+class ConnectorOverrides(_Model):
+    source: Properties = Field({}, description="Raw MirrorSourceConnector config keys.")
+    checkpoint: Properties = Field({}, description="Raw MirrorCheckpointConnector config keys.")
+    heartbeat: Properties = Field({}, description="Raw MirrorHeartbeatConnector config keys.")
+
+
+class Throughput(_Model):
+    """The few settings that decide a flow's speed, typed and mapped to the Connect prefix that reaches the
+    client (the data producer is the worker's: `producer.override.*`; the source consumer: `source.consumer.*`).
+    Defaults measured by benchmarks/replication.py (README: Replication speed); raw `overrides` still win."""
+
+    batch_bytes: int = Field(262144, ge=1024, le=16 * 2**20, description=(
+        "producer.override.batch.size; Kafka's 16 KB sends one small batch per partition per round trip."))
+    linger_ms: int = Field(5, ge=0, le=10_000, description=(
+        "producer.override.linger.ms: how long the producer waits to fill a batch (adds at most this latency); "
+        "Kafka 4's 5 ms measured as fast as 20 ms with less latency."))
+    in_flight: int = Field(5, ge=1, le=5, description=(
+        "producer.override.max.in.flight.requests.per.connection with idempotence on (order kept up to 5); "
+        "Connect's default of 1 moves one request per round trip, which a WAN link turns into the limit."))
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field("zstd", description=(
+        "producer.override.compression.type. zstd: a record stored compressed on the source stays about that size "
+        "on the target, so the remote topic's max.message.bytes (the source's, copied by MM2) takes it; with none, "
+        "a record compressed on the source is sent whole and can exceed that limit, which stops the flow."))
+    max_record_bytes: int = Field(DEFAULT_MAX_RECORD_BYTES, ge=2**20, le=100 * 2**20, description=(
+        "The largest record (key, value and headers, uncompressed) the flow carries: the task producer's "
+        "max.request.size, and its buffer.memory when larger. Kafka's 1 MiB refuses records that a source took "
+        "compressed (RecordTooLargeException, the task dies with its partitions); the default is the producer's "
+        "whole buffer (32 MiB): the broker still limits the compressed batch by the remote topic's "
+        "max.message.bytes. At most 100 MiB (the broker's socket.request.max.bytes)."))
+    poll_records: int = Field(500, ge=1, le=1_000_000, description=(
+        "source.consumer.max.poll.records: records a source task hands to its producer per poll (Kafka's 500 "
+        "measured faster than 2000)."))
+
+
+def _flow_schema(schema: dict) -> None:
+    # The stack file may list several sources or targets in one entry; Topology
+    # expands them before validation, so the model itself only has source/target.
+    for many, one in SHORTHAND.items():
+        schema["properties"][many] = {
+            "type": "array", "items": {"type": "string"}, "minItems": 1, "title": many.title(),
+            "description": (f"Instead of {one}: several aliases, one flow each with the other fields shared; "
+                            "not together with the other list.")}
+    schema.pop("required", None)
+    schema["allOf"] = [{"oneOf": [{"required": [one]}, {"required": [many]}]} for many, one in SHORTHAND.items()]
+    schema["not"] = {"required": list(SHORTHAND)}
+
+
+FlowState = Literal["running", "paused", "stopped"]
+
+
+class Flow(_Model):
+    model_config = ConfigDict(json_schema_extra=_flow_schema)
+
+    source: str = Field(description="Alias of the cluster replicated from.")
+    target: str = Field(description="Alias of the cluster replicated to.")
+    connect: str | None = Field(
+        None, description="Connect cluster running the connectors; default: the one named after the target.")
+    topics: list[str] = Field([".*"], description="Regexes of topics to replicate.")
+    topics_exclude: list[str] = Field([], description="Regexes of topics not to replicate.")
+    groups: list[str] = Field([".*"], description="Regexes of consumer groups whose offsets are checkpointed.")
+    groups_exclude: list[str] = Field([], description="Regexes of consumer groups to skip.")
+    replication_policy: Literal["default", "identity"] = Field("default", description=(
+        "default: remote topics are named <source><separator><topic>; identity: same name (no cycles allowed)."))
+    separator: str = Field(".", min_length=1, description="Separator between source alias and topic name.")
+    sync_topic_configs: bool = Field(True, description="Copy topic configs to the remote topics.")
+    config_sync_seconds: int | None = Field(None, ge=1, le=86_400, description=(
+        "How often MM2 copies the configs of topics it already mirrors (sync.topic.configs.interval.seconds). "
+        "Default: MM2's own, 600 s: a config changed on a source topic (retention, max.message.bytes) reaches "
+        "its remote topic up to ten minutes later. A new topic gets its config when it is first mirrored."))
+    sync_topic_acls: bool = Field(False, description="Copy topic ACLs to the target.")
+    heartbeats: bool = Field(True, description="Run the heartbeat connector.")
+    checkpoints: bool = Field(True, description="Run the checkpoint connector (consumer offset translation).")
+    sync_group_offsets: bool = Field(
+        False, description="Write translated offsets into the target's groups; needs checkpoints.")
+    tasks_max: int = Field(2, ge=1, le=256, description=(
+        "Source tasks (MM2 creates min(tasks_max, partitions)) and checkpoint tasks. Default 2: measured on "
+        "2 cores, 2 tasks beat one task per partition (each task is a consumer and a producer); give a flow "
+        "about one task per core its Connect workers have."))
+    replication_factor: int | None = Field(None, ge=1, description=(
+        "For remote topics and MM2's internal topics; default min(3, target brokers)."))
+    throughput: Throughput = Field(Throughput(), description="Producer and consumer settings that decide speed.")
+    refresh_seconds: int = Field(60, ge=1, le=86_400, description=(
+        "How often MM2 looks for new topics (refresh.topics.interval.seconds) and groups "
+        "(refresh.groups.interval.seconds). Default 60 s: a new topic mirrors within a minute for two metadata "
+        "requests a minute (MM2's own default is 600 s); demos and tests use 10."))
+    overrides: ConnectorOverrides = Field(ConnectorOverrides(), description="Raw connector configs, applied last.")
+    exactly_once: bool = Field(False, description=(
+        "Exactly-once replication (KIP-618): the Connect cluster's workers get exactly.once.source.support, "
+        "the source connector exactly.once.support=required and read_committed consumers."))
+    restart_trigger: str = Field("", description=(
+        "Change this value (e.g. a date) to restart the flow's connectors and tasks on the next up "
+        "(mm2.sh's redeploy)."))
+    connector_names: ConnectorNames | None = Field(None, examples=[
+        {"source": "mm2-msc-us", "checkpoint": "mm2-cpc-us", "heartbeat": "mm2-hbc-us"}], description=(
+        "Keep these connector names instead of mirrorstack's (`<flow>.MirrorSourceConnector`): connectors "
+        "of these names made by hand (mm2.sh) are adopted and reconfigured in place on the next up, their "
+        "source offsets kept."))
+    take_over: ConnectorNames | None = Field(None, examples=[
+        {"source": "mm2-msc-us", "checkpoint": "mm2-cpc-us", "heartbeat": "mm2-hbc-us"}], description=(
+        "Existing connectors (made by hand) this flow replaces: on the next up each is stopped, its source "
+        "offsets are copied to the flow's connector of the same kind (Kafka's offsets REST API, KIP-875), and "
+        "it is deleted, so replication goes on where it stopped. Remove it after that up."))
+    state: FlowState = Field("running", description=(
+        "running: the connectors copy. paused: Connect's pause: tasks stay assigned, nothing moves, resuming is "
+        "instant. stopped: Kafka's stop (KIP-875): tasks commit their offsets and shut down, nothing is held on "
+        "the workers. Both keep the connectors and their offsets, so `running` again continues where it stopped "
+        "(Strimzi's `state`)."))
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def connector_name(self, kind: str) -> str:
+        """The connector of a kind (source, checkpoint, heartbeat) of this flow."""
+        from components.mirror.connectors import KINDS, connector_name  # pure, as this module
+        given = self.connector_names.by_kind() if self.connector_names else {}
+        return given.get(kind) or connector_name(self.name, KINDS[kind])
+
+
+def _unlimited(value: Any) -> Any:
+    # Pulumi drops null values from structured stack config, so a YAML `null`
+    # would silently become the default 0: "no limit" is spelled `unlimited`.
+    return None if value == "unlimited" else value
+
+
+Limit = Annotated[int | None, BeforeValidator(_unlimited), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}]})]
+
+
+InFlightLimit = Annotated[int | Literal["wait-rate"] | None, BeforeValidator(_unlimited), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}, {"const": "wait-rate"}]})]
+
+
+class Tolerance(_Model):
+    """Maxima the validation accepts; `unlimited` means no limit."""
+
+    missing: Limit = Field(0, ge=0, description="Source records absent from the target.")
+    duplicates: Limit = Field(0, ge=0, description="Target copies beyond the source's multiplicity.")
+    extras: Limit = Field(0, ge=0, description="Target records no source record matches.")
+    out_of_order: Limit = Field(0, ge=0, description="Pairs out of source order within a partition.")
+    in_flight: InFlightLimit = Field("wait-rate", description=(
+        "Records not yet replicated when the wait bound expired, on target partitions that were still taking "
+        "records (elsewhere they are missing: stalled). `wait-rate`: at most what the target took during the "
+        "wait, scaled to another wait of the same bound; `unlimited`: no limit."))
+    lost: Limit = Field(0, ge=0, description="Records a consumer group would skip failing over.")
+    purged: Limit = Field(0, ge=0, description=(
+        "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))
+
+
+class Validation(_Model):
+    """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
+    once the flows are RUNNING; its report is the stack output `validation`."""
+
+    flows: list[str] | None = Field(None, description=(
+        "Flow names (`us->central`) to validate; default all. Each flow's own topic and group regexes apply."))
+    report_only: bool = Field(False, description="Report a failed validation without failing `pulumi up`.")
+    wait_seconds: float = Field(120, ge=0, le=86400, description=(
+        "How long the job waits for the targets to catch up with the source snapshot."))
+    tolerance: Tolerance = Field(Tolerance(), description="Counts the validation accepts.")
+    window: str = Field("1h", pattern=r"^(all|[1-9][0-9]*[smhd])$", examples=["1h", "15m", "2d", "all"], description=(
+        "Check only records whose timestamp (MM2 copies the source's) lies within this long before the run "
+        "starts, read from each partition's first offset in it (Kafka's time index), so a topic's retention "
+        "does not bound the work; `all`: the whole history the topics hold."))
+    min_records: int = Field(0, ge=0, description=(
+        "Fail when fewer records than this were checked; with 0 a run that checked nothing is reported as "
+        "`nothing-checked` (with `passed` false: nothing was verified) and does not fail `up`."))
+    run_id: str = Field("", description=(
+        "Change this value (e.g. a date, or `pulumi up --config mirrorstack:validationRunId=...`) to run the "
+        "validation again on the next up; it also re-runs whenever its inputs change."))
+    driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
+        "Heap of the Spark driver (which runs the local executors); the job's memory does not grow with N."))
+    master: str = Field("local[2]", min_length=1, description="Spark master (local platform; docker runs local[*]).")
+    schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", examples=["0 * * * *"], description=(
+        "kubernetes only: also run it as a CronJob on this cron schedule (continuous checks)."))
+
+
+# An image reference: [registry[:port]/]path[:tag][@digest]; what `docker pull` accepts.
+IMAGE_REF = r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+
+
+class Images(_Model):
+    """The images the docker and kubernetes platforms run; unset: the pinned
+    official image. `make images` builds the Kafka, Spark and Prometheus ones
+    from Debian packages and `.tools` (no registry needed); point these at your
+    registry's copies (the air-gapped case). On kubernetes the Kafka image must
+    carry the JMX exporter agent (metrics) and the Spark image the
+    spark-sql-kafka jars (validation): the official images do not."""
+
+    kafka: str | None = Field(None, pattern=IMAGE_REF, examples=["registry.example.com/mirrorstack/kafka:4.3.1"],
+                              description="Brokers, controllers, Connect; default apache/kafka:<pinned Kafka>.")
+    spark: str | None = Field(None, pattern=IMAGE_REF, description=(
+        "The validation job; default apache/spark:<pinned Spark>-python3."))
+    prometheus: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    grafana: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    kafka_ui: str | None = Field(None, pattern=IMAGE_REF, description="Default: the pin in components/versions.env.")
+    kafka_exporter: str | None = Field(None, pattern=IMAGE_REF, description=(
+        "Default: the pin in components/versions.env."))
+
+    def of(self, key: str) -> str:
+        """The image for `key`: the one set here, else the pinned official one."""
+        return getattr(self, key) or official_image(key)
+
+
+DURATION = r"^[0-9]+[smh]$"
+
+
+class Monitoring(_Model):
+    """JMX exporters on every Kafka and Connect JVM, Prometheus with alert rules,
+    Grafana dashboards (a Grafana server on docker/kubernetes; files on local)."""
+
+    scrape_interval: str = Field("15s", pattern=DURATION, description="Prometheus scrape and rule interval.")
+    latency_threshold_ms: int = Field(30_000, ge=1, description="Replication latency that raises an alert.")
+    stalled_minutes: int = Field(10, ge=1, le=1440, description=(
+        "Alert when a flow replicated nothing for this long while its source topics grew."))
+    failed_for: str = Field("1m", pattern=DURATION, description="How long a connector/task is FAILED before alerting.")
+    grafana: bool = Field(True, description="docker/kubernetes: run Grafana with the dashboards provisioned.")
+    kafka_ui: bool = Field(False, description="docker/kubernetes: run Kafka UI (kafbat) for every cluster.")
+    kafka_exporter: bool = Field(False, description=(
+        "docker/kubernetes: run kafka-exporter per cluster (consumer lag, topic offsets), scraped too."))
+
+
+class FailoverGate(_Model):
+    """What a planned switch checks before anything changes (the readiness gate)."""
+
+    in_flight: int = Field(0, ge=0, description=(
+        "Records on the side being left not yet copied by the flow that the switch still accepts (they stay behind)."))
+    wait_seconds: float = Field(120, ge=0, le=3600, description=(
+        "How long the gate waits for replication and checkpoints to catch up before it fails `up`."))
+    allow_active_consumers: bool = Field(False, description=(
+        "Switch although consumers of the moved groups are still active on the side being left (their commits "
+        "after the switch are lost to the other side)."))
+
+
+class Failover(_Model):
+    """Which side of an active/passive pair (or a migration) clients use. Changing
+    `active` and running `up` is the switch: the gate, the flow stopped, every
+    group's offsets translated and written on the other side, the report."""
+
+    primary: str = Field(description="Alias of the cluster clients use in normal times (migration: the old one).")
+    standby: str = Field(description="Alias of the cluster that takes over (migration: the new one).")
+    active: str = Field(description=(
+        "Which side clients use now: `standby` fails over, back to `primary` fails back (a reviewed `up`)."))
+    cutover: bool = Field(False, description=(
+        "Migration: the switch to standby is final (no reverse flow, no way back)."))
+    unplanned: bool = Field(False, description=(
+        "The side being left is lost: switch from the last checkpoints, no gate; remove it once that side is back "
+        "(the reverse flow then starts)."))
+    groups: list[str] | None = Field(None, description=(
+        "Regexes of the consumer groups moved; default: the forward flow's `groups`."))
+    gate: FailoverGate = Field(FailoverGate(), description="The readiness gate of a planned switch.")
+
+
+def _moved_spark_image(data: Mapping) -> Mapping:
+    """`validation.image` became `images.spark` (one place for every image)."""
+    validation = data.get("validation")
+    if not isinstance(validation, Mapping) or "image" not in validation:
+        return data
+    images = dict(data.get("images") or {})
+    if "spark" in images:
+        raise TopologyError(["validation.image: the old name of images.spark; fix: remove validation.image"])
+    images["spark"] = validation["image"]
+    deprecated("validation.image", "images.spark")
+    return {**data, "validation": {k: v for k, v in validation.items() if k != "image"}, "images": images}
+
+
+class Topology(_Model):
+    """A MirrorMaker 2 replication topology: the `mirrorstack:topology` stack config value."""
+
+    _warnings: list[str] = PrivateAttr(default_factory=list)  # deprecated keys, set by load_topology
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._warnings
+
+    platform: Literal["local", "docker", "kubernetes"] = Field("local", description="Where the clusters run.")
+    clusters: dict[str, Cluster] = Field(min_length=1, description="Kafka clusters by alias.")
+    connect: dict[str, ConnectCluster] = Field({}, description=(
+        "Connect clusters by name; default: one per flow target, named after it, topics on the target."))
+    flows: list[Flow] = Field(min_length=1, description=(
+        "Replication flows, one per source -> target pair; an entry with `sources` or `targets` is one per alias."))
+    monitoring: Monitoring | None = Field(None, description=(
+        "JMX exporters, Prometheus, alert rules and Grafana dashboards (omit for none)."))
+    validation: Validation | None = Field(None, description=(
+        "Run the Spark validation job after the flows are up (omit for none)."))
+    failover: Failover | None = Field(None, description=(
+        "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
+    images: Images = Field(Images(), description="docker/kubernetes: the images run; default the pinned official ones.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_shorthand(cls, data: Any) -> Any:
+        _ORIGINS.set(None)
+        if not isinstance(data, Mapping) or not isinstance(data.get("flows"), list):
+            return data  # pydantic names what is wrong
+        data = _moved_spark_image(data)
+        flows, origins, problems = _expand_flows(data["flows"])
+        if problems:  # the flows cannot be counted until these are fixed
+            raise TopologyError(problems)
+        _ORIGINS.set(origins)
+        return {**data, "flows": flows}
+
+    @model_validator(mode="after")
+    def _check_and_resolve(self) -> Topology:
+        # Flows without `connect` run on a Connect cluster named after their target.
+        defaults = {f.target for f in self.flows if f.connect in (None, f.target) and f.target in self.clusters}
+        defaults -= self.connect.keys()
+        origins = _ORIGINS.get()
+        if origins is None or len(origins) != len(self.flows):  # validated without the expansion step
+            origins = tuple(FlowOrigin(i) for i in range(len(self.flows)))
+        from components.model.rules import rule_problems  # the rules read these models
+
+        problems = rule_problems(self, known_connect=self.connect.keys() | defaults, origins=origins)
+        problems = list(dict.fromkeys(problems))  # a shared field of an expanded entry fails once
+        if problems:
+            raise TopologyError(problems)
+        for name in sorted(defaults):
+            self.connect[name] = ConnectCluster(kafka=name)
+        for flow in self.flows:
+            flow.connect = flow.connect or flow.target
+        return self
+
+    def target_brokers(self, flow: Flow) -> int:
+        return self.clusters[flow.target].brokers
+
+    def replication_factor(self, flow: Flow) -> int:
+        if flow.replication_factor is not None:
+            return flow.replication_factor
+        return min(3, self.target_brokers(flow))
+
+    def flows_by_connect(self) -> dict[str, list[Flow]]:
+        return {name: [f for f in self.flows if f.connect == name] for name in self.connect}
+
+    def identity_merges(self) -> dict[str, list[str]]:
+        """Targets fed by several identity flows: same-named topics merge there."""
+        by_target: dict[str, list[str]] = {}
+        for flow in self.flows:
+            if flow.replication_policy == "identity":
+                by_target.setdefault(flow.target, []).append(flow.name)
+        return {target: names for target, names in by_target.items() if len(names) > 1}
+
+    def validated_flows(self) -> list[Flow]:
+        if self.validation is None:
+            return []
+        names = self.validation.flows
+        return [f for f in self.flows if names is None or f.name in names]
+
+    def failover_flow(self, source: str, target: str) -> Flow | None:
+        return next((f for f in self.flows if (f.source, f.target) == (source, target)), None)
+
+    def forward_flow(self) -> Flow | None:
+        """The failover section's primary -> standby flow."""
+        fo = self.failover
+        return self.failover_flow(fo.primary, fo.standby) if fo else None
+
+    def reverse_flow(self) -> Flow | None:
+        """The failover section's standby -> primary flow (failback), if any."""
+        fo = self.failover
+        return self.failover_flow(fo.standby, fo.primary) if fo else None
+
+    def flow_state(self, flow: Flow) -> FlowState:
+        """The state the flow's connectors must be in: the one place that decides
+        it (the MirrorMaker2 component and the outputs read it here). A failover
+        section stops the direction away from the inactive side, and both while
+        `unplanned` (the side left is lost: nothing to copy to or from it)."""
+        fo = self.failover
+        if fo is not None and (flow.source, flow.target) in ((fo.primary, fo.standby), (fo.standby, fo.primary)):
+            if flow.source != fo.active or fo.unplanned:
+                return "stopped"
+        return flow.state
+
+    def remote_topic(self, flow: Flow, topic: str) -> str:
+        return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source).remote_topic(flow.source, topic)
+
+
+@dataclass(frozen=True)
+class FlowOrigin:
+    """Where a flow sits in the stack file: `flows[index]`, or item `item` of
+    that entry's `key` list (`sources`/`targets`) when it was expanded from one."""
+
+    index: int
+    key: str | None = None
+    item: int = 0
+
+    def loc(self, rest: tuple = ()) -> tuple:
+        """The stack-file location of the model location ('flows', k, *rest)."""
+        if self.key and rest[:1] == (SHORTHAND[self.key],):
+            return ("flows", self.index, self.key, self.item, *rest[1:])
+        return ("flows", self.index, *rest)
+
+    def path(self, field: str | None = None) -> str:
+        """`flows[1].target`; the whole flow is `flows[0].targets[2]` when expanded."""
+        if field is None:
+            return _path(("flows", self.index, self.key, self.item) if self.key else ("flows", self.index))
+        return _path(self.loc((field,)))
+
+
+# The origins of the flows being validated: set by Topology._expand_shorthand,
+# read by the rule checks and load_topology of the same validation, so that
+# messages point into the stack file (`flows[0].sources[1]`), not the expansion.
+_ORIGINS: ContextVar[tuple[FlowOrigin, ...] | None] = ContextVar("mirrorstack_flow_origins", default=None)
+
+
+def _expand_flows(entries: list) -> tuple[list, tuple[FlowOrigin, ...], list[str]]:
+    """`sources: [a, b]` / `targets: [a, b]` → one flow per alias, other fields shared."""
+    flows, origins, problems = [], [], []
+    for i, entry in enumerate(entries):
+        known = len(problems)
+        lists = [many for many in SHORTHAND if isinstance(entry, Mapping) and many in entry]
+        for many in lists:
+            one, value = SHORTHAND[many], entry[many]
+            if one in entry:
+                problems.append(f"flows[{i}].{many}: give either {one} or {many}, not both; "
+                                f"fix: remove {one}, or add it to {many}")
+            if not isinstance(value, list) or not value:
+                problems.append(f"flows[{i}].{many}: must be a non-empty list of cluster aliases (got {value!r}); "
+                                f"fix: write e.g. `{many}: [a, b]`, or `{one}: a` for one cluster")
+        if len(lists) == 2:
+            problems.append(f"flows[{i}].targets: sources and targets are both lists; fix: keep one list and "
+                            "write a flow entry per alias of the other (pairs are rarely all meant)")
+        if len(lists) != 1 or len(problems) > known:
+            flows.append(entry)
+            origins.append(FlowOrigin(i))
+            continue
+        (many,) = lists
+        shared = {k: v for k, v in entry.items() if k != many}
+        for j, alias in enumerate(entry[many]):
+            flows.append({**copy.deepcopy(shared), SHORTHAND[many]: alias})
+            origins.append(FlowOrigin(i, many, j))
+    return flows, tuple(origins), problems
+
+
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model whose keys sit at `loc`, to list them when a key is unknown."""
+    node: Any = Topology
+    for part in loc:
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            node = node.model_fields[part].annotation if part in node.model_fields else None
+        else:  # a dict key or list index: step into the value type
+            node = typing.get_args(node)[-1] if typing.get_origin(node) in (dict, list) else None
+        if isinstance(node, types.UnionType):  # `ExternalCluster | None`
+            node = typing.get_args(node)[0]
+    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
+
+
+def _field_at(loc: tuple) -> Any:
+    """The FieldInfo of the model field at `loc`, if it is one."""
+    model = _model_at(loc[:-1]) if loc else None
+    return model.model_fields.get(loc[-1]) if model is not None and isinstance(loc[-1], str) else None
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds(loc: tuple) -> str:
+    """' >= 1 (at most 9)' from the field's ge/gt and le/lt, '' without bounds."""
+    low = high = ""
+    for constraint in getattr(_field_at(loc), "metadata", []):
+        for op, text in (("ge", ">= {}"), ("gt", "> {}"), ("le", "at most {}"), ("lt", "below {}")):
+            bound = getattr(constraint, op, None)
+            if bound is not None and op in ("ge", "gt"):
+                low = " " + text.format(_number(bound))
+            elif bound is not None:
+                high = text.format(_number(bound))
+    if low:
+        return f"{low} ({high})" if high else low
+    return f" {high.replace('at most', '<=').replace('below', '<')}" if high else ""
+
+
+def _yaml_scalar(value: Any) -> str:
+    return "null" if value is None else json.dumps(value)
+
+
+# What each kind of pydantic error asks for, by error type (see _type_fix).
+_INT_ERRORS = {"int_type", "int_parsing", "int_from_float", "int_parsing_size"}
+_FLOAT_ERRORS = {"float_type", "float_parsing", "finite_number"}
+_BOOL_ERRORS = {"bool_type", "bool_parsing"}
+_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+_TRUE, _FALSE = {"yes", "y", "on", "true", "1", "t"}, {"no", "n", "off", "false", "0", "f"}
+
+
+def _type_fix(err: dict) -> str:
+    """The `fix:` of a pydantic type or constraint error: what to write instead."""
+    kind, loc, value, ctx = err["type"], err["loc"], err.get("input"), err.get("ctx") or {}
+    field = _field_at(loc)
+    if kind in _BOUND_ERRORS:  # the bound's type is the field's: ge=1 on an int, ge=0.0 on a float
+        whole = not any(isinstance(v, float) for v in ctx.values())
+        return f"use {'a whole number' if whole else 'a number'}{_bounds(loc)}"
+    if kind in _INT_ERRORS | _FLOAT_ERRORS:
+        whole = kind in _INT_ERRORS
+        example = ""
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+" if whole else r"-?[0-9]+(\.[0-9]+)?", value.strip()):
+            example = f", e.g. {value.strip()}"
+        elif isinstance(value, float) and value.is_integer():
+            example = f", e.g. {int(value)}"
+        return f"write {'a whole number' if whole else 'a number'}{_bounds(loc)} without quotes{example}"
+    if kind in _BOOL_ERRORS:
+        word = str(value).strip().lower() if isinstance(value, (str, int)) else ""
+        example = ", e.g. true" if word in _TRUE else ", e.g. false" if word in _FALSE else ""
+        return f"write true or false without quotes{example}"
+    if kind == "list_type":
+        if isinstance(value, str):
+            items = ", ".join(json.dumps(x.strip()) for x in value.split(",") if x.strip()) or '""'
+            return f"write a YAML list like [a, b], e.g. [{items}]"
+        return "write a YAML list like [a, b]"
+    if kind == "string_type":
+        if isinstance(value, (bool, int, float)):
+            return f'quote it in YAML, e.g. "{_yaml_scalar(value)}"'
+        if value is None:
+            return 'write a value, e.g. "text", or remove the key for the default'
+        return 'write a single string, e.g. "text"'
+    if kind == "string_pattern_mismatch":
+        examples = getattr(field, "examples", None) or []
+        default = getattr(field, "default", None)
+        example = examples[0] if examples else default if isinstance(default, str) and default else None
+        return f"match the pattern {ctx.get('pattern')}" + (f", e.g. {example!r}" if example else "")
+    if kind == "string_too_short":
+        default = getattr(field, "default", None)
+        example = f", e.g. {default!r}" if isinstance(default, str) and default else ""
+        count = ctx.get("min_length", 1)
+        return f"write a non-empty value{example}" if count == 1 else f"write at least {count} characters{example}"
+    if kind == "string_too_long":
+        return f"write at most {ctx.get('max_length')} characters"
+    if kind == "too_short":
+        count = ctx.get("min_length", 1)
+        return f"add at least {count} {'entry' if count == 1 else 'entries'}"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+        head, sep, last = expected.rpartition(" or ")
+        choices = f"{head}, {last}" if sep else expected
+        cased = [c for c in re.findall(r"'([^']*)'", expected) if isinstance(value, str) and c.lower() == value.lower()]
+        return f"use one of {choices}" + (f" (case matters: {cased[0]!r})" if cased else "")
+    if kind in ("model_type", "model_attributes_type"):
+        model = _model_at(loc)
+        if model is None:
+            return "write a YAML mapping like {key: value}"
+        required = [name for name, f in model.model_fields.items() if f.is_required()]
+        if required:
+            return f"write a YAML mapping with at least the keys {', '.join(required)}"
+        return f"write a YAML mapping of {', '.join(sorted(model.model_fields))}, or {{}} for the defaults"
+    if kind in ("dict_type", "mapping_type"):
+        return 'write a YAML mapping like {key: "value"}, or {} for none'
+    return "correct the value as the JSON Schema (components/schema/topology.schema.json) says"
+
+
+def _pydantic_problem(err: dict) -> str:
+    where, kind, msg = _path(err["loc"]), err["type"], err["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        allowed = sorted((_model_at(err["loc"][:-1]) or _Model).model_fields)
+        close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"{where}: unknown key; fix: {hint}allowed keys here are {', '.join(allowed) or 'none'}"
+    if kind == "missing":
+        many = {one: many for many, one in SHORTHAND.items()}.get(err["loc"][-1])
+        if many and len(err["loc"]) == 3 and err["loc"][0] == "flows":
+            return f"{where}: required; fix: add it, or `{many}: [...]` for several clusters"
+        return f"{where}: required; fix: add it"
+    if kind not in ("quote_value", "value_error") and not isinstance(err.get("input"), (dict, list)):
+        msg += f" (got {err.get('input')!r})"
+    if "fix:" not in msg:  # pydantic's own type and constraint errors say what, not how
+        msg += f"; fix: {_type_fix(err)}"
+    return f"{where}: {msg}"
+
+
+def load_topology(data: Mapping) -> Topology:
+    """Validate the stack's topology config; raise TopologyError listing every
+    problem. Deprecated keys still work: `Topology.warnings` names them."""
+    token = _DEPRECATED.set([])
+    try:
+        topology = Topology.model_validate(data)
+        topology._warnings = [f"mirrorstack:topology: `{old}` is deprecated; fix: rename it to `{new}` (same meaning)"
+                             for old, new in dict.fromkeys(_DEPRECATED.get())]
+        return topology
+    except ValidationError as e:
+        origins = _ORIGINS.get() or ()  # of this validation: point into the stack file, not the expansion
+        problems = []
+        for err in e.errors():
+            rules = err.get("ctx", {}).get("error")
+            if isinstance(rules, TopologyError):
+                problems += rules.problems
+                continue
+            loc = err["loc"]
+            if loc[:1] == ("flows",) and len(loc) > 1 and isinstance(loc[1], int) and loc[1] < len(origins):
+                err = {**err, "loc": origins[loc[1]].loc(loc[2:])}
+            problems.append(_pydantic_problem(err))
+        raise TopologyError(list(dict.fromkeys(problems))) from None
+    finally:
+        _DEPRECATED.reset(token)
+
+
+def topology_json_schema() -> dict:
+    schema = Topology.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "mirrorstack topology (the mirrorstack:topology stack config value)"
+    return schema
+
+
+def render_json_schema() -> str:
+    return json.dumps(topology_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # `python -m components.model.spec` regenerates the committed schema
+    SCHEMA_FILE.parent.mkdir(exist_ok=True)
+    SCHEMA_FILE.write_text(render_json_schema())

@@ -1,0 +1,106 @@
+"""Prometheus alert rules for replication, written against components/monitoring/metrics.py.
+
+Each rule keeps what it measures (`base`) apart from its `condition`, so tests
+can check that every base selects real series on a healthy stack while the
+alert itself stays quiet; bases are written to return a series (0) when all is
+well rather than nothing.
+"""
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from components.monitoring import metrics as m
+
+GROUP = "mirrorstack"
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    base: str
+    condition: str
+    for_: str
+    severity: str
+    summary: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def expr(self) -> str:
+        return f"({self.base}) {self.condition}"
+
+
+def _any(patterns: Sequence[str]) -> str:
+    return "|".join(patterns).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def stalled_rule(flow, window: str) -> AlertRule:
+    """No record replicated by `flow` for `window` while the topics it replicates
+    grew on its source (per flow: the flow's own topic regexes)."""
+    exclude = f', topic!~"{_any(flow.topics_exclude)}"' if flow.topics_exclude else ""
+    growth = f'sum(rate({m.TOPIC_MESSAGES_IN}{{cluster="{flow.source}", topic=~"{_any(flow.topics)}"{exclude}}}[{window}]))'
+    return AlertRule(
+        "MirrorReplicationStalled", f'sum(increase({m.MM2_RECORDS}{{flow="{flow.name}"}}[{window}])) or vector(0)',
+        f"== 0 and on () ({growth} > 0)", "0m", "critical",
+        f"Flow {flow.name} replicated nothing for {window} while its source topics grew", {"flow": flow.name})
+
+
+def alert_rules(flows: Sequence, *, latency_threshold_ms: int = 30_000, stalled_minutes: int = 10,
+                failed_for: str = "1m", latency_for: str = "5m", worker_down_for: str = "1m") -> list[AlertRule]:
+    by_connector = "connector, connect, cluster"
+    return [
+        AlertRule("MirrorConnectorFailed",
+                  f'count by ({by_connector}) ({m.CONNECTOR_STATUS}{{status="failed"}}) '
+                  f"or (count by ({by_connector}) ({m.CONNECTOR_STATUS}) * 0)",
+                  "> 0", failed_for, "critical", "Connector {{ $labels.connector }} is FAILED"),
+        AlertRule("MirrorTaskFailed", f"max by ({by_connector}) ({m.CONNECTOR_FAILED_TASKS})", "> 0",
+                  failed_for, "critical", "{{ $value }} task(s) of {{ $labels.connector }} FAILED"),
+        AlertRule("MirrorReplicationLatencyHigh", f"max by (flow, topic) ({m.MM2_LATENCY_MAX})",
+                  f"> {latency_threshold_ms}", latency_for, "warning",
+                  "Flow {{ $labels.flow }}, topic {{ $labels.topic }}: replication latency {{ $value }} ms"),
+        *(stalled_rule(flow, f"{stalled_minutes}m") for flow in flows),
+        AlertRule("ConnectWorkerDown", 'up{role="connect"}', "== 0", worker_down_for, "critical",
+                  "Connect worker {{ $labels.instance }} of {{ $labels.connect }} is down"),
+    ]
+
+
+CERT_EXPIRY = "mirrorstack_tls_certificate_expiry_timestamp_seconds"
+CERT_RENEWAL_DUE = "MirrorstackCertificateRenewalDue"
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    record: str
+    expr: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _unix(iso: str) -> int:
+    return int(datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp())
+
+
+def certificate_expiry_records(cluster: str, summary: Mapping) -> list[RecordingRule]:
+    """The expiry of each of a cluster's certificates (the `certificates`
+    output of one cluster) as a constant series: Prometheus cannot read a PEM."""
+    certs = {"ca": summary["ca"]["not_after"], **{n: c["not_after"] for n, c in summary["certificates"].items()}}
+    return [RecordingRule(CERT_EXPIRY, f"vector({_unix(expiry)})", {"cluster": cluster, "certificate": name})
+            for name, expiry in certs.items()]
+
+
+def certificate_rule(cluster: str, renew_before_days: int) -> AlertRule:
+    """A certificate of `cluster` is inside its renewal window: the next `up` renews it."""
+    return AlertRule(CERT_RENEWAL_DUE, f'{CERT_EXPIRY}{{cluster="{cluster}"}} - time()',
+                     f"< {renew_before_days * 86400}", "0m", "warning",
+                     "Certificate {{ $labels.certificate }} of cluster {{ $labels.cluster }} expires in "
+                     "{{ $value | humanizeDuration }}: run pulumi up to renew it", {"cluster": cluster})
+
+
+def alert_rules_file(rules: Sequence[AlertRule], records: Sequence[RecordingRule] = ()) -> str:
+    # Recording rules first: a group evaluates in order, so the alerts see this round's values.
+    return yaml.safe_dump({"groups": [{"name": GROUP, "rules": [
+        *({"record": r.record, "expr": r.expr, "labels": dict(r.labels)} for r in records),
+        *({"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity, **r.labels},
+           "annotations": {"summary": r.summary}} for r in rules)]}]}, sort_keys=False)

@@ -1,0 +1,81 @@
+"""Monitoring: Prometheus scraping every JMX exporter of the stack with the
+replication alert rules, and Grafana with the generated dashboards (a server
+on docker/kubernetes; on local, the provisioning files only). Optional Kafka UI
+and kafka-exporter on docker/kubernetes."""
+from __future__ import annotations
+
+import pulumi
+
+from components import naming
+from components.monitoring.alerts import (
+    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
+)
+from components.monitoring.prometheus import ScrapeTarget, prometheus_config
+from components.secrets import GeneratedPassword
+
+
+class Prometheus(pulumi.ComponentResource):
+    """Scrapes `targets` with the replication alert rules of `topology` (its
+    `monitoring` settings), and, for the secured `clusters` (KafkaClusters),
+    their certificates' expiries and renewal alert. Outputs: `url`,
+    `alert_rules` (names)."""
+
+    def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform, clusters: dict | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        naming.component(self, "mirrorstack:monitoring:Prometheus", name, opts)
+        settings = topology.monitoring
+        rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
+                            stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
+        files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
+                                                     rule_files=["{dir}/alerts.yml"]),
+                 "alerts.yml": alert_rules_file(rules)}
+        secured = {alias: c for alias, c in (clusters or {}).items() if c.tls is not None}
+        if secured:  # the expiries are known once the certificates exist: the file waits for them
+            rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
+            files["alerts.yml"] = pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}).apply(
+                lambda summaries: alert_rules_file(rules, [r for alias, summary in summaries.items()
+                                                           for r in certificate_expiry_records(alias, summary)]))
+        self.server, self.url = platform.run_prometheus(name, files=files, opts=pulumi.ResourceOptions(parent=self))
+        self.alert_rules = sorted({r.name for r in rules})
+        self.register_outputs({"url": self.url, "alert_rules": self.alert_rules})
+
+
+class Grafana(pulumi.ComponentResource):
+    """The dashboards with `prometheus_url` as datasource; a server on
+    docker/kubernetes (admin password: a secret), files on local.
+    Outputs: `url` (None on local)."""
+
+    def __init__(self, name: str, platform, *, prometheus: Prometheus,
+                 admin_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+        naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
+        self.server, self.url = platform.run_grafana(
+            name, prometheus=prometheus.url, admin_password=admin_password,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[prometheus.server]))
+        self.register_outputs({"url": self.url})
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Args: the validated `topology` (its `monitoring` section), `clusters` and
+    `connect` (components started with `metrics=True`), the `platform`, and
+    `grafana_password` (a secret; docker/kubernetes; generated once and kept in
+    state as a secret when not given). Outputs: `prometheus_url`, `grafana_url`
+    (None on local), `alert_rules` (names), `grafana_password` (secret, or None)."""
+
+    def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
+                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+        naming.component(self, "mirrorstack:monitoring:Monitoring", name, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        targets = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
+        targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
+        self.prometheus = Prometheus("prometheus", topology, targets, platform, clusters, opts=child)
+        self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
+        self.grafana, self.grafana_url, self.grafana_password = None, None, None
+        if topology.monitoring.grafana or platform.name == "local":
+            if grafana_password is None and platform.name != "local":
+                grafana_password = GeneratedPassword("grafana-admin-password", opts=child).result
+            self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
+            self.grafana = Grafana("grafana", platform, prometheus=self.prometheus,
+                                   admin_password=grafana_password, opts=child)
+            self.grafana_url = self.grafana.url
+        self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,
+                               "alert_rules": self.alert_rules})

@@ -1,0 +1,39 @@
+"""Before `up` renames a live flow (a new replication policy or separator), check
+that Kafka can create every new name on the target: a name that differs from an
+existing topic only by '.' and '_' is refused, and MM2's task would stall on it
+with nothing said. Read from the source connector's own config, so the check
+sees the clusters exactly as the connectors will."""
+from __future__ import annotations
+
+from components.plan import replication_plan as plan
+from components.mirror.connectors import POLICY_CLASSES
+from components.plan.live_topics import read_names
+
+SIDES = ("source", "target")
+
+
+def _client_settings(config: dict[str, str], side: str) -> dict[str, str]:
+    prefix = f"{side}.cluster."
+    return {key[len(prefix):]: value for key, value in config.items()
+            if key.startswith(prefix) and key[len(prefix):] not in ("alias", "bootstrap.servers")}
+
+
+def _spec(config: dict[str, str]) -> dict:
+    policies = {cls: name for name, cls in POLICY_CLASSES.items()}
+    return {"source": config["source.cluster.alias"], "target": config["target.cluster.alias"],
+            "topics": [p for p in config.get("topics", ".*").split(",") if p],
+            "topics_exclude": [p for p in config.get("topics.exclude", "").split(",") if p],
+            "replication_policy": policies.get(config.get("replication.policy.class"), "default"),
+            "separator": config.get("replication.policy.separator", ".")}
+
+
+def rename_problems(config: dict[str, str]) -> list[str]:
+    """What stops this source connector's new names from being created; [] when
+    nothing does, or when a cluster cannot be read from here (the plan said so)."""
+    live = {side: read_names(config[f"{side}.cluster.bootstrap.servers"], _client_settings(config, side))
+            for side in SIDES}
+    if any(found.error for found in live.values()):
+        return []
+    spec = _spec(config)
+    return [plan.collision_message(name, clash, spec["target"])
+            for name, clash in plan.rename_collisions(spec, live["source"].topics, live["target"].topics)]

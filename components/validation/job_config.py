@@ -1,0 +1,135 @@
+"""The Spark validation job's input (spark/validate_replication.py `--config`)
+for a topology's validated flows, and the stack output made from its report.
+
+Pure: no pulumi. Flows pass their own topic and group regexes; the job resolves
+them against the source's topics when it runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from components.mirror.connectors import groups_exclude, topics_exclude
+from components.jobs.validation_mm2 import ReplicationPolicy
+
+
+def mm2_policy(flow) -> ReplicationPolicy:
+    """The flow's MM2 replication policy: every name MM2 gives (remote topics, its internal topics)."""
+    return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source)
+
+
+def checkpoints_topic(flow) -> str:
+    """MM2's checkpoints of a flow, on its target: `<source><sep>checkpoints<sep>internal`."""
+    return mm2_policy(flow).checkpoints_topic(flow.source)
+
+
+def validation_job_config(topology, servers: dict[str, str],
+                          clients: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """`servers`: alias → bootstrap servers as the job reaches them; `clients`:
+    alias → Kafka client settings (security)."""
+    settings = topology.validation
+    if settings is None:
+        raise ValueError("the topology has no `validation` section")
+    clients = clients or {}
+    validated = topology.validated_flows()
+    # Identity flows merging into an exactly-once flow's target topics form one group in the
+    # job, which needs one target client: they read read_committed too (the same records for them).
+    eos_merge_targets = {f.target for f in validated if f.exactly_once and f.replication_policy == "identity"}
+    flows = []
+    for flow in validated:
+        entry: dict[str, Any] = {
+            "name": flow.name, "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target],
+            "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
+            "separator": flow.separator, "topic_patterns": list(flow.topics)}
+        entry["topics_exclude"] = topics_exclude(flow)  # what MM2 leaves out (Connect's storage topics too)
+        entry["offset_syncs_topic"] = offset_syncs_topic(flow)  # evidence of records purged before copied
+        for side in ("source", "target"):
+            if clients.get(getattr(flow, side)):
+                entry[f"{side}_client"] = dict(clients[getattr(flow, side)])
+        if flow.exactly_once or (flow.replication_policy == "identity" and flow.target in eos_merge_targets):
+            # Records of aborted transactions on the target were never replicated records.
+            entry["target_client"] = {**entry.get("target_client", {}), "isolation.level": "read_committed"}
+        if flow.checkpoints:
+            entry["checkpoints_topic"] = checkpoints_topic(flow)
+            entry["groups"] = list(flow.groups)
+            entry["groups_exclude"] = groups_exclude(flow)
+            # Groups appear when consumers commit; until then there is nothing to fail over.
+            entry["groups_required"] = False
+        flows.append(entry)
+    return {"flows": flows, "wait_seconds": settings.wait_seconds, **window_seconds(settings.window),
+            "min_records": settings.min_records,
+            # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
+            "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
+
+
+def offset_syncs_topic(flow) -> str:
+    """MM2's offset-syncs topic of a flow: on the target (mirror.py sets
+    offset-syncs.topic.location=target), named after the source alias, with the
+    flow's separator (replication.policy.internal.topic.separator.enabled)."""
+    return mm2_policy(flow).offset_syncs_topic(flow.source)
+
+
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def window_seconds(window: str) -> dict[str, int]:
+    """The job's `window_seconds` for the model's `validation.window` (`all`:
+    none, the whole history; absent rather than null, which Pulumi drops)."""
+    return {} if window == "all" else {"window_seconds": int(window[:-1]) * WINDOW_UNITS[window[-1]]}
+
+
+def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The stack output `validation`: pass/fail and, per flow, the counts and
+    each consumer group's failover loss and re-read (the full report stays in
+    the report file)."""
+    if "groups" not in report:  # the job could not run
+        return {"status": "error", "passed": False, "error": report.get("error", "no report"), "flows": {}}
+    flows: dict[str, Any] = {}
+    for flow in report["flows"]:
+        totals = {key: sum(t[key] for t in flow["topics"])
+                  for key in ("source_records", "matched", "missing", "in_flight", "duplicates", "out_of_order")}
+        totals["purged"] = sum(t.get("purged", 0) for t in flow["topics"])
+        flows[flow["name"]] = {**totals, "records_checked": totals["source_records"], "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
+    for group in report["groups"]:
+        for entry in group["failover"]:
+            if entry.get("unmatched_regex"):
+                continue
+            per_group = flows[entry["flow"]]["failover"].setdefault(entry["consumer_group"], {"lost": 0, "reread": 0})
+            per_group["lost"] += entry["lost"]
+            per_group["reread"] += entry["reread"]
+    window = report.get("window") or {}
+    return {"status": report.get("status") or ("passed" if report["passed"] else "failed"),
+            "passed": report["passed"], "failures": report["failures"],
+            "records_checked": report.get("records_checked", sum(f["source_records"] for f in flows.values())),
+            "window": {"seconds": window.get("seconds"), "since": window.get("since")},
+            "target_topics": len(report["groups"]),
+            "extras": sum(g["extras"] for g in report["groups"]),
+            "duration_seconds": report["duration_seconds"], "flows": flows}
+
+
+SPARK_HOME_IN_IMAGE = "/opt/spark"
+
+
+def job_modules(job_file) -> list:
+    """The modules the job's entry script imports: the `validation_*.py` files
+    beside it, shipped with it (spark-submit `--py-files`)."""
+    return sorted(Path(job_file).parent.glob("validation_*.py"))
+
+
+def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
+                      py_files: list[str] = ()) -> list[str]:
+    """spark-submit in a container (docker, kubernetes): local[*] inside it, the
+    offsets read through Spark's own Kafka client (no confluent_kafka there);
+    `jars`: spark-sql-kafka and its deps, files in the container (nothing is
+    fetched at run time); `py_files`: the job's modules, on the driver's (and
+    executors') sys.path."""
+    argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
+            "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
+    if py_files:
+        argv += ["--py-files", ",".join(py_files)]
+    if jars:
+        argv += ["--jars", ",".join(jars)]
+    argv += [job_path, "--config", config_path, "--offsets-via", "spark", "--poll-seconds", "5"]
+    if settings.report_only:
+        argv.append("--report-only")
+    return argv
