@@ -1,22 +1,14 @@
 """Platforms run services; they know how to run a process or container, never what Kafka is.
 
-Every platform offers the same interface (see local/platform.py): `address`,
-`host_address`, `listen_host`, `service_dir`, `data_dir`, `run_kafka_java`.
+Each one implements the `Platform` Protocol of base.py; `make_platform` picks one.
 """
 from __future__ import annotations
 
-
-def fill_dir(content, folder: str):
-    """`{dir}` in a file's content replaced by `folder`; the content may be an
-    Output (a file generated from other resources' outputs)."""
-    if isinstance(content, str):
-        return content.replace("{dir}", folder)
-    import pulumi
-    return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
+from components.platforms.base import Platform
 
 
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
-                  namespace: str | None = None, rest_access: str | None = None, images=None):
+                  namespace: str | None = None, rest_access: str | None = None, images=None) -> Platform:
     """The platform a topology names, with its stack-level options; `images`:
     the topology's `images:` (docker and kubernetes)."""
     if name == "local":

@@ -26,7 +26,6 @@ from urllib.parse import urlsplit
 
 from components import toolchain
 from components.platforms.java_service import JavaRuntime
-from components.platforms.local.platform import PORT_SPAN
 from components.versions import jmx_exporter_version
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
@@ -84,14 +83,6 @@ def container_port(port_name: str, taken: set[int]) -> int:
     port = CONTAINER_PORTS.get(port_name) or 9100 + zlib.crc32(port_name.encode()) % 800
     while port in taken:
         port += 1
-    return port
-
-
-def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
-    """Deterministic per stack and key (LocalPlatform's scheme), probed on clash."""
-    port = port_base + zlib.crc32(key.encode()) % PORT_SPAN
-    while port in taken:
-        port = port_base + (port - port_base + 1) % PORT_SPAN
     return port
 
 

@@ -27,14 +27,13 @@ from components import naming, toolchain
 from components.monitoring.grafana import grafana_files
 from components.validation.job_config import job_modules, spark_submit_argv
 from components.model.spec import Images, Resources
-from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
-    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, hashed_host_port, image_jmx_agent,
+    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_jmx_agent,
     image_runtime, image_spark_jars, probe_command,
 )
 from components.platforms.java_service import java_service
-from components.platforms.local.platform import default_port_base
+from components.platforms.base import default_port_base, fill_dir, hashed_host_port
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -55,7 +54,7 @@ def fixed_name(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
 
 
-class DockerPlatform:
+class DockerPlatform:  # a Platform (components/platforms/base.py)
     """Services as containers; see the module docstring for the addressing."""
 
     name = "docker"

@@ -39,14 +39,13 @@ from components import naming
 from components.monitoring.grafana import grafana_files
 from components.validation.job_config import job_modules, spark_submit_argv
 from components.model.spec import Images, Resources
-from components.platforms import fill_dir
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
-    container_port, container_script, dns_label, hashed_host_port, image_runtime, image_spark_jars,
+    container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, tcp_target,
 )
 from components.platforms.java_service import java_service
-from components.platforms.local.platform import default_port_base
+from components.platforms.base import default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -67,7 +66,7 @@ def mebibytes(heap: str) -> int:
     return int(float(heap[:-1]) * scale[heap[-1].lower()]) if heap[-1].isalpha() else int(heap) // 2**20
 
 
-class KubernetesPlatform:
+class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     """rest_access says how the Pulumi program (and its MirrorMaker 2 resource)
     reaches Connect's REST API:
 

@@ -5,7 +5,6 @@ so adding a cluster never moves the ports of the others.
 """
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import pulumi
@@ -13,7 +12,7 @@ import pulumi
 from components import toolchain
 from components.monitoring.grafana import grafana_files
 from components.model.spec import Resources
-from components.platforms import fill_dir
+from components.platforms.base import default_port_base, fill_dir, hashed_host_port
 from components.platforms.java_service import JavaRuntime, java_service
 from components.platforms.local.files import LocalFiles
 from components.platforms.local.service import LocalService
@@ -22,15 +21,9 @@ from components.platforms.local.spark_job import LocalSparkJob
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
 HOST = "127.0.0.1"
-PORT_SPAN = 5000
 
 
-def default_port_base(stack: str) -> int:
-    """10000-29999, below Linux's ephemeral range so clients never hold our ports."""
-    return 10000 + (zlib.crc32(stack.encode()) % 4) * PORT_SPAN
-
-
-class LocalPlatform:
+class LocalPlatform:  # a Platform (components/platforms/base.py)
     name = "local"
     listen_host = HOST  # services bind loopback only
 
@@ -42,11 +35,7 @@ class LocalPlatform:
     def address(self, service: str, port_name: str) -> tuple[str, int]:
         key = f"{service}/{port_name}"
         if key not in self._ports:
-            taken = set(self._ports.values())
-            port = self.port_base + zlib.crc32(key.encode()) % PORT_SPAN
-            while port in taken:
-                port = self.port_base + (port - self.port_base + 1) % PORT_SPAN
-            self._ports[key] = port
+            self._ports[key] = hashed_host_port(self.port_base, key, set(self._ports.values()))
         return HOST, self._ports[key]
 
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:

@@ -1,0 +1,90 @@
+"""What every platform is: the `Platform` Protocol that local, docker and
+kubernetes implement, and the helpers they share (never imported sideways
+from a sibling platform).
+
+A platform runs a service its own way (a process, a container, a pod); it
+knows how to run one, never what Kafka is. The components call only what the
+Protocol names.
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
+
+
+def default_port_base(stack: str) -> int:
+    """10000-29999, below Linux's ephemeral range so clients never hold our ports."""
+    return 10000 + (zlib.crc32(stack.encode()) % 4) * PORT_SPAN
+
+
+def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
+    """A port deterministic per stack and key, probed on clash: adding a
+    service never moves the ports of the others."""
+    port = port_base + zlib.crc32(key.encode()) % PORT_SPAN
+    while port in taken:
+        port = port_base + (port - port_base + 1) % PORT_SPAN
+    return port
+
+
+def fill_dir(content, folder: str):
+    """`{dir}` in a file's content replaced by `folder`; the content may be an
+    Output (a file generated from other resources' outputs)."""
+    if isinstance(content, str):
+        return content.replace("{dir}", folder)
+    import pulumi
+    return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
+
+
+@runtime_checkable
+class Platform(Protocol):
+    """Where a topology's services run. Addresses are (host, port) pairs;
+    `{dir}` in a service's arguments and files is its own folder there."""
+
+    name: str  # "local" | "docker" | "kubernetes"
+    listen_host: str  # the address services bind to
+
+    def address(self, service: str, port_name: str) -> tuple[str, int]:
+        """How services reach `port_name` of `service` among themselves."""
+
+    def host_address(self, service: str, port_name: str) -> tuple[str, int]:
+        """How this machine (the Pulumi program, its dynamic resources) reaches it."""
+
+    def metrics_address(self, service: str) -> tuple[str, int]:
+        """Where Prometheus scrapes the service's JMX exporter."""
+
+    def service_dir(self, service: str) -> str:
+        """The service's own folder (its files, `{dir}`)."""
+
+    def data_dir(self, service: str) -> str:
+        """Where the service keeps its data (Kafka's log dirs)."""
+
+    def client_dir(self, alias: str) -> str:
+        """The folder of a cluster's client files (CA, client key, secret settings)."""
+
+    def client_files(self, alias: str, files, opts=None) -> Any:
+        """Make a cluster's client files (a secret dict) available at `client_dir(alias)`."""
+
+    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
+                       health: dict[str, str], resources=None, prepare: Sequence[tuple[str, list[str]]] = (),
+                       secret_files=None, after_start: Sequence[tuple[str, list[str]]] = (),
+                       uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: bool = False,
+                       opts=None) -> Any:
+        """Run one of Kafka's main classes (the command line `java_service` makes)
+        until `health` holds; `after_start` steps run once it does."""
+
+    def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
+                      uses_clients: Sequence[str] = (), opts=None) -> Any:
+        """Run the validation job once; the returned resource's `report` is its summary."""
+
+    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None) -> tuple[Any, str]:
+        """Prometheus with `files`; returns (resource, its URL from this machine)."""
+
+    def run_grafana(self, service: str, *, prometheus: str, admin_password=None, opts=None) -> tuple[Any, str | None]:
+        """Grafana provisioned with `prometheus` as datasource; returns (resource, URL or None)."""
+
+    def run_extras(self, topology, clusters, opts=None) -> list:
+        """The topology's optional extras (Kafka UI, kafka-exporter) where the platform has them."""
