@@ -29,7 +29,7 @@ _UNTIL_REWRITTEN = ("every stack deployed before it has run `pulumi up --refresh
 
 DEPRECATIONS: tuple[Deprecation, ...] = (
     Deprecation("pickled", "components.mirror.MirrorMaker2Provider",
-                "components.mirror.resource.MirrorMaker2Provider", "issue 28", _UNTIL_REWRITTEN),
+                "components.mirror.provider.MirrorMaker2Provider", "issue 28", _UNTIL_REWRITTEN),
     Deprecation("pickled", "components.certificates.ClusterCertificatesProvider",
                 "components.certificates.resource.ClusterCertificatesProvider", "issue 28", _UNTIL_REWRITTEN),
     Deprecation("pickled", "components.failover.FailoverSwitchProvider",
