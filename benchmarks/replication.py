@@ -47,9 +47,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.link import Link, wan_listener
 from components import toolchain
+from components.connect.api import ConnectError
 from components.connect.worker import worker_defaults
 from components.mirror.connectors import mirror_connector_configs, throughput_settings
-from components.mirror.resource import ConnectError, MirrorMaker2Provider
+from components.mirror.provider import MirrorMaker2Provider
 from components.model.spec import load_topology
 from tests.support.kafka_clients import admin, create_topic
 from tests.support.ports import free_ports

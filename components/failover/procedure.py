@@ -2,7 +2,7 @@
 flow's connectors, translate the selected groups' offsets, write them into
 `to`'s groups, report. The decisions are components/failover/rules.py's;
 this module only reads and writes Kafka (confluent_kafka) and Connect
-(components.mirror.resource's client).
+(components.connect.api's client).
 
 `run_switch(spec, progress)` takes plain JSON-able data (what a dynamic
 resource's props carry; secrets only as `${file:...}` references, resolved
@@ -195,8 +195,8 @@ class Switch:
 
     def connect(self):
         if self._connect is None:
-            from components.mirror.resource import _client
-            self._connect = _client(self.flow["connect"])
+            from components.connect.api import client_from
+            self._connect = client_from(self.flow["connect"])
         return self._connect
 
     # -- planned --------------------------------------------------------------
@@ -311,7 +311,7 @@ class Switch:
         overwrite the offsets written next. Every stop is asked for first, then
         each is waited for: with `from` lost each connector takes MM2's admin
         timeout (60 s by default) to stop, and they take it at the same time."""
-        from components.mirror.resource import ConnectError
+        from components.connect.api import ConnectError
         names = [n for n in (self.flow["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
         asked = []
         for name in names:

@@ -1,4 +1,6 @@
-"""MirrorMaker 2: the connector trio built from a flow, its reconciliation through Connect's REST API, the dynamic resource."""
+"""MirrorMaker 2: the connector trio built from a flow (connectors), its
+reconciliation through the Connect client (reconcile), what the preview says
+(preview), the dynamic provider (provider), the resource and component (resource)."""
 from components.model.deprecations import pickled_alias
 
 

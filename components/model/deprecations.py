@@ -1,8 +1,9 @@
 """Every deprecation in one table: what still works under an old name, where
 it went, and the condition for removing the old name.
 
-Two kinds. `key`: a stack-config key renamed in the model (the model accepts
-the old key and warns). `pickled`: a dynamic provider's class as Pulumi stored
+Two kinds. `key`: a stack-config key renamed in the model: the model accepts
+the old key under the name this table gives (components/model/spec.py asks
+`renamed_key`) and `Topology.warnings` names both. `pickled`: a dynamic provider's class as Pulumi stored
 it in existing stacks' state (dill pickles a class by module path): `refresh`
 and `destroy` of a resource deployed before the class moved unpickle it from
 the old path, so each old path resolves through its package's `__getattr__`.
@@ -18,7 +19,7 @@ class Deprecation:
     kind: str  # "key" | "pickled"
     old: str
     new: str
-    since: str  # the commit that moved it
+    since: str  # the commit (or issue) that moved it
     remove_when: str
 
 
@@ -27,14 +28,26 @@ class Deprecation:
 _UNTIL_REWRITTEN = ("every stack deployed before it has run `pulumi up --refresh` on a release whose "
                     "providers write their outputs again (no such release yet: keep)")
 
+# A renamed key goes once stack files have had a release's warning to move.
+_KEY_UNTIL = ("no stack file in stacks/ or examples/ uses it and a release has shipped with the warning; "
+              "then a stack still using it fails validation with `unknown key`")
+
 DEPRECATIONS: tuple[Deprecation, ...] = (
+    Deprecation("key", "remote_target", "push", "2eba0c1", _KEY_UNTIL),  # a Connect cluster's key
+    Deprecation("key", "validation.image", "images.spark", "27db2ff", _KEY_UNTIL),
     Deprecation("pickled", "components.mirror.MirrorMaker2Provider",
-                "components.mirror.resource.MirrorMaker2Provider", "issue 28", _UNTIL_REWRITTEN),
+                "components.mirror.provider.MirrorMaker2Provider", "issue 28", _UNTIL_REWRITTEN),
     Deprecation("pickled", "components.certificates.ClusterCertificatesProvider",
                 "components.certificates.resource.ClusterCertificatesProvider", "issue 28", _UNTIL_REWRITTEN),
     Deprecation("pickled", "components.failover.FailoverSwitchProvider",
                 "components.failover.switch.FailoverSwitchProvider", "issue 28", _UNTIL_REWRITTEN),
 )
+
+
+def renamed_key(old: str) -> Deprecation:
+    """The `key` row of a stack-config key's old name (dotted from the topology's
+    root, or a key of the model that accepts it)."""
+    return next(entry for entry in DEPRECATIONS if entry.kind == "key" and entry.old == old)
 
 
 def pickled_alias(package: str, name: str):

@@ -9,12 +9,14 @@ import json
 import re
 from collections.abc import Iterator
 
+from components.mirror.connectors import OWNER_KEY, connector_names
+from components.model.expansion import FlowOrigin
 from components.model.java_regex import JavaRegexError, check_java_regex
 from components.model.paths import ALIAS, PROVIDER_REFERENCE
 from components.model.paths import field_path as _path
 
-# Flow, FlowOrigin and Topology in the annotations are components.model.spec's, not imported:
-# the model calls these rules, which only read its objects (annotations are not evaluated).
+# Flow and Topology in the annotations are components.model.spec's, not imported: the
+# model imports these rules (one direction), which only read its objects.
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit
 QUORUM_SIZES = (1, 3, 5)  # KRaft voters: odd, so a majority survives the loss of one (3) or two (5)
@@ -279,7 +281,6 @@ def _connect_problems(t: Topology) -> Iterator[str]:
 def _connector_name_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
     """Connector names are unique on a Connect cluster; a taken-over connector
     is another one (keeping a name is connector_names)."""
-    from components.mirror.connectors import connector_names
     owners: dict[tuple[str, str], int] = {}
     for i, f in enumerate(t.flows):
         names = connector_names(f)
@@ -611,7 +612,6 @@ LONG_KEY = re.compile(r".+\.interval\.seconds|offset\.lag\.max")
 
 
 def _override_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
-    from components.mirror.connectors import OWNER_KEY
     push = (cc := t.connect.get(f.connect or f.target)) is not None and cc.push
     for kind in ("source", "checkpoint", "heartbeat"):
         props = getattr(f.overrides, kind)

@@ -6,45 +6,36 @@ pydantic, no pulumi import: tests and the JSON Schema need no engine.
 """
 from __future__ import annotations
 
-import copy
-import difflib
 import json
 import re
-import types
-import typing
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, WithJsonSchema,
-                      field_validator, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES
 from components.jobs.validation_mm2 import ReplicationPolicy
-from components.model.paths import field_path as _path  # the model's messages (and its tests) use it
+from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
+from components.model.deprecations import Deprecation, renamed_key
+from components.model.expansion import SHORTHAND, FlowOrigin, expand_flows
+from components.model.messages import TopologyError, validation_problems
+from components.model.rules import rule_problems
 from components.versions import official_image
 
 SCHEMA_FILE = Path(__file__).parents[1] / "schema" / "topology.schema.json"
-SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
+
+# One validation's findings travel in pydantic's validation context (load_topology
+# passes it): "deprecated", the old keys met (components/model/deprecations.py
+# rows), for Topology.warnings; "origins", each expanded flow's place in the stack
+# file, for the rules' and pydantic's messages. Validated without a context (a
+# model built in code), old keys still work, silently, and origins are the indexes.
 
 
-# Deprecated keys met while validating (old name, new name): the program warns.
-_DEPRECATED: ContextVar[list[tuple[str, str]] | None] = ContextVar("mirrorstack_deprecated", default=None)
-
-
-def deprecated(old: str, new: str) -> None:
-    found = _DEPRECATED.get()
-    if found is not None:
-        found.append((old, new))
-
-
-class TopologyError(ValueError):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(["Invalid mirrorstack topology:", *(f"  - {p}" for p in problems)]))
+def _met_deprecated(info: ValidationInfo, key: Deprecation) -> None:
+    if info.context is not None:
+        info.context.setdefault("deprecated", []).append(key)
 
 
 def _string_value(value: Any) -> Any:
@@ -286,14 +277,15 @@ class ConnectCluster(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _renamed_remote_target(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "remote_target" in data:
+    def _renamed_remote_target(cls, data: Any, info: ValidationInfo) -> Any:
+        key = renamed_key("remote_target")
+        if isinstance(data, Mapping) and key.old in data:
             data = dict(data)
-            value = data.pop("remote_target")
-            if "push" in data:
-                raise ValueError("remote_target is the old name of push; fix: remove remote_target")
-            data["push"] = value
-            deprecated("remote_target", "push")
+            value = data.pop(key.old)
+            if key.new in data:
+                raise ValueError(f"{key.old} is the old name of {key.new}; fix: remove {key.old}")
+            data[key.new] = value
+            _met_deprecated(info, key)
         return data
 
     @property
@@ -426,7 +418,6 @@ class Flow(_Model):
 
     def connector_name(self, kind: str) -> str:
         """The connector of a kind (source, checkpoint, heartbeat) of this flow."""
-        from components.mirror.connectors import KINDS, connector_name  # pure, as this module
         given = self.connector_names.by_kind() if self.connector_names else {}
         return given.get(kind) or connector_name(self.name, KINDS[kind])
 
@@ -564,17 +555,19 @@ class Failover(_Model):
     gate: FailoverGate = Field(FailoverGate(), description="The readiness gate of a planned switch.")
 
 
-def _moved_spark_image(data: Mapping) -> Mapping:
+def _moved_spark_image(data: Mapping, info: ValidationInfo) -> Mapping:
     """`validation.image` became `images.spark` (one place for every image)."""
-    validation = data.get("validation")
-    if not isinstance(validation, Mapping) or "image" not in validation:
+    key = renamed_key("validation.image")
+    (section, old), (new_section, new) = key.old.split("."), key.new.split(".")
+    validation = data.get(section)
+    if not isinstance(validation, Mapping) or old not in validation:
         return data
-    images = dict(data.get("images") or {})
-    if "spark" in images:
-        raise TopologyError(["validation.image: the old name of images.spark; fix: remove validation.image"])
-    images["spark"] = validation["image"]
-    deprecated("validation.image", "images.spark")
-    return {**data, "validation": {k: v for k, v in validation.items() if k != "image"}, "images": images}
+    images = dict(data.get(new_section) or {})
+    if new in images:
+        raise TopologyError([f"{key.old}: the old name of {key.new}; fix: remove {key.old}"])
+    images[new] = validation[old]
+    _met_deprecated(info, key)
+    return {**data, section: {k: v for k, v in validation.items() if k != old}, new_section: images}
 
 
 class Topology(_Model):
@@ -602,27 +595,25 @@ class Topology(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _expand_shorthand(cls, data: Any) -> Any:
-        _ORIGINS.set(None)
+    def _expand_shorthand(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, Mapping) or not isinstance(data.get("flows"), list):
             return data  # pydantic names what is wrong
-        data = _moved_spark_image(data)
-        flows, origins, problems = _expand_flows(data["flows"])
+        data = _moved_spark_image(data, info)
+        flows, origins, problems = expand_flows(data["flows"])
         if problems:  # the flows cannot be counted until these are fixed
             raise TopologyError(problems)
-        _ORIGINS.set(origins)
+        if info.context is not None:
+            info.context["origins"] = origins
         return {**data, "flows": flows}
 
     @model_validator(mode="after")
-    def _check_and_resolve(self) -> Topology:
+    def _check_and_resolve(self, info: ValidationInfo) -> Topology:
         # Flows without `connect` run on a Connect cluster named after their target.
         defaults = {f.target for f in self.flows if f.connect in (None, f.target) and f.target in self.clusters}
         defaults -= self.connect.keys()
-        origins = _ORIGINS.get()
+        origins = (info.context or {}).get("origins")
         if origins is None or len(origins) != len(self.flows):  # validated without the expansion step
             origins = tuple(FlowOrigin(i) for i in range(len(self.flows)))
-        from components.model.rules import rule_problems  # the rules read these models
-
         problems = rule_problems(self, known_connect=self.connect.keys() | defaults, origins=origins)
         problems = list(dict.fromkeys(problems))  # a shared field of an expanded entry fails once
         if problems:
@@ -686,222 +677,17 @@ class Topology(_Model):
         return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source).remote_topic(flow.source, topic)
 
 
-@dataclass(frozen=True)
-class FlowOrigin:
-    """Where a flow sits in the stack file: `flows[index]`, or item `item` of
-    that entry's `key` list (`sources`/`targets`) when it was expanded from one."""
-
-    index: int
-    key: str | None = None
-    item: int = 0
-
-    def loc(self, rest: tuple = ()) -> tuple:
-        """The stack-file location of the model location ('flows', k, *rest)."""
-        if self.key and rest[:1] == (SHORTHAND[self.key],):
-            return ("flows", self.index, self.key, self.item, *rest[1:])
-        return ("flows", self.index, *rest)
-
-    def path(self, field: str | None = None) -> str:
-        """`flows[1].target`; the whole flow is `flows[0].targets[2]` when expanded."""
-        if field is None:
-            return _path(("flows", self.index, self.key, self.item) if self.key else ("flows", self.index))
-        return _path(self.loc((field,)))
-
-
-# The origins of the flows being validated: set by Topology._expand_shorthand,
-# read by the rule checks and load_topology of the same validation, so that
-# messages point into the stack file (`flows[0].sources[1]`), not the expansion.
-_ORIGINS: ContextVar[tuple[FlowOrigin, ...] | None] = ContextVar("mirrorstack_flow_origins", default=None)
-
-
-def _expand_flows(entries: list) -> tuple[list, tuple[FlowOrigin, ...], list[str]]:
-    """`sources: [a, b]` / `targets: [a, b]` → one flow per alias, other fields shared."""
-    flows, origins, problems = [], [], []
-    for i, entry in enumerate(entries):
-        known = len(problems)
-        lists = [many for many in SHORTHAND if isinstance(entry, Mapping) and many in entry]
-        for many in lists:
-            one, value = SHORTHAND[many], entry[many]
-            if one in entry:
-                problems.append(f"flows[{i}].{many}: give either {one} or {many}, not both; "
-                                f"fix: remove {one}, or add it to {many}")
-            if not isinstance(value, list) or not value:
-                problems.append(f"flows[{i}].{many}: must be a non-empty list of cluster aliases (got {value!r}); "
-                                f"fix: write e.g. `{many}: [a, b]`, or `{one}: a` for one cluster")
-        if len(lists) == 2:
-            problems.append(f"flows[{i}].targets: sources and targets are both lists; fix: keep one list and "
-                            "write a flow entry per alias of the other (pairs are rarely all meant)")
-        if len(lists) != 1 or len(problems) > known:
-            flows.append(entry)
-            origins.append(FlowOrigin(i))
-            continue
-        (many,) = lists
-        shared = {k: v for k, v in entry.items() if k != many}
-        for j, alias in enumerate(entry[many]):
-            flows.append({**copy.deepcopy(shared), SHORTHAND[many]: alias})
-            origins.append(FlowOrigin(i, many, j))
-    return flows, tuple(origins), problems
-
-
-
-
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The model whose keys sit at `loc`, to list them when a key is unknown."""
-    node: Any = Topology
-    for part in loc:
-        if isinstance(node, type) and issubclass(node, BaseModel):
-            node = node.model_fields[part].annotation if part in node.model_fields else None
-        else:  # a dict key or list index: step into the value type
-            node = typing.get_args(node)[-1] if typing.get_origin(node) in (dict, list) else None
-        if isinstance(node, types.UnionType):  # `ExternalCluster | None`
-            node = typing.get_args(node)[0]
-    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
-
-
-def _field_at(loc: tuple) -> Any:
-    """The FieldInfo of the model field at `loc`, if it is one."""
-    model = _model_at(loc[:-1]) if loc else None
-    return model.model_fields.get(loc[-1]) if model is not None and isinstance(loc[-1], str) else None
-
-
-def _number(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _bounds(loc: tuple) -> str:
-    """' >= 1 (at most 9)' from the field's ge/gt and le/lt, '' without bounds."""
-    low = high = ""
-    for constraint in getattr(_field_at(loc), "metadata", []):
-        for op, text in (("ge", ">= {}"), ("gt", "> {}"), ("le", "at most {}"), ("lt", "below {}")):
-            bound = getattr(constraint, op, None)
-            if bound is not None and op in ("ge", "gt"):
-                low = " " + text.format(_number(bound))
-            elif bound is not None:
-                high = text.format(_number(bound))
-    if low:
-        return f"{low} ({high})" if high else low
-    return f" {high.replace('at most', '<=').replace('below', '<')}" if high else ""
-
-
-def _yaml_scalar(value: Any) -> str:
-    return "null" if value is None else json.dumps(value)
-
-
-# What each kind of pydantic error asks for, by error type (see _type_fix).
-_INT_ERRORS = {"int_type", "int_parsing", "int_from_float", "int_parsing_size"}
-_FLOAT_ERRORS = {"float_type", "float_parsing", "finite_number"}
-_BOOL_ERRORS = {"bool_type", "bool_parsing"}
-_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
-_TRUE, _FALSE = {"yes", "y", "on", "true", "1", "t"}, {"no", "n", "off", "false", "0", "f"}
-
-
-def _type_fix(err: dict) -> str:
-    """The `fix:` of a pydantic type or constraint error: what to write instead."""
-    kind, loc, value, ctx = err["type"], err["loc"], err.get("input"), err.get("ctx") or {}
-    field = _field_at(loc)
-    if kind in _BOUND_ERRORS:  # the bound's type is the field's: ge=1 on an int, ge=0.0 on a float
-        whole = not any(isinstance(v, float) for v in ctx.values())
-        return f"use {'a whole number' if whole else 'a number'}{_bounds(loc)}"
-    if kind in _INT_ERRORS | _FLOAT_ERRORS:
-        whole = kind in _INT_ERRORS
-        example = ""
-        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+" if whole else r"-?[0-9]+(\.[0-9]+)?", value.strip()):
-            example = f", e.g. {value.strip()}"
-        elif isinstance(value, float) and value.is_integer():
-            example = f", e.g. {int(value)}"
-        return f"write {'a whole number' if whole else 'a number'}{_bounds(loc)} without quotes{example}"
-    if kind in _BOOL_ERRORS:
-        word = str(value).strip().lower() if isinstance(value, (str, int)) else ""
-        example = ", e.g. true" if word in _TRUE else ", e.g. false" if word in _FALSE else ""
-        return f"write true or false without quotes{example}"
-    if kind == "list_type":
-        if isinstance(value, str):
-            items = ", ".join(json.dumps(x.strip()) for x in value.split(",") if x.strip()) or '""'
-            return f"write a YAML list like [a, b], e.g. [{items}]"
-        return "write a YAML list like [a, b]"
-    if kind == "string_type":
-        if isinstance(value, (bool, int, float)):
-            return f'quote it in YAML, e.g. "{_yaml_scalar(value)}"'
-        if value is None:
-            return 'write a value, e.g. "text", or remove the key for the default'
-        return 'write a single string, e.g. "text"'
-    if kind == "string_pattern_mismatch":
-        examples = getattr(field, "examples", None) or []
-        default = getattr(field, "default", None)
-        example = examples[0] if examples else default if isinstance(default, str) and default else None
-        return f"match the pattern {ctx.get('pattern')}" + (f", e.g. {example!r}" if example else "")
-    if kind == "string_too_short":
-        default = getattr(field, "default", None)
-        example = f", e.g. {default!r}" if isinstance(default, str) and default else ""
-        count = ctx.get("min_length", 1)
-        return f"write a non-empty value{example}" if count == 1 else f"write at least {count} characters{example}"
-    if kind == "string_too_long":
-        return f"write at most {ctx.get('max_length')} characters"
-    if kind == "too_short":
-        count = ctx.get("min_length", 1)
-        return f"add at least {count} {'entry' if count == 1 else 'entries'}"
-    if kind == "literal_error":
-        expected = str(ctx.get("expected", ""))
-        head, sep, last = expected.rpartition(" or ")
-        choices = f"{head}, {last}" if sep else expected
-        cased = [c for c in re.findall(r"'([^']*)'", expected) if isinstance(value, str) and c.lower() == value.lower()]
-        return f"use one of {choices}" + (f" (case matters: {cased[0]!r})" if cased else "")
-    if kind in ("model_type", "model_attributes_type"):
-        model = _model_at(loc)
-        if model is None:
-            return "write a YAML mapping like {key: value}"
-        required = [name for name, f in model.model_fields.items() if f.is_required()]
-        if required:
-            return f"write a YAML mapping with at least the keys {', '.join(required)}"
-        return f"write a YAML mapping of {', '.join(sorted(model.model_fields))}, or {{}} for the defaults"
-    if kind in ("dict_type", "mapping_type"):
-        return 'write a YAML mapping like {key: "value"}, or {} for none'
-    return "correct the value as the JSON Schema (components/schema/topology.schema.json) says"
-
-
-def _pydantic_problem(err: dict) -> str:
-    where, kind, msg = _path(err["loc"]), err["type"], err["msg"].removeprefix("Value error, ")
-    if kind == "extra_forbidden":
-        allowed = sorted((_model_at(err["loc"][:-1]) or _Model).model_fields)
-        close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"{where}: unknown key; fix: {hint}allowed keys here are {', '.join(allowed) or 'none'}"
-    if kind == "missing":
-        many = {one: many for many, one in SHORTHAND.items()}.get(err["loc"][-1])
-        if many and len(err["loc"]) == 3 and err["loc"][0] == "flows":
-            return f"{where}: required; fix: add it, or `{many}: [...]` for several clusters"
-        return f"{where}: required; fix: add it"
-    if kind not in ("quote_value", "value_error") and not isinstance(err.get("input"), (dict, list)):
-        msg += f" (got {err.get('input')!r})"
-    if "fix:" not in msg:  # pydantic's own type and constraint errors say what, not how
-        msg += f"; fix: {_type_fix(err)}"
-    return f"{where}: {msg}"
-
-
 def load_topology(data: Mapping) -> Topology:
     """Validate the stack's topology config; raise TopologyError listing every
     problem. Deprecated keys still work: `Topology.warnings` names them."""
-    token = _DEPRECATED.set([])
+    context: dict = {"deprecated": [], "origins": None}  # this validation's (see _met_deprecated)
     try:
-        topology = Topology.model_validate(data)
-        topology._warnings = [f"mirrorstack:topology: `{old}` is deprecated; fix: rename it to `{new}` (same meaning)"
-                             for old, new in dict.fromkeys(_DEPRECATED.get())]
-        return topology
+        topology = Topology.model_validate(data, context=context)
     except ValidationError as e:
-        origins = _ORIGINS.get() or ()  # of this validation: point into the stack file, not the expansion
-        problems = []
-        for err in e.errors():
-            rules = err.get("ctx", {}).get("error")
-            if isinstance(rules, TopologyError):
-                problems += rules.problems
-                continue
-            loc = err["loc"]
-            if loc[:1] == ("flows",) and len(loc) > 1 and isinstance(loc[1], int) and loc[1] < len(origins):
-                err = {**err, "loc": origins[loc[1]].loc(loc[2:])}
-            problems.append(_pydantic_problem(err))
-        raise TopologyError(list(dict.fromkeys(problems))) from None
-    finally:
-        _DEPRECATED.reset(token)
+        raise TopologyError(validation_problems(e, Topology, context["origins"] or ())) from None
+    topology._warnings = [f"mirrorstack:topology: `{key.old}` is deprecated; fix: rename it to `{key.new}` "
+                          "(same meaning)" for key in dict.fromkeys(context["deprecated"])]
+    return topology
 
 
 def topology_json_schema() -> dict:

@@ -14,8 +14,6 @@ from __future__ import annotations
 # MirrorMaker 2, source connector (per source partition)
 MM2_RECORDS = "kafka_connect_mirror_source_connector_record_count_total"       # counter
 MM2_BYTES = "kafka_connect_mirror_source_connector_byte_count_total"           # counter
-MM2_RECORD_RATE = "kafka_connect_mirror_source_connector_record_rate"          # records/s
-MM2_BYTE_RATE = "kafka_connect_mirror_source_connector_byte_rate"              # bytes/s
 MM2_RECORD_AGE_MAX = "kafka_connect_mirror_source_connector_record_age_ms_max"  # ms
 MM2_RECORD_AGE_AVG = "kafka_connect_mirror_source_connector_record_age_ms_avg"  # ms
 MM2_LATENCY_MAX = "kafka_connect_mirror_source_connector_replication_latency_ms_max"  # ms
@@ -28,15 +26,12 @@ MM2_CHECKPOINT_LATENCY_AVG = "kafka_connect_mirror_checkpoint_connector_checkpoi
 CONNECTOR_STATUS = "kafka_connect_connector_status"      # 1 per {connector, status}
 TASK_STATUS = "kafka_connect_task_status"                # 1 per {connector, task, status}
 WORKER_CONNECTORS = "kafka_connect_worker_connector_count"
-WORKER_TASKS = "kafka_connect_worker_task_count"
 CONNECTOR_RUNNING_TASKS = "kafka_connect_worker_connector_running_task_count"  # {connector}
 CONNECTOR_FAILED_TASKS = "kafka_connect_worker_connector_failed_task_count"    # {connector}
 
 # Brokers and controllers
 TOPIC_MESSAGES_IN = "kafka_server_broker_topic_messagesinpersec_total"  # counter, {topic}
-TOPIC_BYTES_IN = "kafka_server_broker_topic_bytesinpersec_total"        # counter, {topic}
 UNDER_REPLICATED = "kafka_server_replica_manager_underreplicatedpartitions"
-ACTIVE_CONTROLLERS = "kafka_controller_activecontrollercount"
 
 # JVM (the agent's built-in collectors)
 JVM_HEAP_USED = 'jvm_memory_used_bytes{area="heap"}'

@@ -79,7 +79,7 @@ def rename_collisions(spec: dict, source_topics, target_topics) -> list[tuple[st
     return [(name, clash) for name in names if (clash := _collision(name, target_topics))]
 
 
-# What `up` does when a live flow's names change (components/mirror/resource.py, NAMING_KEYS).
+# What `up` does when a live flow's names change (components/mirror/reconcile.py, NAMING_KEYS).
 RENAME_WARNING = ("replication_policy or separator changed: every remote topic and MM2's internal topics "
                   "(checkpoints, offset syncs) get new names; up resets the flow's connector offsets, so the "
                   "source topics are copied again from their start under the new names; the old remote topics "

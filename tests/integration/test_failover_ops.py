@@ -18,7 +18,7 @@ from components.failover.rules import render_report
 from components.mirror.connectors import mirror_connector_configs
 from components.validation.job_config import offset_syncs_topic
 from components.failover.procedure import Cluster, GateFailed, Switch, run_switch
-from components.mirror.resource import ConnectClient, summarize
+from components.connect.api import ConnectClient, summarize
 from components.model.spec import Flow
 from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient
 from components import toolchain
 from components.mirror.connectors import mirror_connector_configs
 from components.validation.job_config import job_modules, offset_syncs_topic
-from components.mirror.resource import MirrorMaker2Provider
+from components.mirror.provider import MirrorMaker2Provider
 from components.model.spec import load_topology
 from spark import validate_replication as job
 from tests.support.kafka_clients import committed_offsets, create_topic

@@ -1,7 +1,7 @@
 """Reads from Kafka Connect's REST API for tests. Right after an update the
 group rebalances and a worker refuses reads for a few seconds, with 409 (stale
 configuration) or 500 (RebalanceNeededException): asked again, as
-mirrorstack's own client does (components/mirror/resource.py)."""
+mirrorstack's own client does (components/connect/api.py)."""
 from __future__ import annotations
 
 import time

@@ -30,3 +30,15 @@ def test_an_unknown_name_of_a_package_is_still_an_attribute_error():
     import components.mirror
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         components.mirror.Nope  # noqa: B018
+
+
+def test_every_renamed_key_is_accepted_and_warned_about_from_the_table():
+    from components.model.spec import load_topology
+    keys = [d for d in DEPRECATIONS if d.kind == "key"]
+    topology = load_topology({
+        "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],
+        "connect": {"b": {"kafka": "b", "remote_target": False}}, "validation": {"image": "example/spark:1"}})
+    assert {d.old for d in keys} == {"remote_target", "validation.image"}
+    assert sorted(topology.warnings) == sorted(
+        f"mirrorstack:topology: `{d.old}` is deprecated; fix: rename it to `{d.new}` (same meaning)" for d in keys)
+    assert topology.images.spark == "example/spark:1" and topology.connect["b"].push is False

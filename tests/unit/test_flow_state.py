@@ -10,7 +10,8 @@ import socket
 
 import pytest
 
-from components.mirror.resource import MirrorMaker2Provider, first_line, reached, summarize
+from components.connect.api import first_line, reached, summarize
+from components.mirror.provider import MirrorMaker2Provider
 from components.model.spec import Topology, TopologyError, load_topology, topology_json_schema
 from tests.unit.test_placement_and_takeover import build
 

@@ -10,6 +10,7 @@ import yaml
 from components.model import spec as model
 
 from components.model import rules as model_rules
+from components.model.paths import field_path
 from components.model.spec import TopologyError, load_topology, topology_json_schema
 
 AGGREGATION = yaml.safe_load("""
@@ -234,7 +235,7 @@ def test_yaml_types_are_final_but_ints_pass_as_floats():
 
 def _path_of(change_path: str) -> str:
     """'flows/0/heartbeats' -> 'flows[0].heartbeats'."""
-    return model._path(tuple(int(p) if p.isdigit() else p for p in change_path.split("/")))
+    return field_path(tuple(int(p) if p.isdigit() else p for p in change_path.split("/")))
 
 
 def test_all_problems_are_reported_together():

@@ -96,14 +96,20 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
     (plugin scanning is the slow part of a worker's start), and every connector
     of the group and its tasks run (the group rebalanced after a restart; a new
     group without connectors passes)."""
+    from components.connect.api import ConnectClient, ConnectError, basic_auth
+
     auth = rest_credentials(auth_file) if auth_file else None
-    plugins = requests.get(f"{rest_url}/connector-plugins", timeout=timeout, auth=auth).json()
-    if not set(MIRROR_CONNECTOR_CLASSES) <= {p["class"] for p in plugins}:
+    client = ConnectClient(rest_url, headers=basic_auth(auth)).quick(timeout)  # a probe: no retries
+    if not set(MIRROR_CONNECTOR_CLASSES) <= set(client.plugins()):
         return False
-    reply = requests.get(f"{rest_url}/connectors", params={"expand": "status"}, timeout=timeout, auth=auth)
-    if reply.status_code != 200:  # e.g. 409 while the group rebalances
-        raise NotReady(f"answers; the group is not ready (HTTP {reply.status_code} on /connectors)")
-    waiting = not_running(reply.json())
+    try:
+        expanded = client.expanded_status()
+    except ConnectError as exc:
+        if exc.status is None:
+            raise
+        # e.g. 409 while the group rebalances
+        raise NotReady(f"answers; the group is not ready (HTTP {exc.status} on /connectors)") from None
+    waiting = not_running(expanded)
     if waiting:
         raise NotReady(f"answers; waiting for {len(waiting)} connectors/tasks to run ({_first_few(waiting)})")
     return True
