@@ -28,6 +28,7 @@ from components.platforms.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan.report import report_plan
 from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -54,15 +55,15 @@ platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
                          rest_access=config.get("restAccess"), images=topology.images)
-replication = ReplicationTopology(stack, topology, platform, stack=stack,
-                                  validation_run_id=config.get("validationRunId"),
-                                  grafana_password=config.get_secret("grafanaAdminPassword"),
-                                  cluster_secrets=config.get_secret_object("clusterSecrets"),
-                                  cluster_secret_keys=secret_keys,
-                                  connect_secrets=config.get_secret_object("connectSecrets"),
-                                  connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external],
-                                                                   own=own),
-                                  quorum_guards=quorum_guards(own, topology))
+replication = ReplicationTopology(stack, ReplicationTopologyArgs(
+    topology=topology, platform=platform, stack=stack,
+    validation_run_id=config.get("validationRunId"),
+    grafana_password=config.get_secret("grafanaAdminPassword"),
+    cluster_secrets=config.get_secret_object("clusterSecrets"),
+    cluster_secret_keys=secret_keys,
+    connect_secrets=config.get_secret_object("connectSecrets"),
+    connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external], own=own),
+    quorum_guards=quorum_guards(own, topology)))
 
 # Which live topics each flow mirrors, and what this change starts or stops mirroring.
 pulumi.export("replication_plan", report_plan(topology, replication.clusters,

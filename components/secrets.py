@@ -7,6 +7,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
 from components import naming
+from components.args import GeneratedPasswordArgs
 
 
 class GeneratedPasswordProvider(ResourceProvider):
@@ -21,13 +22,14 @@ class GeneratedPasswordProvider(ResourceProvider):
 
 
 class GeneratedPassword(Resource, module="secrets", name="GeneratedPassword"):
-    """Output: `result` (secret)."""
+    """Built from GeneratedPasswordArgs (the defaults when not given). Output: `result` (secret)."""
 
     result: pulumi.Output[str]
 
-    def __init__(self, name: str, length: int = 24, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GeneratedPasswordArgs = GeneratedPasswordArgs(),
+                 opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
-        super().__init__(GeneratedPasswordProvider(), resource_name, {"length": str(length), "result": None},
+        super().__init__(GeneratedPasswordProvider(), resource_name, {"length": str(args.length), "result": None},
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["result"])))
 
 

@@ -1,32 +1,35 @@
 """ReplicationTopology: wires a validated Topology into clusters, Connect and flows."""
 from __future__ import annotations
 
-import pulumi
-
 import hashlib
 import json
 
-from components.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
+import pulumi
+
+from components.args import ReplicationTopologyArgs
+from components.connect.args import ConnectClusterArgs
 from components.connect.cluster import ConnectCluster
+from components.failover.args import FailoverSwitchArgs
 from components.failover.switch import FailoverSwitch, failover_output, flow_piece
+from components.kafka.args import KafkaClusterArgs
 from components.kafka.cluster import KafkaCluster
+from components.mirror.args import MirrorMaker2Args
+from components.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
 from components.mirror.resource import MirrorMaker2
+from components.monitoring.args import MonitoringArgs
 from components.monitoring.component import Monitoring
+from components.validation.args import SparkValidationJobArgs
 from components.validation.job import SparkValidationJob
 
 
 class ReplicationTopology(pulumi.ComponentResource):
-    """Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
+    """Every component of a topology, built from ReplicationTopologyArgs.
+    Outputs: `clusters` (alias → bootstrap servers), `connect` (name → REST
     URL), `flows` (flow → connector states), `validation` (the Spark validation
     job's report, when the topology has a `validation` section; else None),
     `monitoring` (the Monitoring component when it has a `monitoring` section),
     `certificates` (secured deployed clusters: alias → CA fingerprint and
-    expiry, each certificate's expiry, the CA rotation phase; else None).
-    `cluster_secrets` (a secret: alias → {client setting: value}; `password`
-    is the SASL password) are an external cluster's secret client settings;
-    `cluster_secret_keys` (alias → the keys set there) is what the graph is
-    built from (a secret's value is known only at deployment).
-    `validation_run_id` overrides `validation.run_id` (a re-run trigger)."""
+    expiry, each certificate's expiry, the CA rotation phase; else None)."""
 
     def _override_allowlist(self, topology, flows) -> list[str]:
         """Client settings the connectors of these flows override, when one of
@@ -47,35 +50,32 @@ class ReplicationTopology(pulumi.ComponentResource):
                          if k.startswith((PRODUCER_OVERRIDE, "consumer.override.", "admin.override."))}
         return sorted(keys)
 
-    def __init__(self, name: str, topology, platform, *, stack: str, validation_run_id: str | None = None,
-                 grafana_password: pulumi.Input[str] | None = None, cluster_secrets: pulumi.Input[dict] | None = None,
-                 cluster_secret_keys: dict[str, set[str]] | None = None, connect_secrets: pulumi.Input[dict] | None = None,
-                 connect_groups: dict[str, pulumi.Input[str]] | None = None,
-                 quorum_guards: dict[str, pulumi.Output] | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ReplicationTopologyArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
         self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (components.naming)
+        topology, platform, stack = args.topology, args.platform, args.stack
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
-        keys = cluster_secret_keys or {}
-        self.clusters = {alias: KafkaCluster(
-            alias, spec, platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
-            secrets=pulumi.Output.from_input(cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
-            if keys.get(alias) else None, quorum_guard=(quorum_guards or {}).get(alias), opts=child)
+        keys = args.cluster_secret_keys or {}
+        self.clusters = {alias: KafkaCluster(alias, KafkaClusterArgs(
+            cluster=spec, platform=platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
+            secrets=pulumi.Output.from_input(args.cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
+            if keys.get(alias) else None, quorum_guard=(args.quorum_guards or {}).get(alias)), opts=child)
             for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
         # Group ids carry the stack (components.stack_history) unless the spec names one.
-        groups = {name: pulumi.Output.from_input(spec.group_id or (connect_groups or {}).get(name)
+        groups = {name: pulumi.Output.from_input(spec.group_id or (args.connect_groups or {}).get(name)
                                                  or f"mirrorstack-{stack}-{name}")
                   for name, spec in topology.connect.items()}
-        secrets_of_connect = pulumi.Output.secret(pulumi.Output.from_input(connect_secrets).apply(lambda d: d or {})) \
-            if connect_secrets is not None else None
-        self.connect = {name: ConnectCluster(
-            name, spec, self.clusters[spec.kafka], platform, metrics=metrics,
+        secrets_of_connect = pulumi.Output.secret(pulumi.Output.from_input(args.connect_secrets).apply(
+            lambda d: d or {})) if args.connect_secrets is not None else None
+        self.connect = {name: ConnectCluster(name, ConnectClusterArgs(
+            spec=spec, kafka=self.clusters[spec.kafka], platform=platform, metrics=metrics,
             exactly_once=any(f.exactly_once for f in by_connect[name]),
             clients=[self.clusters[a] for a in dict.fromkeys(x for f in by_connect[name] for x in (f.source, f.target))],
             group_id=groups[name], override_allowlist=self._override_allowlist(topology, by_connect[name]),
             rest_password=secrets_of_connect.apply(lambda d, n=name: (d.get(n) or {}).get("password"))
-            if secrets_of_connect is not None else None,
+            if secrets_of_connect is not None else None),
             opts=child) for name, spec in topology.connect.items()}
         for target, merged in topology.identity_merges().items():
             # Allowed (the classic aggregation), but say it where a reviewer looks.
@@ -95,25 +95,26 @@ class ReplicationTopology(pulumi.ComponentResource):
                     source_bootstrap=args[0], target_bootstrap=args[1],
                     source_client=clients[flow.source], target_client=clients[flow.target],
                     owner=stack, push=push, offsets_topic=f"{args[2]}-offsets"))
-            self.flows[flow.name] = MirrorMaker2(
-                flow, connect_url=connect.rest_url, connectors=configs,
+            self.flows[flow.name] = MirrorMaker2(flow.name, MirrorMaker2Args(
+                flow=flow, connect_url=connect.rest_url, connectors=configs,
                 secrets_digest=None if spec.is_external else _secrets_digest(source, target),
                 connect_urls=connect.rest_urls if len(connect.workers) > 1 or spec.is_external else None,
                 connect_auth=connect.rest_credentials, connect=flow.connect, connect_ca_file=connect.ca_file,
-                restart_trigger=flow.restart_trigger, state=topology.flow_state(flow),
+                restart_trigger=flow.restart_trigger, state=topology.flow_state(flow)),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready,
                                                                      *self._after_switch(topology, flow)]))
 
         self.monitoring = None
         if metrics:
-            self.monitoring = Monitoring("monitoring", topology, self.clusters, self.connect, platform,
-                                         grafana_password=grafana_password, opts=child)
+            self.monitoring = Monitoring("monitoring", MonitoringArgs(
+                topology=topology, clusters=self.clusters, connect=self.connect, platform=platform,
+                grafana_password=args.grafana_password), opts=child)
 
         self.validation = None
         if topology.validation is not None:
-            self.validation = SparkValidationJob(
-                "validation", topology, self.clusters, platform, flows=list(self.flows.values()),
-                run_id=validation_run_id, opts=child)
+            self.validation = SparkValidationJob("validation", SparkValidationJobArgs(
+                topology=topology, clusters=self.clusters, platform=platform, flows=list(self.flows.values()),
+                run_id=args.validation_run_id), opts=child)
 
         self.cluster_outputs = pulumi.Output.all(
             **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})
@@ -145,10 +146,10 @@ class ReplicationTopology(pulumi.ComponentResource):
         # Unplanned: the side left is lost, and a failed restart of its services must not hold the switch.
         sides = (fo.active,) if fo.unplanned else (fo.primary, fo.standby)
         after += [r for alias in sides for r in (*self.clusters[alias].ready, *self.clusters[alias].client_resources)]
-        return FailoverSwitch(
-            "failover", failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
+        return FailoverSwitch("failover", FailoverSwitchArgs(
+            failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
             reverse=flow_piece(reverse, self.connect[reverse.connect]) if reverse is not None else None,
-            connect_auth=auth or None, opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+            connect_auth=auth or None), opts=pulumi.ResourceOptions(parent=self, depends_on=after))
 
     def _after_switch(self, topology, flow) -> list:
         """The failover pair's flows change only after the switch: its gate runs first."""

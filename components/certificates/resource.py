@@ -19,6 +19,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from components import naming
+from components.certificates.args import ClusterCertificatesArgs
 
 CLOCK_OFFSET_ENV = "MIRRORSTACK_TLS_CLOCK_OFFSET_DAYS"
 SECRET_OUTPUTS = ["ca_key", "next_ca_key", "leaves"]
@@ -78,8 +79,7 @@ class ClusterCertificatesProvider(ResourceProvider):
 
 
 class ClusterCertificates(Resource, module="tls", name="ClusterCertificates"):
-    """Inputs: `nodes` (node name → the host names its certificate is for) and
-    the cluster's `certificates` settings (model.Certificates). Outputs:
+    """A cluster's CA and certificates, built from ClusterCertificatesArgs. Outputs:
     `truststore` (PEM: the CAs every node and client trusts), `ca_cert` (the
     CA that signs now), `leaves` (a secret: node name, and `client`, → PEM
     keystore: unencrypted PKCS#8 key, certificate, CA), `ca_key` (a secret),
@@ -90,9 +90,9 @@ class ClusterCertificates(Resource, module="tls", name="ClusterCertificates"):
     leaves: pulumi.Output[dict]
     certificates: pulumi.Output[dict]
 
-    def __init__(self, name: str, *, cluster: str, nodes: dict[str, list[str]], settings,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ClusterCertificatesArgs, opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        cluster, nodes, settings = args.cluster, args.nodes, args.settings
         super().__init__(ClusterCertificatesProvider(), resource_name, {
             "cluster": cluster, "nodes": {n: sorted(set(h)) for n, h in nodes.items()},
             "validity_days": settings.validity_days, "renew_before_days": settings.renew_before_days,

@@ -5,6 +5,7 @@ import pulumi
 
 from components import naming
 from components.connect import worker as connect
+from components.connect.args import ConnectClusterArgs
 from components.platforms import jvm
 from components.kafka import security
 from components.monitoring.prometheus import ScrapeTarget
@@ -24,7 +25,8 @@ def rest_jaas(credentials_file: str) -> str:
 
 
 class ConnectCluster(pulumi.ComponentResource):
-    """Outputs: `rest_url` (the first worker's REST API), `rest_urls` (every
+    """A Connect worker group built from ConnectClusterArgs.
+    Outputs: `rest_url` (the first worker's REST API), `rest_urls` (every
     worker's; any serves the whole API). With `metrics`, every
     worker runs the JMX exporter; `scrape_targets` lists them for Prometheus.
     `clients`: the KafkaClusters whose client folders its connectors reference
@@ -34,21 +36,21 @@ class ConnectCluster(pulumi.ComponentResource):
 
     rest_url: pulumi.Output[str]
 
-    def __init__(self, name: str, spec, kafka, platform, *, metrics: bool = False, exactly_once: bool = False,
-                 clients: list = (), group_id: pulumi.Input[str] | None = None, override_allowlist: list[str] = (),
-                 rest_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ConnectClusterArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:connect:ConnectCluster", name, opts)
+        spec, kafka, platform, metrics = args.spec, args.kafka, args.platform, args.metrics
+        exactly_once, override_allowlist = args.exactly_once, args.override_allowlist
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
-        self.group_id = pulumi.Output.from_input(spec.group_id or group_id or f"mirrorstack-{name}")
+        self.group_id = pulumi.Output.from_input(spec.group_id or args.group_id or f"mirrorstack-{name}")
         self.ca_file = None
-        clients = [c for c in clients if c.client_files is not None]
+        clients = [c for c in args.clients if c.client_files is not None]
         self.rest_credentials = None
         if spec.external is not None:  # an existing group: nothing deployed, only how to reach it
             ext = spec.external
             self.workers, self.ca_file = [], ext.ca_file
             if ext.username is not None:
-                self.rest_credentials = pulumi.Output.secret(pulumi.Output.from_input(rest_password).apply(
+                self.rest_credentials = pulumi.Output.secret(pulumi.Output.from_input(args.rest_password).apply(
                     lambda pw: {"username": ext.username, "password": pw}))
             self.rest_url = pulumi.Output.from_input(ext.urls[0])
             self.rest_urls = pulumi.Output.from_input(list(ext.urls))

@@ -18,6 +18,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from components import naming
+from components.failover.args import FailoverSwitchArgs
 from components.plan.replication_plan import flow_spec
 from components.validation.job_config import checkpoints_topic, offset_syncs_topic
 
@@ -138,18 +139,16 @@ def render(report: dict) -> str:
 
 
 class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
-    """The failover section of a topology: `active` (the side clients use) and
-    `report` (the last switch's report, None before the first switch).
-    `forward`/`reverse`: the two flows as run_switch reads them (see
-    `flow_piece`); `clusters`: alias → {bootstrap, client}; `connect_auth`
-    (a secret): Connect cluster name → REST credentials."""
+    """The failover section of a topology, built from FailoverSwitchArgs.
+    Outputs: `active` (the side clients use) and `report` (the last switch's
+    report, None before the first switch)."""
 
     active: pulumi.Output[str]
     report: pulumi.Output[dict]
 
-    def __init__(self, name: str, *, failover, clusters: dict, forward: dict, reverse: dict | None,
-                 connect_auth: dict | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: FailoverSwitchArgs, opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts)
+        failover, connect_auth = args.failover, args.connect_auth
         gate = failover.gate
         super().__init__(FailoverSwitchProvider(), resource_name, {
             "primary": failover.primary, "standby": failover.standby, "active": failover.active,
@@ -157,7 +156,7 @@ class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
             # strings and floats: numbers in dynamic props come back as floats anyway
             "gate": {"in_flight": gate.in_flight, "wait_seconds": float(gate.wait_seconds),
                      "allow_active_consumers": gate.allow_active_consumers},
-            "clusters": clusters, "forward": forward, "reverse": reverse,
+            "clusters": args.clusters, "forward": args.forward, "reverse": args.reverse,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
             "report": None,
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))

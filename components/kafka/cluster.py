@@ -7,8 +7,10 @@ import uuid
 import pulumi
 
 from components import naming
+from components.certificates.args import ClusterCertificatesArgs
 from components.certificates.resource import ClusterCertificates
 from components.kafka import broker
+from components.kafka.args import KafkaClusterArgs
 from components.platforms import jvm
 from components.kafka import security
 from components.certificates.lifecycle import CLIENT
@@ -42,7 +44,8 @@ def controller_nodes(alias: str, count: int) -> list[tuple[str, int]]:
 
 
 class KafkaCluster(pulumi.ComponentResource):
-    """Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
+    """A KafkaCluster named after its alias, built from KafkaClusterArgs.
+    Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
     every node runs the JMX exporter; `scrape_targets` lists them for Prometheus.
 
     For clients: `client_settings` (plain Kafka client settings; secret ones are
@@ -55,10 +58,9 @@ class KafkaCluster(pulumi.ComponentResource):
 
     bootstrap_servers: pulumi.Output[str]
 
-    def __init__(self, alias: str, cluster, platform, *, stack: str, metrics: bool = False,
-                 secrets: pulumi.Input[dict] | None = None, secret_keys: frozenset[str] = frozenset(),
-                 quorum_guard: pulumi.Output | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, alias: str, args: KafkaClusterArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
+        cluster, platform, metrics = args.cluster, args.platform, args.metrics
         self.alias = alias
         self.broker_count = cluster.brokers
         self.scrape_targets: list[ScrapeTarget] = []
@@ -68,10 +70,10 @@ class KafkaCluster(pulumi.ComponentResource):
         self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
         self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
-        self._quorum_guard = quorum_guard  # fails when the controller count changed (components.stack_history)
+        self._quorum_guard = args.quorum_guard  # fails when the controller count changed (components.stack_history)
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
-            self._external_clients(cluster.external.security, secrets, secret_keys)
+            self._external_clients(cluster.external.security, args.secrets, args.secret_keys)
             self.ready: list[pulumi.Resource] = []
             self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
             return
@@ -80,13 +82,15 @@ class KafkaCluster(pulumi.ComponentResource):
         controllers = controller_nodes(alias, cluster.controllers)
         ctrl_addresses = {node_id: platform.address(name, "controller") for name, node_id in controllers}
         voters = broker.quorum_voters({node_id: f"{h}:{p}" for node_id, (h, p) in ctrl_addresses.items()})
-        format_args = ["format", "--ignore-formatted", "-t", cluster_id(stack, alias), "-c", "{dir}/server.properties"]
+        format_args = ["format", "--ignore-formatted", "-t", cluster_id(args.stack, alias),
+                       "-c", "{dir}/server.properties"]
         child = pulumi.ResourceOptions(parent=self)
 
         broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
         if sec.secured:
             nodes = self._node_hosts([name for name, _ in controllers], broker_names)
-            certs = ClusterCertificates(f"{alias}-tls", cluster=alias, nodes=nodes, settings=sec.certificates, opts=child)
+            certs = ClusterCertificates(f"{alias}-tls", ClusterCertificatesArgs(
+                cluster=alias, nodes=nodes, settings=sec.certificates), opts=child)
             self.tls = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result

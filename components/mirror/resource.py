@@ -9,6 +9,7 @@ from pulumi.dynamic import Resource
 
 from components import naming
 from components.connect.api import CONNECT_STATES
+from components.mirror.args import MirrorMaker2Args
 from components.mirror.preview import takeover_plan
 from components.mirror.provider import MirrorMaker2Provider
 
@@ -51,26 +52,25 @@ class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connec
 
 
 class MirrorMaker2(pulumi.ComponentResource):
-    """One replication flow (source → target) in a Connect cluster, in `state`
+    """One replication flow (source → target) in a Connect cluster, built from
+    MirrorMaker2Args (the topology names it after the flow), in `state`
     (running, paused, stopped: the topology's flow_state of the flow).
     Outputs: `connector_names`, `states` (name → state and task counts)."""
 
     states: pulumi.Output[dict]
 
-    def __init__(self, flow, *, connect_url: pulumi.Input[str], connectors: pulumi.Input[dict],
-                 secrets_digest: pulumi.Input[str] | None = None, restart_trigger: str = "",
-                 connect_urls: pulumi.Input[list] | None = None, connect_auth: pulumi.Input[dict] | None = None,
-                 connect: str | None = None, connect_ca_file: str | None = None, state: str = "running",
-                 opts: pulumi.ResourceOptions | None = None):
-        naming.component(self, "mirrorstack:mirror:MirrorMaker2", flow.name, opts)
+    def __init__(self, name: str, args: MirrorMaker2Args, opts: pulumi.ResourceOptions | None = None):
+        naming.component(self, "mirrorstack:mirror:MirrorMaker2", name, opts)
         from components.mirror.connectors import take_over_names
+        flow, connect_url, connect_urls = args.flow, args.connect_url, args.connect_urls
+        connect_auth, connect_ca_file = args.connect_auth, args.connect_ca_file
         adopt = sorted(flow.connector_names.by_kind().values()) if flow.connector_names else None
         take_over = take_over_names(flow)
         self.connectors = MirrorMaker2Connectors(
-            f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=connectors,
-            secrets_digest=secrets_digest, connect_urls=connect_urls, connect_auth=connect_auth,
-            restart_trigger=restart_trigger, connect=connect, connect_ca_file=connect_ca_file, adopt=adopt,
-            take_over=take_over, state=state, opts=pulumi.ResourceOptions(parent=self))
+            f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=args.connectors,
+            secrets_digest=args.secrets_digest, connect_urls=connect_urls, connect_auth=connect_auth,
+            restart_trigger=args.restart_trigger, connect=args.connect, connect_ca_file=connect_ca_file, adopt=adopt,
+            take_over=take_over, state=args.state, opts=pulumi.ResourceOptions(parent=self))
         if adopt or take_over:  # say in the preview what happens to connectors made by hand
             plan = pulumi.Output.all(connect_url, connect_urls, connect_auth).apply(
                 lambda a: takeover_plan({"connect_url": a[0], "connect_urls": a[1], "connect_auth": a[2],

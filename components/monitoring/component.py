@@ -10,26 +10,27 @@ from components import naming
 from components.monitoring.alerts import (
     alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
-from components.monitoring.prometheus import ScrapeTarget, prometheus_config
+from components.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
+from components.monitoring.prometheus import prometheus_config
 from components.secrets import GeneratedPassword
 
 
 class Prometheus(pulumi.ComponentResource):
-    """Scrapes `targets` with the replication alert rules of `topology` (its
-    `monitoring` settings), and, for the secured `clusters` (KafkaClusters),
-    their certificates' expiries and renewal alert. Outputs: `url`,
-    `alert_rules` (names)."""
+    """Built from PrometheusArgs: scrapes `targets` with the replication alert
+    rules of `topology` (its `monitoring` settings), and, for the secured
+    `clusters` (KafkaClusters), their certificates' expiries and renewal alert.
+    Outputs: `url`, `server` (the resource that runs it), `alert_rules` (names)."""
 
-    def __init__(self, name: str, topology, targets: list[ScrapeTarget], platform, clusters: dict | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: PrometheusArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Prometheus", name, opts)
+        topology, targets, platform = args.topology, args.targets, args.platform
         settings = topology.monitoring
         rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
                             stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
-        secured = {alias: c for alias, c in (clusters or {}).items() if c.tls is not None}
+        secured = {alias: c for alias, c in args.clusters.items() if c.tls is not None}
         if secured:  # the expiries are known once the certificates exist: the file waits for them
             rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
             files["alerts.yml"] = pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}).apply(
@@ -41,41 +42,41 @@ class Prometheus(pulumi.ComponentResource):
 
 
 class Grafana(pulumi.ComponentResource):
-    """The dashboards with `prometheus_url` as datasource; a server on
-    docker/kubernetes (admin password: a secret), files on local.
-    Outputs: `url` (None on local)."""
+    """Built from GrafanaArgs: the dashboards with `prometheus_url` as
+    datasource; a server on docker/kubernetes (admin password: a secret), files
+    on local. Outputs: `url` (None on local)."""
 
-    def __init__(self, name: str, platform, *, prometheus: Prometheus,
-                 admin_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
-        self.server, self.url = platform.run_grafana(
-            name, prometheus=prometheus.url, admin_password=admin_password,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[prometheus.server]))
+        self.server, self.url = args.platform.run_grafana(
+            name, prometheus=args.prometheus_url, admin_password=args.admin_password,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.prometheus_server]))
         self.register_outputs({"url": self.url})
 
 
 class Monitoring(pulumi.ComponentResource):
-    """Args: the validated `topology` (its `monitoring` section), `clusters` and
-    `connect` (components started with `metrics=True`), the `platform`, and
-    `grafana_password` (a secret; docker/kubernetes; generated once and kept in
-    state as a secret when not given). Outputs: `prometheus_url`, `grafana_url`
+    """Prometheus and Grafana (and the platform's extras) built from
+    MonitoringArgs. Outputs: `prometheus_url`, `grafana_url`
     (None on local), `alert_rules` (names), `grafana_password` (secret, or None)."""
 
-    def __init__(self, name: str, topology, clusters: dict, connect: dict, platform, *,
-                 grafana_password: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Monitoring", name, opts)
+        topology, clusters, platform = args.topology, args.clusters, args.platform
+        grafana_password = args.grafana_password
         child = pulumi.ResourceOptions(parent=self)
-        targets = [t for c in [*clusters.values(), *connect.values()] for t in c.scrape_targets]
+        targets = [t for c in [*clusters.values(), *args.connect.values()] for t in c.scrape_targets]
         targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
-        self.prometheus = Prometheus("prometheus", topology, targets, platform, clusters, opts=child)
+        self.prometheus = Prometheus("prometheus", PrometheusArgs(
+            topology=topology, targets=targets, platform=platform, clusters=clusters), opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
         self.grafana, self.grafana_url, self.grafana_password = None, None, None
         if topology.monitoring.grafana or platform.name == "local":
             if grafana_password is None and platform.name != "local":
                 grafana_password = GeneratedPassword("grafana-admin-password", opts=child).result
             self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
-            self.grafana = Grafana("grafana", platform, prometheus=self.prometheus,
-                                   admin_password=grafana_password, opts=child)
+            self.grafana = Grafana("grafana", GrafanaArgs(
+                platform=platform, prometheus_url=self.prometheus.url, prometheus_server=self.prometheus.server,
+                admin_password=grafana_password), opts=child)
             self.grafana_url = self.grafana.url
         self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,
                                "alert_rules": self.alert_rules})

@@ -13,6 +13,7 @@ from pathlib import Path
 import pulumi
 
 from components import naming
+from components.validation.args import SparkValidationJobArgs
 from components.validation.job_config import job_modules, validation_job_config
 
 # spark/validate_replication.py and its validation_*.py modules, linked into the
@@ -29,28 +30,26 @@ def job_sha256() -> str:
 
 
 class SparkValidationJob(pulumi.ComponentResource):
-    """Args: the validated `topology` (its `validation` section), `clusters`
-    (alias → KafkaCluster), the `platform`, `flows` (the MirrorMaker2
-    components to wait for), `run_id` (overrides `validation.run_id`).
-    Outputs: `report` — local: {passed, failures, flows: {name: counts and
-    failover per consumer group}}; docker/kubernetes: where the run is."""
+    """The job built from SparkValidationJobArgs. Outputs: `report` — local:
+    {passed, failures, flows: {name: counts and failover per consumer group}};
+    docker/kubernetes: where the run is."""
 
     report: pulumi.Output[dict]
 
-    def __init__(self, name: str, topology, clusters: dict, platform, *, flows: list[pulumi.Resource],
-                 run_id: str | None = None, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: SparkValidationJobArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:validation:SparkValidationJob", name, opts)
+        topology, clusters = args.topology, args.clusters
         settings = topology.validation
-        if run_id:
-            settings = settings.model_copy(update={"run_id": run_id})
+        if args.run_id:
+            settings = settings.model_copy(update={"run_id": args.run_id})
         aliases = sorted({a for f in topology.validated_flows() for a in (f.source, f.target)})
         clients = {a: clusters[a].client_settings for a in aliases}
         config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
             lambda servers: validation_job_config(topology, servers, clients))
         secured = [a for a in aliases if clusters[a].client_files is not None]  # their client folders are read
-        self.job = platform.run_spark_job(
+        self.job = args.platform.run_spark_job(
             f"{name}-job", job_file=JOB_FILE, job_sha256=job_sha256(), config=config, settings=settings,
             uses_clients=secured, opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*flows, *(r for a in secured for r in clusters[a].client_resources)]))
+                parent=self, depends_on=[*args.flows, *(r for a in secured for r in clusters[a].client_resources)]))
         self.report = self.job.report
         self.register_outputs({"report": self.report})

@@ -17,6 +17,7 @@ import pulumi
 
 from components.model.spec import Cluster, ExternalCluster, Flow, StackOutput, Topology
 from components.platforms import make_platform
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 
 config = pulumi.Config()
@@ -34,7 +35,7 @@ topology = Topology(
 )
 platform = make_platform(topology.platform, stack, local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"))
-edge = ReplicationTopology(stack, topology, platform, stack=stack)
+edge = ReplicationTopology(stack, ReplicationTopologyArgs(topology=topology, platform=platform, stack=stack))
 
 pulumi.export("clusters", edge.cluster_outputs)
 pulumi.export("flows", edge.flow_outputs)

@@ -17,6 +17,7 @@ import pulumi
 
 from components.model.spec import load_topology
 from components.platforms.local.platform import LocalPlatform
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
@@ -24,7 +25,7 @@ topology = load_topology(config.require_object("topology"))
 base = config.require_int("portBase")
 for index, name in enumerate(("east", "west")):
     platform = LocalPlatform(name, str(Path(config.require("localDir")) / name), port_base=base + 500 * index)
-    ReplicationTopology(name, topology, platform, stack=name)
+    ReplicationTopology(name, ReplicationTopologyArgs(topology=topology, platform=platform, stack=name))
 '''
 
 

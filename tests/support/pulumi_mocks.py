@@ -13,6 +13,7 @@ import pulumi
 import yaml
 
 from components.model.spec import load_topology
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +111,8 @@ def deploy(make_platform, topology, stack: str, mocks: RecordingMocks | None = N
     @pulumi.runtime.test
     def program():
         platform = make_platform()
-        topology_resource = ReplicationTopology(stack, topology, platform, stack=stack)
+        topology_resource = ReplicationTopology(stack, ReplicationTopologyArgs(topology=topology, platform=platform,
+                                                                               stack=stack))
         built["platform"] = platform
         built["topology"] = topology_resource
         manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))

@@ -13,11 +13,12 @@ import pulumi
 import pytest
 import yaml
 
-import components
+import components.failover
 from components import topology as topology_module
 from components.failover.switch import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
 from components.model.spec import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import RecordingMocks
 
@@ -190,21 +191,22 @@ def build(tmp_path, data: dict, monkeypatch, stack: str = "dr"):
     depends: dict[str, list] = {}
     real = topology_module.MirrorMaker2
 
-    def recording(flow, **kwargs):  # what each flow's component was told to wait for
-        depends[flow.name] = list(kwargs["opts"].depends_on or [])
-        return real(flow, **kwargs)
+    def recording(name, args, opts):  # what each flow's component was told to wait for
+        depends[args.flow.name] = list(opts.depends_on or [])
+        return real(name, args, opts)
     monkeypatch.setattr(topology_module, "MirrorMaker2", recording)
     real_switch = topology_module.FailoverSwitch
 
-    def recording_switch(name, **kwargs):  # what the switch was told to wait for
-        depends["switch"] = list(kwargs["opts"].depends_on or [])
-        return real_switch(name, **kwargs)
+    def recording_switch(name, args, opts):  # what the switch was told to wait for
+        depends["switch"] = list(opts.depends_on or [])
+        return real_switch(name, args, opts)
     monkeypatch.setattr(topology_module, "FailoverSwitch", recording_switch)
     out = {}
 
     @pulumi.runtime.test
     def program():
-        t = ReplicationTopology(stack, topology, LocalPlatform(stack, str(tmp_path)), stack=stack)
+        t = ReplicationTopology(stack, ReplicationTopologyArgs(
+            topology=topology, platform=LocalPlatform(stack, str(tmp_path)), stack=stack))
         out["switch"] = t.switch
         if t.failover_output is None:
             return None
@@ -321,7 +323,8 @@ def switches(monkeypatch):
     fake.GateFailed = type("GateFailed", (RuntimeError,), {})
     fake.run_switch = run_switch
     monkeypatch.setitem(sys.modules, "components.failover.procedure", fake)
-    monkeypatch.setattr(components, "failover_ops", fake, raising=False)
+    # `from components.failover import procedure` takes the package's attribute once it was imported
+    monkeypatch.setattr(components.failover, "procedure", fake, raising=False)
     return calls
 
 

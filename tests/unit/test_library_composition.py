@@ -13,6 +13,7 @@ from components import naming
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import STACK, RecordingMocks, aggregation_topology
 
@@ -35,7 +36,8 @@ def build(make_platform, names=(STACK,), provider=None):
             built["provider"] = provider()
             opts = pulumi.ResourceOptions(providers=[built["provider"]])
         platform = make_platform()
-        tops = [ReplicationTopology(n, aggregation_topology(), platform, stack=STACK, opts=opts) for n in names]
+        tops = [ReplicationTopology(n, ReplicationTopologyArgs(topology=aggregation_topology(), platform=platform,
+                                                              stack=STACK), opts=opts) for n in names]
         return pulumi.Output.all(*[t.cluster_outputs for t in tops], *[t.connect_outputs for t in tops])
     program()
     return mocks, built

@@ -36,6 +36,7 @@ def topology(platform: str, **monitoring):
 
 def build(platform_name, make, **monitoring):
     import pulumi
+    from components.args import ReplicationTopologyArgs
     from components.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks, built = RecordingMocks(), {}
@@ -44,8 +45,9 @@ def build(platform_name, make, **monitoring):
     @pulumi.runtime.test
     def program():
         platform = make()
-        t = ReplicationTopology(STACK, topology(platform_name, **monitoring), platform, stack=STACK,
-                                grafana_password=pulumi.Output.secret("s3cret-pw"))
+        t = ReplicationTopology(STACK, ReplicationTopologyArgs(
+            topology=topology(platform_name, **monitoring), platform=platform, stack=STACK,
+            grafana_password=pulumi.Output.secret("s3cret-pw")))
         built["platform"] = platform
         return pulumi.Output.all(pulumi.Output.from_input(getattr(platform, "manifests", [])),
                                  t.monitoring.prometheus_url).apply(
@@ -209,6 +211,7 @@ def test_generated_password_is_made_once_and_stays():
 
 def test_without_a_configured_password_one_is_generated_as_a_secret():
     import pulumi
+    from components.args import ReplicationTopologyArgs
     from components.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
@@ -216,7 +219,8 @@ def test_without_a_configured_password_one_is_generated_as_a_secret():
 
     @pulumi.runtime.test
     def program():
-        t = ReplicationTopology(STACK, topology("docker"), DockerPlatform(STACK), stack=STACK)
+        t = ReplicationTopology(STACK, ReplicationTopologyArgs(
+            topology=topology("docker"), platform=DockerPlatform(STACK), stack=STACK))
         return t.monitoring.prometheus_url
     program()
     (generated,) = [r for r in mocks.resources if r.name == "grafana-admin-password"]

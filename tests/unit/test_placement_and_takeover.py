@@ -15,6 +15,7 @@ from components.model.spec import TopologyError, load_topology
 from components.model.rules import secret_problems
 from components.platforms.local.platform import LocalPlatform
 from components.stack_history import connect_group_ids
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import RecordingMocks
 
@@ -461,8 +462,9 @@ def build(tmp_path, data: dict, *, stack: str = "edge", mocks=None, history: boo
     def program():
         groups = connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external]) \
             if history else None
-        t = ReplicationTopology(stack, topology, LocalPlatform(stack, str(tmp_path)), stack=stack,
-                                connect_groups=groups, **kwargs)
+        t = ReplicationTopology(stack, ReplicationTopologyArgs(
+            topology=topology, platform=LocalPlatform(stack, str(tmp_path)), stack=stack,
+            connect_groups=groups, **kwargs))
         return pulumi.Output.all(t.connect_outputs, t.connect_groups).apply(
             lambda a: out.update(connect=a[0], groups=a[1]))
     program()

@@ -13,6 +13,7 @@ import yaml
 
 from components.model.spec import TopologyError, load_topology
 from components.platforms.local.platform import LocalPlatform
+from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import SECRET_SIG, RecordingMocks, _ints
 
@@ -61,9 +62,10 @@ def test_cluster_secrets_reach_connect_as_file_references_and_only_a_secret_dige
 
     @pulumi.runtime.test
     def program():
-        t = ReplicationTopology("t", sasl_external(), LocalPlatform("t", str(tmp_path)), stack="t",
-                                cluster_secrets=pulumi.Output.secret({"us": {"password": "pw-123"}}),
-                                cluster_secret_keys={"us": {"password"}})
+        t = ReplicationTopology("t", ReplicationTopologyArgs(
+            topology=sasl_external(), platform=LocalPlatform("t", str(tmp_path)), stack="t",
+            cluster_secrets=pulumi.Output.secret({"us": {"password": "pw-123"}}),
+            cluster_secret_keys={"us": {"password"}}))
         return t.flow_outputs
     program()
     (mm2,) = [r.inputs for r in mocks.resources if r.name == "us->central-connectors"]
@@ -133,7 +135,8 @@ def _from_stack_graph(tmp_path, cluster: str):
 
     @pulumi.runtime.test
     def program():
-        return ReplicationTopology("edge", topology, LocalPlatform("edge", str(tmp_path)), stack="edge").cluster_outputs
+        return ReplicationTopology("edge", ReplicationTopologyArgs(
+            topology=topology, platform=LocalPlatform("edge", str(tmp_path)), stack="edge")).cluster_outputs
     return mocks, program
 
 

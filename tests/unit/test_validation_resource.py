@@ -177,6 +177,7 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
 
 def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
     import pulumi
+    from components.args import ReplicationTopologyArgs
     from components.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
@@ -184,8 +185,9 @@ def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
 
     @pulumi.runtime.test
     def program():
-        t = ReplicationTopology("aggregation", aggregation_topology(), LocalPlatform("aggregation", str(tmp_path)),
-                                stack="aggregation", validation_run_id="2026-11-22")
+        t = ReplicationTopology("aggregation", ReplicationTopologyArgs(
+            topology=aggregation_topology(), platform=LocalPlatform("aggregation", str(tmp_path)),
+            stack="aggregation", validation_run_id="2026-11-22"))
         return t.validation_output
     program()
     assert mocks.of_type("pulumi-python:dynamic")[JOB]["run_id"] == "2026-11-22"

@@ -1,0 +1,20 @@
+"""FailoverSwitchArgs: what a FailoverSwitch is built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.described import described
+from components.model.spec import Failover
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailoverSwitchArgs:
+    failover: Failover = described("the topology's failover section: the pair, the active side, the gate, "
+                                   "the groups, planned or unplanned")
+    clusters: dict = described("alias → {bootstrap: bootstrap servers, client: Kafka client settings} of the "
+                               "pair's two clusters")
+    forward: dict = described("the primary → standby flow as the switch reads it "
+                              "(components.failover.switch.flow_piece)")
+    reverse: dict | None = described("the standby → primary flow, as `forward`, or None", default=None)
+    connect_auth: dict | None = described("Connect group name → REST credentials {username, password} "
+                                          "(a secret), or None", default=None)

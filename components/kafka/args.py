@@ -1,0 +1,29 @@
+"""KafkaClusterArgs: what a KafkaCluster is built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.described import PLATFORM, described
+from components.platforms.base import Platform
+from components.model.spec import Cluster
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaClusterArgs:
+    cluster: Cluster = described("the validated cluster spec (clusters.<alias> of the topology): brokers, "
+                                 "controllers, security, settings, resources, or `external`")
+    platform: Platform = described(PLATFORM)
+    stack: str = described("the stack name; the KRaft cluster id is derived from it and the alias, so it must "
+                           "not change between ups")
+    metrics: bool = described("every node runs the JMX exporter and is listed in `scrape_targets`",
+                              default=False)
+    secrets: pulumi.Input[dict] | None = described(
+        "an external cluster's secret client settings (mirrorstack:clusterSecrets.<alias>: setting → value; "
+        "`password` is the SASL password), or None", default=None)
+    secret_keys: frozenset[str] = described("the keys of `secrets` (known before deployment, unlike their "
+                                            "values: the graph is built from them)", default=frozenset())
+    quorum_guard: pulumi.Output | None = described(
+        "an Output that fails when the controller count changed since the last up "
+        "(components.stack_history); the nodes' server.properties wait for it", default=None)

@@ -1,0 +1,24 @@
+"""SparkValidationJobArgs: what a SparkValidationJob is built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.described import PLATFORM, described
+from components.platforms.base import Platform
+from components.kafka.cluster import KafkaCluster
+from components.model.spec import Topology
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkValidationJobArgs:
+    topology: Topology = described("the validated topology: its `validation` section and the flows it "
+                                   "validates")
+    clusters: dict[str, KafkaCluster] = described("alias → KafkaCluster, at least every validated flow's "
+                                                  "source and target")
+    platform: Platform = described(PLATFORM)
+    flows: list[pulumi.Resource] = described(
+        "the resources to wait for before the job starts (the flows' MirrorMaker2 components)",
+        default_factory=list)
+    run_id: str | None = described("overrides validation.run_id (a new value re-runs the job)", default=None)
