@@ -23,7 +23,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from pydantic_core import PydanticCustomError
 
 from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES
-from components.jobs.validation_mm2 import ReplicationPolicy
+from spark.flows import FlowSelection
 from components.model.paths import field_path as _path  # the model's messages (and its tests) use it
 from components.versions import official_image
 
@@ -683,7 +683,7 @@ class Topology(_Model):
         return flow.state
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
-        return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source).remote_topic(flow.source, topic)
+        return FlowSelection.of(flow).remote(topic)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,13 @@ def test_kubernetes_manifests_validate_strictly(built):
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)
 
 
+def test_the_validation_job_gets_its_package_as_a_zip_on_py_files(built):
+    topology, mocks, out = built
+    if topology.validation is None:
+        pytest.skip("no validation job in this stack")
+    mocked.assert_ships_the_job_package(topology.platform, mocks, out)
+
+
 def test_no_key_or_password_outside_secrets(built):
     """Whatever the stack: the generated PEM keys and passwords appear in no
     resource input that is not a Pulumi secret (ConfigMaps, commands, env,
