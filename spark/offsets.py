@@ -5,7 +5,6 @@ the Kafka Admin client on the driver's classpath, aggregates over reads)."""
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from typing import Any

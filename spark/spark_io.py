@@ -7,7 +7,6 @@ import argparse
 import os
 import sys
 
-from .config import _log
 
 # Rows per Spark task, for reads (Kafka partitions split) and shuffles: keeps each
 # task's sort and window buffers small, so the heap needed does not grow with N.

@@ -15,7 +15,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE as MM2_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS as MM2_GROUPS_EXCLUDE
+from spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
 
 from components import toolchain
 from components.validation.job_config import validation_job_config, validation_summary
@@ -47,9 +47,9 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     assert us == {"name": "us->central", "source_bootstrap": "us:9092", "target_bootstrap": "central:9092",
                   "source_alias": "us", "target_alias": "central", "policy": "identity", "separator": ".",
                   "topic_patterns": ["orders", "clicks.*"],
-                  "topics_exclude": [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
+                  "topics_exclude": [*DEFAULT_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
                   "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
-                  "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False,
+                  "groups": [".*"], "groups_exclude": list(NEVER_REPLICATED_GROUPS), "groups_required": False,
                   "offset_syncs_topic": "mm2-offset-syncs.us.internal"}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
