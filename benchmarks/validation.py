@@ -136,7 +136,7 @@ def main() -> None:
             jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
             report_file = Path(tempfile.gettempdir()) / f"mirrorstack-validation-{size}.json"
             code, spark_s, spark_mb, _, spark_err = measured(
-                [sys.executable, "spark/validate_replication.py", "--quiet", "--jars", jars, "--out",
+                [sys.executable, "-m", "spark.validate_replication", "--quiet", "--jars", jars, "--out",
                  str(report_file), "--driver-memory", args.driver_memory, "--config-json", json.dumps(config)])
             spark_report = json.loads(report_file.read_text()) if report_file.is_file() else {}
             if code != 0:

@@ -16,8 +16,9 @@ import uuid
 from datetime import datetime, timezone
 
 from components.failover import rules
-from components.plan.replication_plan import remote_name, selected_topics
-from components.plan.live_topics import _job_module, librdkafka_settings
+from components.plan.live_topics import librdkafka_settings
+from spark.flows import FlowSelection
+from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 
 KAFKA_TIMEOUT = 15  # seconds per Kafka request
 PROBE_TIMEOUT = 5  # seconds: does the side being left answer at all (unplanned)
@@ -147,13 +148,12 @@ class Cluster:
 
 def latest_checkpoints(cluster: Cluster, topic: str) -> dict[tuple[str, str, int], tuple[int, int]]:
     """{(group, topic on the target, partition): (upstream, downstream)} of the
-    latest Checkpoint record of each, decoded by the validation job's code."""
-    decoders = _job_module("validation_checkpoints")
+    latest Checkpoint record of each, decoded as the validation job decodes them."""
     latest = {}
     for key, value in cluster.read_topic(topic):
         try:
-            upstream, downstream, _ = decoders.decode_checkpoint_value(value)
-            latest[decoders.decode_checkpoint_key(key)] = (upstream, downstream)
+            upstream, downstream, _ = decode_checkpoint_value(value)
+            latest[decode_checkpoint_key(key)] = (upstream, downstream)
         except (ValueError, TypeError, IndexError):  # struct.error is a ValueError; foreign records are skipped
             continue
     return latest
@@ -161,11 +161,10 @@ def latest_checkpoints(cluster: Cluster, topic: str) -> dict[tuple[str, str, int
 
 def offset_syncs(cluster: Cluster, topic: str) -> dict[rules.Key, list[tuple[int, int]]]:
     """{(upstream topic, partition): [(upstream, downstream)]} in the order MM2 wrote them."""
-    decode = _job_module("validation_purged").decode_offset_sync
     syncs: dict[rules.Key, list[tuple[int, int]]] = {}
     for key, value in cluster.read_topic(topic):
         try:
-            t, p, upstream, downstream = decode(key, value)
+            t, p, upstream, downstream = decode_offset_sync(key, value)
         except (ValueError, TypeError, IndexError):
             continue
         syncs.setdefault((t, p), []).append((upstream, downstream))
@@ -203,7 +202,7 @@ class Switch:
     def observe(self, source: Cluster, target: Cluster) -> dict:
         """Everything the gate and the translation need, read now."""
         parts = source.partitions()
-        keys = [(t, p) for t in selected_topics(self.flow, parts) for p in parts[t]]
+        keys = [(t, p) for t in FlowSelection.of(self.flow).selected_topics(parts) for p in parts[t]]
         marks = source.watermarks(keys)
         copied = source_offsets(self.connect(), self.flow)
         flying = {k: rules.in_flight(marks[k][1], marks[k][0], copied.get(k)) for k in keys}
@@ -218,7 +217,7 @@ class Switch:
             for (topic, p), committed in sorted(offsets.items()):
                 if not rules.flow_topic(self.flow, topic):
                     continue
-                checkpoint = checkpoints.get((group, remote_name(self.flow, topic), p))
+                checkpoint = checkpoints.get((group, FlowSelection.of(self.flow).remote(topic), p))
                 start, end = marks.get((topic, p), (None, None))
                 if start == end == committed:
                     continue  # nothing there to translate: it moves to the copy's end
@@ -263,7 +262,7 @@ class Switch:
         for offsets in commits.values():
             for topic, p in offsets:
                 if rules.flow_topic(self.flow, topic):
-                    remote_keys.add((remote_name(self.flow, topic), p))
+                    remote_keys.add((FlowSelection.of(self.flow).remote(topic), p))
         ends_to = self._ends(target, remote_keys)
         groups = {}
         for group in seen["groups"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from components.plan.replication_plan import remote_name, selected_groups, selected_topics
+from spark.flows import FlowSelection
 
 GATE_POLL_SECONDS = 2  # how often the gate looks again while it waits
 PROGRESS_SECONDS = 10  # a progress line this often while the gate waits
@@ -24,7 +24,7 @@ Key = tuple[str, int]  # (topic, partition)
 def switch_groups(flow: dict, groups: list[str], narrowed: list[str] | None) -> list[str]:
     """The groups the switch moves: those the flow checkpoints, narrowed by the
     failover section's own `groups` regexes (full match, as MM2's)."""
-    chosen = selected_groups({**flow, "checkpoints": True}, groups)
+    chosen = FlowSelection.of(flow).selected_groups(groups)
     if narrowed is None:
         return chosen
     return [g for g in chosen if any(re.fullmatch(p, g) for p in narrowed)]
@@ -32,7 +32,7 @@ def switch_groups(flow: dict, groups: list[str], narrowed: list[str] | None) -> 
 
 def flow_topic(flow: dict, topic: str) -> bool:
     """`topic` on `from` is one the flow copies to `to`."""
-    return bool(selected_topics(flow, [topic]))
+    return FlowSelection.of(flow).selects(topic)
 
 
 def back_topic_original(back_flow: dict | None, topic: str) -> str | None:
@@ -44,7 +44,7 @@ def back_topic_original(back_flow: dict | None, topic: str) -> str | None:
     if not topic.startswith(prefix):
         return None
     original = topic[len(prefix):]
-    return original if selected_topics(back_flow, [original]) else None
+    return original if FlowSelection.of(back_flow).selects(original) else None
 
 
 def original_topic(flow: dict, remote: str) -> str | None:
@@ -53,7 +53,7 @@ def original_topic(flow: dict, remote: str) -> str | None:
     if not remote.startswith(prefix):
         return None
     topic = remote[len(prefix):]
-    return topic if flow_topic(flow, topic) and remote_name(flow, topic) == remote else None
+    return topic if flow_topic(flow, topic) and FlowSelection.of(flow).remote(topic) == remote else None
 
 
 # -- the gate -----------------------------------------------------------------
@@ -198,7 +198,7 @@ def translate_planned(group: str, commits: dict[Key, int], flow: dict, back_flow
     for (topic, p), old in sorted(commits.items()):
         end_from = ends_from.get((topic, p))
         if flow_topic(flow, topic):
-            remote = remote_name(flow, topic)
+            remote = FlowSelection.of(flow).remote(topic)
             checkpoint = checkpoints.get((group, remote, p))
             end_to = ends_to.get((remote, p))
             if checkpoint is None and old == end_from and end_to is not None:

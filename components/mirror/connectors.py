@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from components.connect.worker import BYTE_ARRAY_CONVERTER
-from components.jobs.validation_mm2 import DEFAULT_TOPICS_EXCLUDE
+from spark.flows import FlowSelection
 
 # The task producer's buffer.memory default: a larger record cannot be sent at all.
 DEFAULT_MAX_RECORD_BYTES = 32 * 2**20
@@ -26,23 +26,17 @@ KINDS = {"source": SOURCE, "checkpoint": CHECKPOINT, "heartbeat": HEARTBEAT}
 # Which stack a connector belongs to: a key Connect keeps with the config and MM2
 # ignores. A connector without it was made outside mirrorstack (mm2.sh).
 OWNER_KEY = "mirrorstack.stack"
-# MM2's defaults (DefaultTopicFilter, DefaultGroupFilter): a flow's excludes add to them.
-MM2_TOPICS_EXCLUDE = DEFAULT_TOPICS_EXCLUDE  # DefaultTopicFilter's (components/jobs/validation_mm2.py)
-MM2_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
-# Kafka Connect's storage topics (<group>-configs|offsets|status): mirrorstack's groups,
-# Kafka's sample names and Strimzi's. MM2's internal-topic filter does not know them.
-CONNECT_STORAGE_TOPICS = (r"mirrorstack-.+-(configs|offsets|status)", r"(.+[-.])?connect(-cluster)?-(configs|offsets|status)")
 # Producer settings a push flow overrides, besides the target's client settings.
 PRODUCER_OVERRIDE = "producer.override."
 
 
 def topics_exclude(flow) -> list[str]:
-    """Everything a flow never replicates: MM2's defaults, Connect's storage topics, its own."""
-    return list(dict.fromkeys([*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, *flow.topics_exclude]))
+    """Everything a flow never replicates (spark/flows.py): MM2's defaults, Connect's storage topics, its own."""
+    return list(FlowSelection.of(flow).all_topics_exclude)
 
 
 def groups_exclude(flow) -> list[str]:
-    return list(dict.fromkeys([*MM2_GROUPS_EXCLUDE, *flow.groups_exclude]))
+    return list(FlowSelection.of(flow).all_groups_exclude)
 
 
 def push_overrides(target_bootstrap: str, target_client: Mapping[str, str] | None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from components.model.expansion import FlowOrigin
 from components.model.java_regex import JavaRegexError, check_java_regex
 from components.model.paths import ALIAS, PROVIDER_REFERENCE
 from components.model.paths import field_path as _path
+from spark.flows import FlowSelection
 
 # Flow and Topology in the annotations are components.model.spec's, not imported: the
 # model imports these rules (one direction), which only read its objects.
@@ -316,8 +317,9 @@ def _fullmatch_any(patterns: list[str], name: str) -> bool:
 
 
 def _replicates(f: Flow, topic: str) -> bool:
-    # MM2's topic filter: full match of any `topics` regex, none of `topics.exclude`.
-    return _fullmatch_any(f.topics, topic) and not _fullmatch_any(f.topics_exclude, topic)
+    """Whether MM2 copies `topic` from f's source (spark/flows.py: the topic filter with
+    the never-replicated topics, internal topics, heartbeats, cycles)."""
+    return FlowSelection.of(f).selects(topic)
 
 
 def _forwarding_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:

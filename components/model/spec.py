@@ -16,13 +16,13 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from components.jobs.validation_mm2 import ReplicationPolicy
 from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
 from components.model.deprecations import Deprecation, renamed_key
 from components.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from components.model.messages import TopologyError, validation_problems
 from components.model.rules import rule_problems
 from components.versions import official_image
+from spark.flows import FlowSelection
 
 SCHEMA_FILE = Path(__file__).parents[1] / "schema" / "topology.schema.json"
 
@@ -674,7 +674,7 @@ class Topology(_Model):
         return flow.state
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
-        return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source).remote_topic(flow.source, topic)
+        return FlowSelection.of(flow).remote(topic)
 
 
 def load_topology(data: Mapping) -> Topology:

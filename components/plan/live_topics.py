@@ -6,37 +6,25 @@ limits are read only from a cluster that answered).
 
 Secured clusters are read with the same client settings the flows use: their
 `${file:...}` references are resolved and the Java settings translated to
-librdkafka's by the validation job's own code (components/jobs), so the plan
-and the job read a cluster the same way."""
+librdkafka's by the code the validation job uses too (spark/client_settings.py),
+so the plan and the job read a cluster the same way."""
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 from components.plan.replication_plan import Live
+from spark.client_settings import librdkafka_config, resolve_reference
 
 LIVE_TIMEOUT = 5  # seconds
-JOB_DIR = Path(__file__).parents[1] / "jobs"
-
-
-def _job_module(name: str):
-    """One of the validation job's modules (they import each other by bare name)."""
-    if str(JOB_DIR) not in sys.path:
-        sys.path.append(str(JOB_DIR))
-    return importlib.import_module(name)
 
 
 def librdkafka_settings(bootstrap: str, client_settings: dict[str, str]) -> tuple[dict | None, str | None]:
     """(confluent_kafka settings, None) or (None, why they cannot be had here).
     The reason names files and keys, never a value."""
-    job_config, job_offsets = _job_module("validation_config"), _job_module("validation_offsets")
     problems: list[str] = []
-    resolved = {key: job_config.resolve_reference(str(value), key, problems)
+    resolved = {key: resolve_reference(str(value), key, problems)
                 for key, value in client_settings.items()}
     if problems:  # e.g. the client files are written by `up` and this machine has none yet
         return None, "client settings not readable here: " + "; ".join(problems)
-    conf = job_offsets.librdkafka_config(bootstrap, resolved)
+    conf = librdkafka_config(bootstrap, resolved)
     if conf is None:
         protocol = client_settings.get("security.protocol", "PLAINTEXT")
         return None, f"{protocol} client settings with no librdkafka equivalent (e.g. a JKS store)"

@@ -3,17 +3,15 @@ which names on the target, what a change starts or stops mirroring, and what
 looks wrong. Pure: the live topic lists come in as data (components/plan/live_topics.py
 reads them), the previous flows as the specs the stack exported last time.
 
-MM2 selects a topic when one of `topics` matches it and none of the excludes
-(its defaults, Connect's storage topics, the flow's own) do; java.util.regex
-`matches()` is a full match, hence `re.fullmatch`.
+Which topics and groups a flow selects and their remote names are the one
+meaning of a flow (spark/flows.py FlowSelection); the plan asks it.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from components.mirror.connectors import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
-from components.jobs.validation_mm2 import ReplicationPolicy, replicates
+from spark.flows import FlowSelection, ReplicationPolicy
 
 MAX_TOPIC_NAME = 249  # Kafka's limit (org.apache.kafka.common.internals.Topic)
 SPEC_KEYS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude",
@@ -31,12 +29,8 @@ def plan_spec(flow) -> dict:
     return {**flow_spec(flow), "compression": flow.throughput.compression}
 
 
-def _matches(patterns, name: str) -> bool:
-    return any(re.fullmatch(p, name) for p in patterns)
-
-
 def _policy(spec: dict) -> ReplicationPolicy:
-    return ReplicationPolicy(spec["replication_policy"], spec["separator"], spec["source"])
+    return FlowSelection.of(spec).mm2
 
 
 def selected_topics(spec: dict, topics) -> list[str]:
@@ -44,21 +38,17 @@ def selected_topics(spec: dict, topics) -> list[str]:
     MirrorSourceConnector decides: never its internal topics (named with the
     flow's separator), never a topic that came from the target (a cycle),
     heartbeats topics whatever `topics` says."""
-    excludes = [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, *spec["topics_exclude"]]
-    policy = _policy(spec)
-    return sorted(t for t in topics
-                  if replicates(policy, t, target_alias=spec["target"], topics=spec["topics"], topics_exclude=excludes))
+    return FlowSelection.of(spec).selected_topics(topics)
 
 
 def selected_groups(spec: dict, groups) -> list[str]:
     if not spec.get("checkpoints", True):
         return []
-    excludes = [*MM2_GROUPS_EXCLUDE, *spec["groups_exclude"]]
-    return sorted(g for g in groups if _matches(spec["groups"], g) and not _matches(excludes, g))
+    return FlowSelection.of(spec).selected_groups(groups)
 
 
 def remote_name(spec: dict, topic: str) -> str:
-    return _policy(spec).remote_topic(spec["source"], topic)
+    return FlowSelection.of(spec).remote(topic)
 
 
 def _collision(name: str, existing) -> str | None:

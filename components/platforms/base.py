@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from components.validation.package import JobPackage
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 
@@ -76,9 +78,10 @@ class Platform(Protocol):
         """Run one of Kafka's main classes (the command line `java_service` makes)
         until `health` holds; `after_start` steps run once it does."""
 
-    def run_spark_job(self, name: str, *, job_file: Path, job_sha256: str, config, settings,
+    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:
-        """Run the validation job once; the returned resource's `report` is its summary."""
+        """Run the validation job (`job`: its main file and package zip, shipped on
+        `--py-files`) once; the returned resource's `report` is its summary."""
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None) -> tuple[Any, str]:
         """Prometheus with `files`; returns (resource, its URL from this machine)."""

@@ -17,15 +17,16 @@ plain files too: Pulumi marks the property, not one entry of it).
 """
 from __future__ import annotations
 
+import base64
 import json
-from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
 from components import naming, toolchain
 from components.monitoring.grafana import grafana_files
-from components.validation.job_config import job_modules, spark_submit_argv
+from components.validation.job_config import spark_submit_argv
+from components.validation.package import JobPackage
 from components.model.spec import Images, Resources
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
@@ -210,7 +211,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.containers[host] = container
         return container
 
-    def run_spark_job(self, name: str, *, job_file, job_sha256: str, config, settings,
+    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: list[str] | None = None,
                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run the validation job once in the official Spark image, on the stack's
@@ -228,23 +229,23 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         image = docker.RemoteImage(*naming.scoped("spark-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
                                    name=self.images.of("spark"), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
-        modules = job_modules(job_file)
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/validate_replication.py",
+        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
                                  config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
-                                 py_files=[f"{JOB_DIR}/{m.name}" for m in modules])
+                                 py_files=[f"{JOB_DIR}/{job.zip_name}"])
         resource_name, opts = naming.scoped(label, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{label}", image=image.name,
             networks_advanced=[{"name": network.name}], command=argv,
             uploads=self._with_secret_uploads(
-                [{"file": f"{JOB_DIR}/validate_replication.py", "content": Path(job_file).read_text()},
-                 *({"file": f"{JOB_DIR}/{m.name}", "content": m.read_text()} for m in modules),
+                # the main file, and the package's zip beside it (binary: base64) for --py-files
+                [{"file": f"{JOB_DIR}/{job.entry.name}", "content": job.entry_text},
+                 {"file": f"{JOB_DIR}/{job.zip_name}", "content_base64": base64.b64encode(job.zip_bytes).decode()},
                  {"file": f"{JOB_DIR}/flows.json", "content": config.apply(lambda c: json.dumps(c, indent=2))},
                  *({"file": f"{IMAGE_SPARK_JARS}/{j.name}", "source": str(j)} for j in jars)],
                 clients, SPARK_UID),
             # Runs to the end inside `up`; its output is kept as the container's logs.
             must_run=False, attach=True, logs=True, restart="no",
-            envs=[f"MIRRORSTACK_RUN_ID={settings.run_id}", f"MIRRORSTACK_JOB_SHA256={job_sha256}"],
+            envs=[f"MIRRORSTACK_RUN_ID={settings.run_id}", f"MIRRORSTACK_JOB_SHA256={job.sha256}"],
             labels=[{"label": "mirrorstack.stack", "value": self.stack},
                     {"label": "mirrorstack.service", "value": name}],
             opts=opts)

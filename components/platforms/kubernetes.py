@@ -26,18 +26,19 @@ deleting it first (its rule for named objects), so a replacement never meets
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
 from components.monitoring.grafana import grafana_files
-from components.validation.job_config import job_modules, spark_submit_argv
+from components.validation.job_config import spark_submit_argv
+from components.validation.package import JobPackage
 from components.model.spec import Images, Resources
 from components.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
@@ -307,38 +308,38 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 namespace, config_map, service_obj, *secret_objs])))
         return statefulset
 
-    def run_spark_job(self, name: str, *, job_file, job_sha256: str, config, settings,
+    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         """The validation job as a Job (pulumi-kubernetes waits for it to complete
         and fails `up` when it fails), plus a CronJob with the same pod on
         `settings.schedule`. The flows (which may hold client credentials) go in
-        a Secret, the job file in a ConfigMap; the spark-sql-kafka jars are the
+        a Secret, the job (main file and package zip) in a ConfigMap; the spark-sql-kafka jars are the
         image's (containers.IMAGE_SPARK_JARS): nothing is downloaded. A change of the
         job, its flows or `run_id` changes the pod template: a new Job runs.
         `uses_clients`: the aliases whose client folders the flows reference
         (their Secrets mounted at `client_dir(alias)`); None: every cluster
         whose client files this platform was given."""
-        namespace, job = self._ns(opts), dns_label(name, max_len=52)
+        namespace, label = self._ns(opts), dns_label(name, max_len=52)
         clients = self._clients(self._client_secrets if uses_clients is None else uses_clients, name)
         client_volumes, client_mounts = self._client_volumes(clients)
-        labels = {"app.kubernetes.io/name": "spark-validation", "app.kubernetes.io/instance": job,
+        labels = {"app.kubernetes.io/name": "spark-validation", "app.kubernetes.io/instance": label,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
         meta = lambda n: {"name": n, "namespace": self.namespace, "labels": labels}  # noqa: E731
         child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
         flows_json = config.apply(lambda c: json.dumps(c, indent=2))
         secret = self._create(k8s.core.v1.Secret, {
-            "apiVersion": "v1", "kind": "Secret", "metadata": meta(f"{job}-flows"), "type": "Opaque",
+            "apiVersion": "v1", "kind": "Secret", "metadata": meta(f"{label}-flows"), "type": "Opaque",
             "stringData": {"flows.json": flows_json}}, child)
-        modules = job_modules(job_file)  # the entry script's validation_*.py, beside it in the ConfigMap
+        # The main file beside the package's zip (binary data), given to --py-files.
         files = self._create(k8s.core.v1.ConfigMap, {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{job}-job"),
-            "data": {"validate_replication.py": Path(job_file).read_text(),
-                     **{m.name: m.read_text() for m in modules}}}, child)
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/validate_replication.py",
-                                 py_files=[f"{JOB_DIR}/job/{m.name}" for m in modules],
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{label}-job"),
+            "data": {job.entry.name: job.entry_text},
+            "binaryData": {job.zip_name: base64.b64encode(job.zip_bytes).decode()}}, child)
+        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
+                                 py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
                                  config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
-        checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job_sha256}".encode()).hexdigest())
+        checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job.sha256}".encode()).hexdigest())
         pod = {
             "metadata": {"labels": labels, "annotations": {"mirrorstack.io/run-id": settings.run_id,
                                                            "mirrorstack.io/inputs-sha256": checksum}},
@@ -355,26 +356,26 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                      {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
                                      {"name": "tmp", "mountPath": "/tmp"}, *client_mounts],
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
-                "volumes": [{"name": "job", "configMap": {"name": f"{job}-job"}},
-                            {"name": "flows", "secret": {"secretName": f"{job}-flows", "defaultMode": 0o400}},
+                "volumes": [{"name": "job", "configMap": {"name": f"{label}-job"}},
+                            {"name": "flows", "secret": {"secretName": f"{label}-flows", "defaultMode": 0o400}},
                             {"name": "tmp", "emptyDir": {}}, *client_volumes]}}
         depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files, *(s for _, _, _, s in clients)])
         run = self._create(k8s.batch.v1.Job, {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": meta(job),
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": meta(label),
             "spec": {"backoffLimit": 0, "template": pod}},
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions.merge(depends, pulumi.ResourceOptions(
                 custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT)))))
         if settings.schedule:
             self._create(k8s.batch.v1.CronJob, {
-                "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(f"{job}-cron"),
+                "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(f"{label}-cron"),
                 "spec": {"schedule": settings.schedule, "concurrencyPolicy": "Forbid",
                          "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
                          "jobTemplate": {"spec": {"backoffLimit": 0, "template": pod}}}},
                 pulumi.ResourceOptions.merge(child, depends))
         run.report = pulumi.Output.from_input({
-            "platform": "kubernetes", "namespace": self.namespace, "job": job,
-            "cron_job": f"{job}-cron" if settings.schedule else None,
-            "logs": f"kubectl logs --namespace {self.namespace} job/{job}"})
+            "platform": "kubernetes", "namespace": self.namespace, "job": label,
+            "cron_job": f"{label}-cron" if settings.schedule else None,
+            "logs": f"kubectl logs --namespace {self.namespace} job/{label}"})
         return run
 
     # -------------------------------------------------------------- monitoring services

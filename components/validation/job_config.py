@@ -6,16 +6,14 @@ them against the source's topics when it runs.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from components.mirror.connectors import groups_exclude, topics_exclude
-from components.jobs.validation_mm2 import ReplicationPolicy
+from spark.flows import FlowSelection, ReplicationPolicy
 
 
 def mm2_policy(flow) -> ReplicationPolicy:
     """The flow's MM2 replication policy: every name MM2 gives (remote topics, its internal topics)."""
-    return ReplicationPolicy(flow.replication_policy, flow.separator, flow.source)
+    return FlowSelection.of(flow).mm2
 
 
 def checkpoints_topic(flow) -> str:
@@ -41,7 +39,8 @@ def validation_job_config(topology, servers: dict[str, str],
             "name": flow.name, "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target],
             "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
             "separator": flow.separator, "topic_patterns": list(flow.topics)}
-        entry["topics_exclude"] = topics_exclude(flow)  # what MM2 leaves out (Connect's storage topics too)
+        selection = FlowSelection.of(flow)
+        entry["topics_exclude"] = list(selection.all_topics_exclude)  # what MM2 leaves out (Connect's storage topics too)
         entry["offset_syncs_topic"] = offset_syncs_topic(flow)  # evidence of records purged before copied
         for side in ("source", "target"):
             if clients.get(getattr(flow, side)):
@@ -52,7 +51,7 @@ def validation_job_config(topology, servers: dict[str, str],
         if flow.checkpoints:
             entry["checkpoints_topic"] = checkpoints_topic(flow)
             entry["groups"] = list(flow.groups)
-            entry["groups_exclude"] = groups_exclude(flow)
+            entry["groups_exclude"] = list(selection.all_groups_exclude)
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
         flows.append(entry)
@@ -110,18 +109,12 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
 SPARK_HOME_IN_IMAGE = "/opt/spark"
 
 
-def job_modules(job_file) -> list:
-    """The modules the job's entry script imports: the `validation_*.py` files
-    beside it, shipped with it (spark-submit `--py-files`)."""
-    return sorted(Path(job_file).parent.glob("validation_*.py"))
-
-
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
                       py_files: list[str] = ()) -> list[str]:
     """spark-submit in a container (docker, kubernetes): local[*] inside it, the
     offsets read through Spark's own Kafka client (no confluent_kafka there);
     `jars`: spark-sql-kafka and its deps, files in the container (nothing is
-    fetched at run time); `py_files`: the job's modules, on the driver's (and
+    fetched at run time); `py_files`: the job's package zip, on the driver's (and
     executors') sys.path."""
     argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]

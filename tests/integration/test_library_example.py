@@ -38,12 +38,14 @@ def example_venv(tmp_path_factory):
 
 def test_the_wheel_carries_the_components_and_the_spark_job(example_venv):
     work, python = example_venv
-    out = run(str(python), "-c", "import components, components.validation.job as v, pathlib; "
-              "print(pathlib.Path(components.__file__).parent); print(v.JOB_FILE.read_text().splitlines()[0]); "
-              "print(v.JOB_FILE.is_symlink())", cwd=work)  # not the checkout's folder: the installed copy
-    package, head, link = out.splitlines()[:3]
+    out = run(str(python), "-c", "import components, components.validation.package as v, pathlib; "
+              "print(pathlib.Path(components.__file__).parent); print(v.ENTRY_SCRIPT.read_text().splitlines()[0]); "
+              "print(v.ENTRY_SCRIPT.is_symlink()); print(v.PACKAGE_DIR); "
+              "print(len(v.job_zip()) > 0)", cwd=work)  # not the checkout's folder: the installed copy
+    package, head, link, job_package, zipped = out.splitlines()[:5]
     assert "site-packages" in package and str(REPO) not in package  # the installed copy, not the checkout
     assert head.startswith("#!/usr/bin/env python3") and link == "False"
+    assert "site-packages" in job_package and zipped == "True"  # the job's package is installed too
 
 
 def test_example_project_mirrors_its_edge_cluster_into_another_stacks_cluster(example_venv, tmp_path):

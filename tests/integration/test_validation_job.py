@@ -8,7 +8,9 @@ offset-translation failover from MM2's own checkpoint records.
 
 The job runs in-process on one module-wide local[2] session (stopped with its
 JVM at the end by tests.support.spark), except the CLI test, which runs it as
-`python spark/validate_replication.py` and checks its JVM is gone afterwards.
+`python spark/validate_replication.py` (the checkout on PYTHONPATH) and through
+spark-submit with the package's zip on `--py-files`, and checks its JVM is gone
+afterwards.
 """
 from __future__ import annotations
 
@@ -33,10 +35,13 @@ from confluent_kafka.admin import AdminClient
 
 from components import toolchain
 from components.mirror.connectors import mirror_connector_configs
-from components.validation.job_config import job_modules, offset_syncs_topic
+from components.validation.job_config import offset_syncs_topic
+from components.validation.package import ZIP_NAME, job_zip
 from components.mirror.provider import MirrorMaker2Provider
 from components.model.spec import load_topology
-from spark import validate_replication as job
+from spark.checkpoints import checkpoints_frame
+from spark.cli import main
+from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from tests.support.kafka_clients import committed_offsets, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
@@ -161,7 +166,7 @@ def config(kafka_a, kafka_b, topic: str, wait_seconds: float = 60, **extra) -> d
 
 def validate(spark, tmp_path, cfg: dict, *args: str) -> tuple[int, dict]:
     out = tmp_path / f"report-{uuid.uuid4().hex[:8]}.json"
-    code = job.main(["--config-json", json.dumps(cfg), "--out", str(out), "--poll-seconds", "1", *args],
+    code = main(["--config-json", json.dumps(cfg), "--out", str(out), "--poll-seconds", "1", *args],
                      spark=spark)
     return code, json.loads(out.read_text())
 
@@ -451,8 +456,8 @@ def _wait_for_checkpoints(bootstrap: str, topic: str, group: str, upstream: dict
             for m in consumer.consume(100, timeout=1.0):
                 if m.error():
                     continue
-                g, _t, p = job.decode_checkpoint_key(m.key())
-                if g == group and job.decode_checkpoint_value(m.value())[0] == upstream.get(p):
+                g, _t, p = decode_checkpoint_key(m.key())
+                if g == group and decode_checkpoint_value(m.value())[0] == upstream.get(p):
                     found.setdefault(p, (m.key(), m.value()))
     finally:
         consumer.close()
@@ -484,15 +489,15 @@ def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
         raw = _wait_for_checkpoints(b, checkpoints, group, committed)
         # the real bytes: key Struct{group, topic (the REMOTE name), partition}; value version 0 + offsets
         for p, (key, value) in raw.items():
-            assert job.decode_checkpoint_key(key) == (group, remote, p)
+            assert decode_checkpoint_key(key) == (group, remote, p)
             assert value[:2] == b"\x00\x00"
-            upstream, downstream, metadata = job.decode_checkpoint_value(value)
+            upstream, downstream, metadata = decode_checkpoint_value(value)
             assert upstream == committed[p] and 0 <= downstream <= upstream and metadata == ""
-            assert (key, value) == job.encode_checkpoint(group, remote, p, upstream, downstream, metadata)
+            assert (key, value) == encode_checkpoint(group, remote, p, upstream, downstream, metadata)
         # Spark's SQL decoding of the same records agrees with the byte-level decoder
         decoded = {(r["group"], r["topic"], r["partition"], r["upstream_offset"], r["downstream_offset"])
-                   for r in job.checkpoints_frame(spark, b, {}, checkpoints).collect()}
-        assert {(group, remote, p, *job.decode_checkpoint_value(v)[:2]) for p, (_k, v) in raw.items()} <= decoded
+                   for r in checkpoints_frame(spark, b, {}, checkpoints).collect()}
+        assert {(group, remote, p, *decode_checkpoint_value(v)[:2]) for p, (_k, v) in raw.items()} <= decoded
 
         cfg = {"flows": [{"name": flow.name, "source_bootstrap": a, "target_bootstrap": b,
                           "source_alias": "vjsrc", "policy": "default", "topics": [topic],
@@ -540,28 +545,32 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     sub_cfg_file = tmp_path / "submit-flows.json"
     sub_cfg_file.write_text(json.dumps(config(kafka_a, kafka_b, sub_topic)))
     markers = {run: f"vj-cli-{run}-{uuid.uuid4().hex}" for run in ("script", "submit", "bad")}
-    env = {run: {**os.environ, "VALIDATION_TEST_MARKER": marker} for run, marker in markers.items()}
+    # the standalone runs find the package in the checkout (PYTHONPATH); spark-submit's only in the zip
+    env = {run: {**os.environ, "VALIDATION_TEST_MARKER": marker, "PYTHONPATH": "" if run == "submit" else str(PROJECT)}
+           for run, marker in markers.items()}
+    jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
     script = str(PROJECT / "spark" / "validate_replication.py")
 
     # spark-submit of the script shipped alone (no project beside it), the jars given to spark-submit
-    # (its modules elsewhere, given to --py-files as the docker and kubernetes launchers do)
+    # (its package elsewhere, a zip given to --py-files as every platform's launcher does)
     lone = tmp_path / "shipped" / "validate_replication.py"
     lone.parent.mkdir()
     shutil.copy(script, lone)
     modules = tmp_path / "modules"
     modules.mkdir()
-    py_files = [str(shutil.copy(m, modules / m.name)) for m in job_modules(script)]
+    (modules / ZIP_NAME).write_bytes(job_zip())
+    py_files = [str(modules / ZIP_NAME)]
     submit_out = tmp_path / "submit-report.json"
 
     def standalone():
-        run = subprocess.run([sys.executable, script, "--config", str(cfg_file), "--out", str(out)],
+        run = subprocess.run([sys.executable, script, "--jars", jars, "--config", str(cfg_file), "--out", str(out)],
                              cwd=tmp_path, env=env["script"], capture_output=True, text=True, timeout=600)
         return run, _processes_with_env(markers["script"])  # looked for as soon as the run ended
 
     def submitted():
         run = subprocess.run(
             [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-             "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--py-files", ",".join(py_files),
+             "--jars", jars, "--py-files", ",".join(py_files),
              "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
              "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2",
              str(lone), "--config", str(sub_cfg_file), "--out", str(submit_out)],
@@ -576,7 +585,8 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
         missing = subprocess.run([sys.executable, script, "--config-json", json.dumps(bad)], env=env["bad"],
                                  capture_output=True, text=True, timeout=120)
         fields = subprocess.run([sys.executable, script, "--config-json", '{"flows": [{"policy": "mirror"}]}'],
-                                capture_output=True, text=True, timeout=60)
+                                env={**os.environ, "PYTHONPATH": str(PROJECT)}, capture_output=True, text=True,
+                                timeout=60)
         return missing, fields, _processes_with_env(markers["bad"])
 
     with ThreadPoolExecutor(3) as pool:

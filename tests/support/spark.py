@@ -6,7 +6,7 @@ import sys
 from contextlib import contextmanager
 
 from components import toolchain
-from spark.validate_replication import stop_spark
+from spark.spark_io import stop_spark
 
 
 @contextmanager

@@ -3,6 +3,7 @@ stack's resource graph and the inputs each resource gets (no engine, no
 provider plugins; Kubernetes manifests checked against the schema)."""
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 from pathlib import Path
@@ -11,10 +12,11 @@ import kubernetes_validate
 import pytest
 
 from components import toolchain
-from components.platforms.containers import dns_label, probe_command
+from components.platforms.containers import JOB_DIR, dns_label, probe_command
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
+from components.validation.package import ZIP_NAME, job_zip
 from components.versions import kafka_version, spark_version
 from tests.support import pulumi_mocks
 from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import SECRET_SIG from here)
@@ -314,6 +316,31 @@ def _ints(value):
 
 def manifests_of(built, kind: str) -> dict[str, dict]:
     return {m["metadata"]["name"]: m for m in built["manifests"] if m["kind"] == kind}
+
+
+def shipped_job(platform: str, mocks, built) -> tuple[bytes, list[str], str]:
+    """(the job package's zip as the platform ships it, spark-submit's argv, the
+    folder the zip lands in): docker uploads it, kubernetes puts it in the job's
+    ConfigMap as binary data."""
+    if platform == "docker":
+        container = mocks.of_type("docker:index/container:Container")[JOB]
+        uploads = {u["file"]: u for u in _ints(container["uploads"])}
+        return base64.b64decode(uploads[f"{JOB_DIR}/{ZIP_NAME}"]["contentBase64"]), container["command"], JOB_DIR
+    config_map = manifests_of(built, "ConfigMap")[f"{JOB}-job"]
+    (container,) = manifests_of(built, "Job")[JOB]["spec"]["template"]["spec"]["containers"]
+    return base64.b64decode(config_map["binaryData"][ZIP_NAME]), container["command"], f"{JOB_DIR}/job"
+
+
+def assert_ships_the_job_package(platform: str, mocks, built) -> None:
+    """The `spark` package goes to spark-submit as one zip on --py-files, byte for byte the built one."""
+    shipped, argv, folder = shipped_job(platform, mocks, built)
+    assert shipped == job_zip()
+    assert argv[argv.index("--py-files") + 1] == f"{folder}/{ZIP_NAME}"
+
+
+def test_docker_and_kubernetes_ship_the_job_package_as_a_zip_on_py_files(docker_run, k8s_run):
+    assert_ships_the_job_package("docker", *docker_run)
+    assert_ships_the_job_package("kubernetes", *k8s_run)
 
 
 def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run):

@@ -19,7 +19,8 @@ from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
 from tests.unit.test_platforms_mocked import (
-    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, connectors_of, container_commands, deploy,
+    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, assert_ships_the_job_package, connectors_of,
+    container_commands, deploy,
     holds_secret_text, leaks, local_commands,
 )
 
@@ -180,6 +181,7 @@ def test_docker_validation_job_gets_the_client_folders(docker_secure):
     flows = json.loads(uploads["/opt/mirrorstack/validation/flows.json"]["content"])["flows"]
     assert flows[0]["source_client"]["ssl.truststore.location"] == f"{CLIENTS}/edge/ca.pem"
     assert not holds_secret_text(flows)
+    assert_ships_the_job_package("docker", *docker_secure)  # beside the secret uploads
 
 
 # ---------------------------------------------------------------- kubernetes
@@ -292,6 +294,7 @@ def test_k8s_validation_job_mounts_the_client_secrets(k8s_secure):
     for alias in ("edge", "central"):
         assert volumes[mounts[f"{CLIENTS}/{alias}"]]["secret"]["secretName"] == f"{alias}-client"
     assert pod["spec"]["securityContext"]["fsGroup"] == 185  # the spark user reads the 0400 files
+    assert_ships_the_job_package("kubernetes", *k8s_secure)
 
 
 @pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])

@@ -16,6 +16,7 @@ from components.mirror.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, 
 from components.model.spec import SCHEMA_FILE, TopologyError, load_topology
 from components.platforms import make_platform
 from components.platforms.kubernetes import KUBERNETES_VERSION
+from components.validation.package import ZIP_NAME
 from tests.unit import test_platforms_mocked as mocked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,6 +164,15 @@ def test_kubernetes_manifests_validate_strictly(built):
                                      + 7 * (topology.monitoring is not None) + expected_secrets(topology))
     for manifest in out["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validation_job_gets_its_package_as_a_zip_on_py_files(built):
+    """A stack with a validation job ships the package; one without ships nothing of it."""
+    topology, mocks, out = built
+    if topology.validation is not None:
+        mocked.assert_ships_the_job_package(topology.platform, mocks, out)
+    else:
+        assert ZIP_NAME not in repr([r.inputs for r in mocks.resources])
 
 
 def test_no_key_or_password_outside_secrets(built):

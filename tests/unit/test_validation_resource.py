@@ -4,15 +4,18 @@ from a report. The local resource's real runs are in
 tests/integration/test_validation_resource.py."""
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import time
+import zipfile
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 
-from components.mirror.connectors import CONNECT_STORAGE_TOPICS, MM2_GROUPS_EXCLUDE, MM2_TOPICS_EXCLUDE
+from spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
 
 from components import toolchain
 from components.validation.job_config import validation_job_config, validation_summary
@@ -20,8 +23,7 @@ from components.model.spec import Images, TopologyError, load_topology
 from components.platforms.docker import DockerPlatform
 from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from components.platforms.local.platform import LocalPlatform
-from components.validation.job_config import job_modules
-from components.validation.job import JOB_FILE, job_sha256
+from components.validation.package import ENTRY_SCRIPT, ZIP_NAME, job_package, job_zip
 from components.versions import spark_version
 from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
 
@@ -45,9 +47,9 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     assert us == {"name": "us->central", "source_bootstrap": "us:9092", "target_bootstrap": "central:9092",
                   "source_alias": "us", "target_alias": "central", "policy": "identity", "separator": ".",
                   "topic_patterns": ["orders", "clicks.*"],
-                  "topics_exclude": [*MM2_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
+                  "topics_exclude": [*DEFAULT_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
                   "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
-                  "groups": [".*"], "groups_exclude": list(MM2_GROUPS_EXCLUDE), "groups_required": False,
+                  "groups": [".*"], "groups_exclude": list(NEVER_REPLICATED_GROUPS), "groups_required": False,
                   "offset_syncs_topic": "mm2-offset-syncs.us.internal"}
     assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
@@ -61,26 +63,26 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
 
 @pytest.mark.parametrize("given, sent", [("unlimited", "unlimited"), (7, 7), ("wait-rate", "wait-rate")])
 def test_in_flight_is_a_number_unlimited_or_bounded_by_the_waits_rate(given, sent):
-    from spark import validate_replication as job
+    from spark.config import parse_config
     config = validation_job_config(topology(tolerance={"in_flight": given}), SERVERS, {})
     assert config["tolerance"]["in_flight"] == sent
-    assert job.parse_config(config).tolerance["in_flight"] == (None if sent == "unlimited" else sent)
+    assert parse_config(config).tolerance["in_flight"] == (None if sent == "unlimited" else sent)
 
 
 def test_job_config_is_valid_input_for_the_job():
-    from spark import validate_replication as job
-    parsed = job.parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
+    from spark.config import parse_config
+    parsed = parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
     assert [f.topic_patterns for f in parsed.flows] == [("orders", "clicks.*")] * 2
     assert (parsed.window_seconds, parsed.min_records) == (3600, 0)
-    parsed = job.parse_config(validation_job_config(topology(window="2d", min_records=10), SERVERS))
+    parsed = parse_config(validation_job_config(topology(window="2d", min_records=10), SERVERS))
     assert (parsed.window_seconds, parsed.min_records) == (2 * 86400, 10)
 
 
 def test_window_all_checks_the_whole_history():
     config = validation_job_config(topology(window="all"), SERVERS)
     assert "window_seconds" not in config  # absent (not null, which the engine drops): the whole history
-    from spark import validate_replication as job
-    assert job.parse_config(config).window_seconds is None
+    from spark.config import parse_config
+    assert parse_config(config).window_seconds is None
 
 
 def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
@@ -161,9 +163,9 @@ def local_run(tmp_path_factory):
 def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     (mocks, built), folder = local_run
     job = mocks.of_type("pulumi-python:dynamic")[JOB]
-    assert job["job_file"] == str(JOB_FILE)
-    # Covers the modules too: a change to any of them re-runs the job.
-    assert job["job_sha256"] == job_sha256() != hashlib.sha256(JOB_FILE.read_bytes()).hexdigest()
+    assert job["job_file"] == str(ENTRY_SCRIPT)
+    # Covers the package's zip too: a change to any module re-runs the job.
+    assert job["job_sha256"] == job_package().sha256 != hashlib.sha256(ENTRY_SCRIPT.read_bytes()).hexdigest()
     assert job["workdir"] == str(folder.resolve() / JOB)
     assert job["jars"] == ",".join(str(j) for j in toolchain.spark_kafka_jars())
     assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
@@ -205,7 +207,7 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert (job["mustRun"], job["attach"], job["logs"], job["restart"]) == (False, True, True, "no")
     assert job["networksAdvanced"] == [{"name": "mirrorstack-aggregation"}]
     uploads = {u["file"]: u for u in job["uploads"]}
-    assert uploads["/opt/mirrorstack/validation/validate_replication.py"]["content"] == JOB_FILE.read_text()
+    assert uploads["/opt/mirrorstack/validation/validate_replication.py"]["content"] == ENTRY_SCRIPT.read_text()
     flows = json.loads(uploads["/opt/mirrorstack/validation/flows.json"]["content"])["flows"]
     assert {f["source_bootstrap"] for f in flows} == {"us-broker-0:9092", "uk-broker-0:9092"}  # in-network
     jars = toolchain.spark_kafka_jars()
@@ -217,12 +219,11 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
     assert "--report-only" not in argv and "--packages" not in argv
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
-    # The job's modules are uploaded beside the entry script and given to --py-files.
-    modules = job_modules(JOB_FILE)
-    assert {m.name for m in modules} >= {"validation_config.py", "validation_reconcile.py", "validation_cli.py"}
-    for m in modules:
-        assert uploads[f"/opt/mirrorstack/validation/{m.name}"]["content"] == m.read_text()
-    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/{m.name}" for m in modules)
+    # The job's package is uploaded as a zip beside the entry script and given to --py-files.
+    names = set(zipfile.ZipFile(io.BytesIO(job_zip())).namelist())
+    assert names >= {"spark/config.py", "spark/reconcile.py", "spark/cli.py", "spark/flows.py"}
+    assert base64.b64decode(uploads[f"/opt/mirrorstack/validation/{ZIP_NAME}"]["contentBase64"]) == job_zip()
+    assert argv[argv.index("--py-files") + 1] == f"/opt/mirrorstack/validation/{ZIP_NAME}"
     assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
 
 
@@ -269,13 +270,14 @@ def test_kubernetes_flows_go_in_a_secret_the_job_file_in_a_configmap(k8s_run):
     flows = json.loads(secret["stringData"]["flows.json"])["flows"]
     assert flows[0]["source_bootstrap"] == "us-broker-0.mirrorstack-aggregation.svc.cluster.local:9092"
     data = _manifests(built, "ConfigMap")[f"{JOB}-job"]["data"]
-    assert data["validate_replication.py"] == JOB_FILE.read_text()
-    # Its modules beside it in the same ConfigMap (mounted at .../job), given to --py-files.
-    modules = job_modules(JOB_FILE)
-    assert modules and all(data[m.name] == m.read_text() for m in modules)
+    assert data["validate_replication.py"] == ENTRY_SCRIPT.read_text()
+    # The package's zip beside it in the same ConfigMap (binary data, mounted at .../job), given to --py-files.
+    binary = _manifests(built, "ConfigMap")[f"{JOB}-job"]["binaryData"]
+    assert base64.b64decode(binary[ZIP_NAME]) == job_zip()
     (job,) = _manifests(built, "Job").values()
     argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert argv[argv.index("--py-files") + 1] == ",".join(f"/opt/mirrorstack/validation/job/{m.name}" for m in modules)
+    assert argv[argv.index("--py-files") + 1] == f"/opt/mirrorstack/validation/job/{ZIP_NAME}"
+    assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/job/validate_replication.py")
     # The SDK marks Secret data secret: the state holds it encrypted.
     registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"][0]
     assert "4dabf18193072939515e22adb298388d" in json.dumps(registered.inputs["stringData"])

@@ -5,7 +5,14 @@ import struct
 
 import pytest
 
-from spark import validate_replication as job
+from spark.cli import hide_secrets, main
+from spark.client_settings import jaas_login, librdkafka_config, read_properties
+from spark.config import BadInput, DEFAULT_TOLERANCE, parse_config, resolve_topics
+from spark.flows import FlowSelection
+from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
+from spark.reconcile import Validator
+from spark.report import group_failures, summary_text
+from spark.spark_io import ROWS_PER_TASK, read_kafka, tasks_for
 
 A, B, C = "127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"
 
@@ -16,35 +23,35 @@ def flow(**changes):
 
 
 def problems(data) -> list[str]:
-    with pytest.raises(job.BadInput) as info:
-        job.parse_config(data)
+    with pytest.raises(BadInput) as info:
+        parse_config(data)
     return info.value.problems
 
 
 def test_remote_topic_follows_the_policy():
-    assert job.remote_topic("default", "us", ".", "orders") == "us.orders"
-    assert job.remote_topic("default", "us", "_", "orders") == "us_orders"
-    assert job.remote_topic("identity", "us", ".", "orders") == "orders"
+    assert FlowSelection(source="us", target=None, policy="default", separator=".").remote("orders") == "us.orders"
+    assert FlowSelection(source="us", target=None, policy="default", separator="_").remote("orders") == "us_orders"
+    assert FlowSelection(source="us", target=None, policy="identity", separator=".").remote("orders") == "orders"
 
 
 def test_defaults_and_tolerance():
-    config = job.parse_config({"flows": [flow()]})
+    config = parse_config({"flows": [flow()]})
     assert config.wait_seconds == 120
     assert config.tolerance == {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
                                 "in_flight": "wait-rate", "lost": 0, "purged": 0}
     [group] = config.groups
     assert (group.topic, group.target_bootstrap) == ("us.orders", C)
-    assert job.parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
+    assert parse_config({"flows": [flow()], "tolerance": {"extras": 3, "in_flight": 0}},
                             wait_override=5).tolerance["extras"] == 3
     # "unlimited" is null's spelling where nulls get dropped (Pulumi inputs)
-    assert job.parse_config({"flows": [flow()], "tolerance": {"duplicates": "unlimited"}}).tolerance["duplicates"] is None
-    assert job.parse_config({"flows": [flow()], "tolerance": {"in_flight": "unlimited"}}).tolerance["in_flight"] is None
-    assert job.parse_config({"flows": [flow()], "tolerance": {"in_flight": "wait-rate"}}).tolerance["in_flight"] == \
+    assert parse_config({"flows": [flow()], "tolerance": {"duplicates": "unlimited"}}).tolerance["duplicates"] is None
+    assert parse_config({"flows": [flow()], "tolerance": {"in_flight": "unlimited"}}).tolerance["in_flight"] is None
+    assert parse_config({"flows": [flow()], "tolerance": {"in_flight": "wait-rate"}}).tolerance["in_flight"] == \
         "wait-rate"
 
 
 def test_identity_flows_into_one_target_topic_form_one_group():
-    config = job.parse_config({"flows": [
+    config = parse_config({"flows": [
         flow(name="us->central", policy="identity", topics=["orders", "clicks"]),
         flow(name="uk->central", source_bootstrap=B, source_alias="uk", policy="identity", topics=["orders"]),
         flow(name="uk->central-2", source_bootstrap=B, source_alias="uk", topics=["orders"])]})
@@ -55,7 +62,7 @@ def test_identity_flows_into_one_target_topic_form_one_group():
 
 
 def test_the_same_target_written_in_a_different_broker_order_is_one_group():
-    config = job.parse_config({"flows": [
+    config = parse_config({"flows": [
         flow(name="x", target_bootstrap=f"{B},{C}", policy="identity"),
         flow(name="y", source_bootstrap=B, target_bootstrap=f"{C}, {B}", source_alias="uk", policy="identity")]})
     assert len(config.groups) == 1
@@ -98,30 +105,30 @@ def test_bad_input_names_the_field(data, expected):
 
 
 def test_main_exits_2_on_bad_input_without_starting_spark(tmp_path, capsys):
-    assert job.main(["--config-json", "{not json"]) == 2
+    assert main(["--config-json", "{not json"]) == 2
     assert "--config-json: not JSON" in capsys.readouterr().err
-    assert job.main(["--config", str(tmp_path / "missing.json")]) == 2
+    assert main(["--config", str(tmp_path / "missing.json")]) == 2
     assert "--config: cannot read" in capsys.readouterr().err
-    assert job.main([]) == 2
-    assert job.main(["--config-json", json.dumps({"flows": [flow(topics=None)]})]) == 2
+    assert main([]) == 2
+    assert main(["--config-json", json.dumps({"flows": [flow(topics=None)]})]) == 2
     assert "flows[0].topics: required" in capsys.readouterr().err
 
 
 def test_checkpoint_bytes_round_trip_in_kafkas_layout():
-    key, value = job.encode_checkpoint("app", "us.orders", 3, 120, 57, "meta")
+    key, value = encode_checkpoint("app", "us.orders", 3, 120, 57, "meta")
     assert key == b"\x00\x03app\x00\x09us.orders\x00\x00\x00\x03"
     assert value == struct.pack(">hqq", 0, 120, 57) + b"\x00\x04meta"
-    assert job.decode_checkpoint_key(key) == ("app", "us.orders", 3)
-    assert job.decode_checkpoint_value(value) == (120, 57, "meta")
+    assert decode_checkpoint_key(key) == ("app", "us.orders", 3)
+    assert decode_checkpoint_value(value) == (120, 57, "meta")
     with pytest.raises(ValueError, match="version 1"):
-        job.decode_checkpoint_value(struct.pack(">hqq", 1, 1, 1) + b"\x00\x00")
+        decode_checkpoint_value(struct.pack(">hqq", 1, 1, 1) + b"\x00\x00")
 
 
 def test_librdkafka_translation_gives_up_on_java_only_settings():
-    assert job.librdkafka_config(A, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}) == \
+    assert librdkafka_config(A, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}) == \
         {"bootstrap.servers": A, "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN"}
-    assert job.librdkafka_config(A, {"sasl.jaas.config": "x"}) is None
-    assert job.librdkafka_config(A, {"ssl.truststore.location": "/x.jks"}) is None
+    assert librdkafka_config(A, {"sasl.jaas.config": "x"}) is None
+    assert librdkafka_config(A, {"ssl.truststore.location": "/x.jks"}) is None
 
 
 def _group(**changes):
@@ -132,26 +139,26 @@ def _group(**changes):
 
 
 def test_failures_follow_the_tolerances():
-    tol = dict(job.DEFAULT_TOLERANCE)
-    assert job.group_failures(_group(in_flight=40), tol) == []
-    assert job.group_failures(_group(in_flight=40, in_flight_bound=40), tol) == []
-    assert job.group_failures(_group(in_flight=41, in_flight_bound=40, waited_seconds=3.2), tol) == [
+    tol = dict(DEFAULT_TOLERANCE)
+    assert group_failures(_group(in_flight=40), tol) == []
+    assert group_failures(_group(in_flight=40, in_flight_bound=40), tol) == []
+    assert group_failures(_group(in_flight=41, in_flight_bound=40, waited_seconds=3.2), tol) == [
         "us.orders on 127.0.0.1:9094: in_flight 41 > 40, what the target takes in another 3s wait at the rate "
         "it took records during this one; fix: find what slows the flow, raise wait_seconds, or set "
         "tolerance.in_flight"]
-    assert job.group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": 50}) == []
-    assert job.group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": None}) == []
-    assert job.group_failures(_group(missing=7), tol) == ["us.orders on 127.0.0.1:9094: missing 7 > tolerance 0"]
-    assert job.group_failures(_group(extras=3), {**tol, "extras": 3}) == []
-    assert job.group_failures(_group(in_flight=1), {**tol, "in_flight": 0})
-    assert "does not exist" in job.group_failures(_group(partitions_ok=False, target_partitions=None), tol)[0]
+    assert group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": 50}) == []
+    assert group_failures(_group(in_flight=41, in_flight_bound=40), {**tol, "in_flight": None}) == []
+    assert group_failures(_group(missing=7), tol) == ["us.orders on 127.0.0.1:9094: missing 7 > tolerance 0"]
+    assert group_failures(_group(extras=3), {**tol, "extras": 3}) == []
+    assert group_failures(_group(in_flight=1), {**tol, "in_flight": 0})
+    assert "does not exist" in group_failures(_group(partitions_ok=False, target_partitions=None), tol)[0]
     assert "1 partitions, but us->central:orders has 2" in \
-        job.group_failures(_group(partitions_ok=False, target_partitions=1), tol)[0]
+        group_failures(_group(partitions_ok=False, target_partitions=1), tol)[0]
     lost = {"flow": "f", "consumer_group": "app", "checkpoints_topic": "us.checkpoints.internal", "lost": 2}
-    assert "would lose 2" in job.group_failures(_group(failover=[lost]), tol)[0]
-    assert job.group_failures(_group(failover=[{**lost, "lost": 0}]), tol) == []
+    assert "would lose 2" in group_failures(_group(failover=[lost]), tol)[0]
+    assert group_failures(_group(failover=[{**lost, "lost": 0}]), tol) == []
     none = {**lost, "lost": 0, "unmatched_regex": True}
-    assert "have no checkpoint" in job.group_failures(_group(failover=[none]), tol)[0]
+    assert "have no checkpoint" in group_failures(_group(failover=[none]), tol)[0]
 
 
 def patterned(**changes):
@@ -164,10 +171,10 @@ SOURCE_TOPICS = {"orders": 10, "clicks.eu": 4, "clicks.empty": 0, "payroll": 7, 
 
 
 def test_topic_patterns_resolve_to_what_mm2_replicates_with_records():
-    config = job.parse_config({"flows": [patterned(topic_patterns=[".*"], topics_exclude=["payroll"])]})
+    config = parse_config({"flows": [patterned(topic_patterns=[".*"], topics_exclude=["payroll"])]})
     assert config.has_patterns and config.groups == []
     asked = []
-    resolved = job.resolve_topics(config, lambda b, c: asked.append((b, c)) or SOURCE_TOPICS, log=lambda m: None)
+    resolved = resolve_topics(config, lambda b, c: asked.append((b, c)) or SOURCE_TOPICS, log=lambda m: None)
     # internal, heartbeats, *.replica, excluded, empty, and (default policy) the target's own topics are left out
     assert resolved.flows[0].topics == ("clicks.eu", "orders")
     assert [g.topic for g in resolved.groups] == ["us.clicks.eu", "us.orders"]
@@ -179,14 +186,14 @@ def test_topic_patterns_leave_out_mm2s_internal_topics_under_any_separator():
     (an active/active pair's other flow writes them to this source); none is a user topic."""
     topics = {"orders": 3, "mm2-offset-syncs_central_internal": 2, "central_checkpoints_internal": 2,
               "heartbeats": 4, "central_heartbeats": 1, "central_orders": 3, "orders_v2": 1}
-    config = job.parse_config({"flows": [patterned(topic_patterns=[".*"], separator="_")]})
-    resolved = job.resolve_topics(config, lambda b, c: topics, log=lambda m: None)
+    config = parse_config({"flows": [patterned(topic_patterns=[".*"], separator="_")]})
+    resolved = resolve_topics(config, lambda b, c: topics, log=lambda m: None)
     assert resolved.flows[0].topics == ("orders", "orders_v2")
     assert [g.topic for g in resolved.groups] == ["us_orders", "us_orders_v2"]
 
 
 def test_topic_patterns_with_identity_merge_and_one_listing_per_source():
-    config = job.parse_config({"flows": [
+    config = parse_config({"flows": [
         patterned(name="us", policy="identity"),
         patterned(name="us-again", policy="identity", target_bootstrap=B),
         patterned(name="uk", source_bootstrap=B, source_alias="uk", policy="identity")]})
@@ -195,7 +202,7 @@ def test_topic_patterns_with_identity_merge_and_one_listing_per_source():
     def lister(bootstrap, client):
         calls.append(bootstrap)
         return {"orders": 3, "clicks.a": 1, "central.x": 1} if bootstrap == A else {"orders": 2}
-    resolved = job.resolve_topics(config, lister, log=lambda m: None)
+    resolved = resolve_topics(config, lister, log=lambda m: None)
     assert calls == [A, B]  # the same source is listed once
     by_topic = {(g.target_bootstrap, g.topic): [m.label for m in g.members] for g in resolved.groups}
     assert by_topic == {(C, "clicks.a"): ["us:clicks.a"], (C, "orders"): ["us:orders", "uk:orders"],
@@ -203,15 +210,15 @@ def test_topic_patterns_with_identity_merge_and_one_listing_per_source():
 
 
 def test_a_flow_matching_no_topic_is_kept_with_no_topics():
-    config = job.parse_config({"flows": [patterned()]})
-    resolved = job.resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
+    config = parse_config({"flows": [patterned()]})
+    resolved = resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
     assert resolved.flows[0].topics == () and resolved.groups == []
 
 
 def _run_selecting_nothing(**top):
-    config = job.parse_config({"flows": [patterned()], **top})
-    config = job.resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
-    return job.Validator(config, None, "kafka-client", 1.0, 5, log=lambda m: None).run({})
+    config = parse_config({"flows": [patterned()], **top})
+    config = resolve_topics(config, lambda b, c: {"other": 5}, log=lambda m: None)
+    return Validator(config, None, "kafka-client", 1.0, 5, log=lambda m: None).run({})
 
 
 def test_a_run_that_selected_nothing_is_reported_as_such_not_passed():
@@ -219,7 +226,7 @@ def test_a_run_that_selected_nothing_is_reported_as_such_not_passed():
     assert (report["status"], report["passed"], report["exit_code"]) == ("nothing-checked", False, 0)
     assert (report["records_checked"], report["topics_checked"], report["failures"]) == (0, 0, [])
     assert report["window"] == {"seconds": None, "since": None, "since_ms": None}  # whole history by default
-    assert job.summary_text(report).startswith("replication check NOTHING CHECKED: 0 record(s) of 0 topic(s) "
+    assert summary_text(report).startswith("replication check NOTHING CHECKED: 0 record(s) of 0 topic(s) "
                                                "checked, whole history")
 
 
@@ -228,7 +235,7 @@ def test_min_records_fails_a_run_that_checked_fewer():
     assert (report["status"], report["passed"], report["exit_code"]) == ("failed", False, 1)
     assert report["failures"] == ["checked 0 records, fewer than min_records 1"]
     assert report["window"]["seconds"] == 600 and report["window"]["since"].endswith("+00:00")
-    assert "  FAIL checked 0 records, fewer than min_records 1" in job.summary_text(report)
+    assert "  FAIL checked 0 records, fewer than min_records 1" in summary_text(report)
 
 
 @pytest.mark.parametrize("top, message", [
@@ -237,19 +244,19 @@ def test_min_records_fails_a_run_that_checked_fewer():
     ({"min_records": -3}, "min_records: must be a non-negative integer"),
 ])
 def test_window_and_minimum_are_checked(top, message):
-    with pytest.raises(job.BadInput) as info:
-        job.parse_config({"flows": [flow()], **top})
+    with pytest.raises(BadInput) as info:
+        parse_config({"flows": [flow()], **top})
     assert any(p.startswith(message) for p in info.value.problems), info.value.problems
 
 
 def test_driver_memory_must_be_a_jvm_size(capsys):
-    assert job.main(["--config-json", json.dumps({"flows": [flow()]}), "--driver-memory", "lots"]) == 2
+    assert main(["--config-json", json.dumps({"flows": [flow()]}), "--driver-memory", "lots"]) == 2
     assert "--driver-memory: 'lots' is not a JVM size" in capsys.readouterr().err
 
 
 def test_tasks_grow_with_rows_so_each_sort_stays_small():
-    assert job.tasks_for(0) == 2 and job.tasks_for(job.ROWS_PER_TASK * 2) == 2
-    assert job.tasks_for(20_000_000) == 20_000_000 // job.ROWS_PER_TASK
+    assert tasks_for(0) == 2 and tasks_for(ROWS_PER_TASK * 2) == 2
+    assert tasks_for(20_000_000) == 20_000_000 // ROWS_PER_TASK
 
 
 # ------------------------------------------------- ${file:...} references and librdkafka
@@ -264,10 +271,10 @@ def test_file_references_resolve_through_java_properties(tmp_path):
     secrets.write_text(render_properties({"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑"}) +
                        "# comment=x\n! also\n  spaced : v1\nlong = first \\\n       second\\\\\n"
                        "escaped\\=key=\\u0041\\:\n")
-    props = job.read_properties(str(secrets))
+    props = read_properties(str(secrets))
     assert props == {"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑", "spaced": "v1",
                      "long": "first second\\", "escaped=key": "A:"}
-    config = job.parse_config({"flows": [flow(source_client={
+    config = parse_config({"flows": [flow(source_client={
         "security.protocol": "SASL_SSL", "sasl.jaas.config": f"${{file:{secrets}:sasl.jaas.config}}"})]})
     client = config.flows[0].source_client
     assert client["sasl.jaas.config"] == JAAS
@@ -297,9 +304,9 @@ def test_errors_of_the_job_never_show_a_resolved_secret(tmp_path):
     secrets = tmp_path / "client.properties"
     secrets.write_text(f"sasl.jaas.config={JAAS.replace(chr(92), chr(92) * 2)}\n")
     reference = f"${{file:{secrets}:sasl.jaas.config}}"
-    config = job.parse_config({"flows": [flow(source_client={"sasl.jaas.config": reference})]})
+    config = parse_config({"flows": [flow(source_client={"sasl.jaas.config": reference})]})
     assert config.flows[0].source_client["sasl.jaas.config"] == JAAS
-    assert job.hide_secrets(f"bad login {JAAS} / password {SECRET}", config) == "bad login <hidden> / password <hidden>"
+    assert hide_secrets(f"bad login {JAAS} / password {SECRET}", config) == "bad login <hidden> / password <hidden>"
 
 
 def test_librdkafka_translation_of_pem_stores_and_jaas_logins():
@@ -307,27 +314,27 @@ def test_librdkafka_translation_of_pem_stores_and_jaas_logins():
               "ssl.truststore.location": "/x/clients/us/ca.pem", "ssl.keystore.type": "PEM",
               "ssl.keystore.location": "/x/clients/us/client.pem", "sasl.jaas.config": JAAS,
               "isolation.level": "read_committed"}
-    assert job.librdkafka_config(A, client) == {
+    assert librdkafka_config(A, client) == {
         "bootstrap.servers": A, "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
         "ssl.ca.location": "/x/clients/us/ca.pem", "ssl.key.location": "/x/clients/us/client.pem",
         "ssl.certificate.location": "/x/clients/us/client.pem", "sasl.username": "mm2", "sasl.password": SECRET,
         "isolation.level": "read_committed"}
     plain = "org.apache.kafka.common.security.plain.PlainLoginModule REQUIRED\n  password = \"a\\\\b\" username=u"
-    assert job.jaas_login(plain) == ("u", "a\\b")
-    assert job.jaas_login(JAAS.replace(' password="', ' tokenauth="true" password="')) is None
-    assert job.jaas_login("com.example.OtherLoginModule required username=\"u\" password=\"p\";") is None
-    assert job.jaas_login(JAAS + " " + JAAS) is None
+    assert jaas_login(plain) == ("u", "a\\b")
+    assert jaas_login(JAAS.replace(' password="', ' tokenauth="true" password="')) is None
+    assert jaas_login("com.example.OtherLoginModule required username=\"u\" password=\"p\";") is None
+    assert jaas_login(JAAS + " " + JAAS) is None
     for java_only in ({"ssl.truststore.location": "/t.jks"},  # JKS
                       {"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "-----BEGIN"},
                       {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem", "ssl.keystore.password": "x"},
                       {"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
                                            "required;"},
                       {"ssl.endpoint.identification.algorithm": ""}):
-        assert job.librdkafka_config(A, java_only) is None, java_only
+        assert librdkafka_config(A, java_only) is None, java_only
 
 
 def test_isolation_level_reaches_spark_as_a_kafka_option():
-    config = job.parse_config({"flows": [flow(target_client={"isolation.level": "read_committed"})]})
+    config = parse_config({"flows": [flow(target_client={"isolation.level": "read_committed"})]})
     assert config.groups[0].target_client == {"isolation.level": "read_committed"}
 
     class Reader:
@@ -344,7 +351,7 @@ def test_isolation_level_reaches_spark_as_a_kafka_option():
             return self.options
 
     spark = type("Spark", (), {"read": Reader()})()
-    options = job.read_kafka(spark, C, config.groups[0].target_client, subscribe="t")
+    options = read_kafka(spark, C, config.groups[0].target_client, subscribe="t")
     assert options == {"kafka.bootstrap.servers": C, "kafka.isolation.level": "read_committed", "subscribe": "t"}
 
 
@@ -365,11 +372,11 @@ def test_exactly_once_flows_read_their_target_read_committed():
     assert clients == {"us->central": {"security.protocol": "SSL", **committed},
                        "uk->central": {"security.protocol": "SSL", **committed},  # merges into the same topics
                        "us->dr": committed, "eu->dr": None}
-    job.parse_config(config)  # the job accepts it: one target client per merged group
+    parse_config(config)  # the job accepts it: one target client per merged group
 
 
 def test_the_wait_tells_moving_partitions_and_bounds_what_is_in_flight():
-    from spark.validation_progress import WaitProgress, why
+    from spark.progress import WaitProgress, why
     progress = WaitProgress()
     progress.observe(0, {0: 100, 1: 50})
     progress.observe(0, {0: 110, 1: 50})

@@ -1,10 +1,12 @@
 """The Spark validation job on the local platform, as a Pulumi dynamic resource.
 
-create/update run spark/validate_replication.py with this project's PySpark
-(local[N] inside its own JVM), stream its progress, and keep the report; the
+create/update run the job's main file (spark/validate_replication.py) with this
+project's PySpark (local[N] inside its own JVM), the package's zip on the
+driver's PYTHONPATH and `--py-files` (the executors'), stream its progress,
+and keep the report; the
 summary becomes the resource's `report` output. A failed validation fails the
 operation unless `report_only`; a job that cannot run always does. It runs
-again when an input changes (flows, tolerance, the job file itself) or on a
+again when an input changes (flows, tolerance, the job's package) or on a
 new `run_id`, never on a plain re-`up`.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ def _progress(message: str) -> None:
 
 def _run(props) -> dict:
     from components.validation.job_config import validation_summary
+    from components.validation.package import ZIP_NAME, job_zip
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
@@ -48,16 +51,19 @@ def _run(props) -> dict:
     config_file.chmod(0o600)
     config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
     report_file.unlink(missing_ok=True)
+    package = workdir / ZIP_NAME  # built here, from the same tree the job's hash was taken of
+    package.write_bytes(job_zip())
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
-            *(["--jars", props["jars"]] if props.get("jars") else [])]
+            "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), *filter(None, [os.environ.get("PYTHONPATH")])])}
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
               f"({props['master']}); report: {report_file}")
     started = time.monotonic()
     lines: list[str] = []
     # Own session: on timeout the job and its Spark JVM stop together, by our own pid.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=workdir)
+                            start_new_session=True, cwd=workdir, env=env)
     pump = threading.Thread(target=_forward, args=(proc, lines), daemon=True)
     pump.start()
     try:

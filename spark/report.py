@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from validation_config import TOLERANCE_REPORT_KEYS, WAIT_RATE
+from .config import TOLERANCE_REPORT_KEYS, WAIT_RATE
 
 def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
     label = f"{group['topic']} on {group['target_bootstrap']}"

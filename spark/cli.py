@@ -4,12 +4,12 @@ consumer group would lose or re-read when failing over at MM2's translated
 offsets.
 
 Standalone: needs only pyspark (and the spark-sql-kafka jars) plus, optionally,
-confluent_kafka on the driver. It imports nothing of mirrorstack except, when
-run from the project with no `--jars`, `components.toolchain.spark_kafka_jars()`
-for the default jar list.
+confluent_kafka on the driver. It imports nothing of mirrorstack's control
+plane (`components/`); the jars come by `--jars` (or spark-submit's).
 
-    python spark/validate_replication.py --config flows.json --out report.json
-    spark-submit --jars <spark-sql-kafka jars> spark/validate_replication.py --config flows.json
+    PYTHONPATH=<checkout> python spark/validate_replication.py --jars <jars> --config flows.json --out report.json
+    spark-submit --jars <spark-sql-kafka jars> --py-files validation.zip validate_replication.py --config flows.json
+(validation.zip: the `spark` package, as components/validation/package.py builds it)
 
 Input (`--config FILE` or `--config-json TEXT`)
 -----------------------------------------------
@@ -56,7 +56,7 @@ Method
    `*.replica`, `__*`; its internal topics under the flow's separator, such as
    `mm2-offset-syncs_us_internal` for `_`; `heartbeats` topics) and, with a
    `target_alias`, topics that came from the target (MM2's cycle check,
-   validation_mm2.py). Empty topics are
+   flows.py). Empty topics are
    left out too (nothing to check yet); a flow matching no topic is reported,
    not failed.
 1. Snapshot: the end offset of every source partition is taken once, at start
@@ -109,7 +109,7 @@ Method
 
 6. Purged (flows with `offset_syncs_topic`, target topics fed by one source):
    records the source deleted (retention, delete-records) before MM2 copied
-   them, per partition, from MM2's offset syncs (validation_purged.py says how).
+   them, per partition, from MM2's offset syncs (purged.py says how).
 
 Report (`--out FILE`, JSON)
 ---------------------------
@@ -178,12 +178,12 @@ import re
 import sys
 from pathlib import Path
 
-from validation_config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, Secret, _log, \
-    load_config, resolve_topics
-from validation_offsets import KafkaClientOffsets, jaas_login, jvm_topic_sizes
-from validation_reconcile import Validator
-from validation_report import summary_text
-from validation_spark import build_spark, stop_spark
+from .client_settings import Secret, jaas_login
+from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, load_config, resolve_topics
+from .offsets import KafkaClientOffsets, jvm_topic_sizes
+from .reconcile import Validator
+from .report import summary_text
+from .spark_io import build_spark, stop_spark
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -210,9 +210,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(kafka-client), aggregates over Spark reads (spark), or kafka-client when "
                              "importable and the client settings translate (auto, the default)")
     parser.add_argument("--jars", metavar="JARS",
-                        help="comma-separated spark.jars (spark-sql-kafka and deps); default: the "
-                             "project's .tools/spark-kafka jars when run from a checkout; under "
+                        help="comma-separated spark.jars (spark-sql-kafka and deps); under "
                              "spark-submit pass --jars/--packages to spark-submit instead")
+    parser.add_argument("--py-files", metavar="FILES",
+                        help="comma-separated spark.submit.pyFiles: this job's package zip, so that "
+                             "executors import its functions; under spark-submit pass spark-submit's "
+                             "own --py-files instead")
     parser.add_argument("--master", metavar="URL",
                         help="Spark master (default local[2]; under spark-submit, spark-submit's)")
     parser.add_argument("--driver-memory", default="1g", metavar="SIZE",

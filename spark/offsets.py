@@ -5,64 +5,13 @@ the Kafka Admin client on the driver's classpath, aggregates over reads)."""
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from typing import Any
 
-from validation_config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
-from validation_spark import read_whole_topic
-
-# Java client settings librdkafka has no equivalent for (driver offsets then go via Spark).
-JAVA_ONLY_CLIENT_KEYS = ("sasl.jaas.config", "ssl.truststore.", "ssl.keystore.", "sasl.login.",
-                         "sasl.client.callback.handler.class", "ssl.endpoint.identification.algorithm")
-JAAS_LOGIN = re.compile(r"\s*org\.apache\.kafka\.common\.security\.(?:scram\.ScramLoginModule|plain\.PlainLoginModule)"
-                        r"\s+(?i:required|requisite|sufficient|optional)\b(.*?);?\s*", re.S)
-JAAS_OPTION = re.compile(r'\s*([\w.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";=]+))', re.S)
-
-
-def librdkafka_config(bootstrap: str, client: dict[str, str]) -> dict[str, Any] | None:
-    """confluent_kafka settings for a Java client config, or None when a setting
-    has no librdkafka equivalent. Translated: PEM trust and key stores (the PEM
-    keystore file holds the key and the certificate chain) and a SCRAM or PLAIN
-    JAAS login."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
-    java = {key: value for key, value in client.items() if key.startswith(JAVA_ONLY_CLIENT_KEYS)}
-    for key, value in client.items():
-        if key not in java:
-            conf["sasl.mechanisms" if key == "sasl.mechanism" else key] = value
-    if java.get("ssl.truststore.type") == "PEM" and "ssl.truststore.location" in java:
-        del java["ssl.truststore.type"]
-        conf["ssl.ca.location"] = java.pop("ssl.truststore.location")
-    if java.get("ssl.keystore.type") == "PEM" and "ssl.keystore.location" in java:
-        del java["ssl.keystore.type"]
-        conf["ssl.key.location"] = conf["ssl.certificate.location"] = java.pop("ssl.keystore.location")
-    if "sasl.jaas.config" in java:
-        login = jaas_login(java.pop("sasl.jaas.config"))
-        if login is None:
-            return None
-        conf["sasl.username"], conf["sasl.password"] = login
-    return None if java else conf
-
-
-def jaas_login(jaas: str) -> tuple[str, str] | None:
-    """(username, password) of a ScramLoginModule or PlainLoginModule JAAS
-    config with just those two options, else None."""
-    login = JAAS_LOGIN.fullmatch(jaas)
-    if login is None:
-        return None
-    options, pos, text = {}, 0, login.group(1).rstrip()
-    while pos < len(text):
-        option = JAAS_OPTION.match(text, pos)
-        if option is None:
-            return None
-        name, quoted, bare = option.groups()
-        options[name] = re.sub(r"\\(.)", r"\1", quoted, flags=re.S) if quoted is not None else bare
-        pos = option.end()
-    if set(options) != {"username", "password"}:
-        return None
-    return options["username"], options["password"]
-
+from .client_settings import librdkafka_config
+from .config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
+from .spark_io import read_whole_topic
 
 class KafkaClientOffsets:
     """Partition counts and watermarks through confluent_kafka (offsets only)."""

@@ -6,26 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-from validation_config import _log
 
 # Rows per Spark task, for reads (Kafka partitions split) and shuffles: keeps each
 # task's sort and window buffers small, so the heap needed does not grow with N.
 ROWS_PER_TASK = 400_000
-
-
-def default_jars() -> str | None:
-    """The project's spark-sql-kafka jars when run from a mirrorstack checkout."""
-    root = Path(__file__).resolve().parent.parent
-    if (root / "components" / "toolchain.py").is_file() and str(root) not in sys.path:
-        sys.path.append(str(root))
-    try:
-        from components import toolchain
-        return ",".join(str(j) for j in toolchain.spark_kafka_jars())
-    except Exception as exc:  # not in a checkout, or the jars are not installed
-        _log(f"no default spark.jars ({exc})")
-        return None
 
 
 def build_spark(args: argparse.Namespace):
@@ -40,9 +25,10 @@ def build_spark(args: argparse.Namespace):
         return SparkSession.builder.getOrCreate(), "none"
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None
     builder = SparkSession.builder.appName("mirrorstack-validate-replication")
-    jars = args.jars or (None if under_submit else default_jars())
-    if jars:
-        builder = builder.config("spark.jars", jars)
+    if args.jars:  # the control plane passes them (spark-sql-kafka and its dependencies)
+        builder = builder.config("spark.jars", args.jars)
+    if getattr(args, "py_files", None):  # what spark-submit's --py-files sets: executors import the job
+        builder = builder.config("spark.submit.pyFiles", args.py_files)
     if not under_submit:
         master = args.master or "local[2]"
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

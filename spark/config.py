@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import re
 import sys
 import time
@@ -15,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from validation_mm2 import DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
+from .client_settings import resolve_reference
+from .flows import FlowSelection, ReplicationPolicy
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
 DEFAULT_WAIT_SECONDS = 120
 # in_flight's default: no more than the target takes in another wait at the rate it took
-# records during this one (validation_progress.py); null or "unlimited": no limit.
+# records during this one (progress.py); null or "unlimited": no limit.
 WAIT_RATE = "wait-rate"
 DEFAULT_TOLERANCE: dict[str, int | str | None] = {
     "missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0, "in_flight": WAIT_RATE, "lost": 0, "purged": 0}
@@ -36,9 +36,6 @@ TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
                            "enable.auto.commit", "interceptor.classes", "key.serializer",
                            "value.serializer"}
-# `${file:PATH:KEY}`, split as Kafka's ConfigTransformer does (PATH up to the first colon).
-FILE_REFERENCE = re.compile(r"\$\{file:([^}:]*):([^}]*)\}")
-PROPERTIES_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.?)", re.S)
 ALIAS = re.compile(r"[A-Za-z0-9._-]+")
 TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
@@ -47,14 +44,6 @@ class BadInput(Exception):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("\n".join(problems))
-
-
-class Secret(str):
-    """A client setting read through a `${file:...}` reference: hidden in reprs
-    (so in any dataclass, dict or problem that shows one)."""
-
-    def __repr__(self) -> str:
-        return "'<hidden>'"
 
 
 def _log(message: str) -> None:
@@ -83,20 +72,25 @@ class FlowSpec:
     offset_syncs_topic: str | None = None
 
     @property
+    def selection(self) -> FlowSelection:
+        """The flow's meaning (flows.py): its topic patterns and excludes, policy, names."""
+        return FlowSelection(source=self.source_alias, target=self.target_alias, topics=self.topic_patterns,
+                             topics_exclude=self.topics_exclude, groups=self.groups or (),
+                             groups_exclude=self.groups_exclude, policy=self.policy, separator=self.separator)
+
+    @property
     def mm2(self) -> ReplicationPolicy:
-        return ReplicationPolicy(self.policy, self.separator, self.source_alias)
+        return self.selection.mm2
 
     def selects(self, topic: str) -> bool:
         """Whether a source topic is one this flow's patterns replicate, as MM2
-        decides (its default excludes always apply, as mirrorstack's flows pass
-        them; cycles are known only with a `target_alias`). Heartbeats are MM2's
-        own records, not the users': never validated."""
-        return (replicates(self.mm2, topic, target_alias=self.target_alias, topics=self.topic_patterns,
-                           topics_exclude=[*DEFAULT_TOPICS_EXCLUDE, *self.topics_exclude])
-                and not self.mm2.is_heartbeats_topic(topic))
+        decides (the never-replicated topics always apply, as mirrorstack's flows
+        pass them; cycles are known only with a `target_alias`). Heartbeats are
+        MM2's own records, not the users': never validated."""
+        return self.selection.selects(topic) and not self.mm2.is_heartbeats_topic(topic)
 
     def remote_topic(self, topic: str) -> str:
-        return remote_topic(self.policy, self.source_alias, self.separator, topic)
+        return self.selection.remote(topic)
 
 
 @dataclass(frozen=True)
@@ -137,14 +131,6 @@ class Config:
         return any(f.topic_patterns for f in self.flows)
 
 
-def remote_topic(policy: str, alias: str | None, separator: str, topic: str) -> str:
-    """MM2's remote topic name: DefaultReplicationPolicy prefixes the source alias,
-    IdentityReplicationPolicy keeps the name (but a heartbeats topic's)."""
-    if policy == "identity" and alias is None:
-        return topic
-    return ReplicationPolicy(policy, separator, alias).remote_topic(alias, topic)
-
-
 def normalize_bootstrap(bootstrap: str) -> str:
     return ",".join(sorted(part.strip() for part in bootstrap.split(",") if part.strip()))
 
@@ -178,76 +164,6 @@ def _check_client(value: Any, where: str, problems: list[str]) -> dict[str, str]
         else:
             problems.append(f"{where}.{key}: must be a string")
     return out
-
-
-def resolve_reference(value: str, where: str, problems: list[str]) -> str:
-    """The value of a `${file:PATH:KEY}` reference, read as Kafka's
-    FileConfigProvider does; any other value as it is. Problems name the file
-    and key, never what the file holds."""
-    ref = FILE_REFERENCE.fullmatch(value)
-    if ref is None:
-        if "${file:" in value:
-            problems.append(f"{where}: a ${{file:PATH:KEY}} reference must be the whole value")
-        return value
-    path, key = ref.groups()
-    if not os.path.isabs(path):
-        problems.append(f"{where}: {path!r} in the ${{file:...}} reference is not an absolute path")
-        return value
-    try:
-        props = read_properties(path)
-    except OSError as exc:
-        problems.append(f"{where}: cannot read {path} ({exc.strerror or type(exc).__name__})")
-        return value
-    except ValueError:  # not UTF-8, or a malformed \uXXXX: the text itself is never shown
-        problems.append(f"{where}: {path} is not a valid Java properties file")
-        return value
-    if key not in props:
-        problems.append(f"{where}: {path} has no key {key!r}")
-        return value
-    return Secret(props[key])
-
-
-def read_properties(path: str) -> dict[str, str]:
-    """A Java properties file as java.util.Properties.load reads it: `key=value`,
-    `key: value` or `key value`; `#`/`!` comment lines; backslash escapes
-    (`\\t`, `\\n`, `\\uXXXX`, `\\=`, ...); a line ending in an odd number of
-    backslashes continues on the next, whose leading blanks are dropped."""
-    props: dict[str, str] = {}
-    logical, continued = "", False
-    for line in re.split(r"\r\n|\r|\n", Path(path).read_text(encoding="utf-8")):
-        line = line.lstrip(" \t\f")
-        if not continued and (not line or line[0] in "#!"):
-            continue
-        continued = (len(line) - len(line.rstrip("\\"))) % 2 == 1
-        logical += line[:-1] if continued else line
-        if not continued:
-            _add_property(props, logical)
-            logical = ""
-    if continued:  # a backslash on the last line continues nothing
-        _add_property(props, logical)
-    return props
-
-
-def _add_property(props: dict[str, str], line: str) -> None:
-    end = 0  # the key ends at the first unescaped `=`, `:` or blank
-    while end < len(line) and line[end] not in "=: \t\f":
-        end += 2 if line[end] == "\\" else 1
-    value = line[end:].lstrip(" \t\f")
-    if value[:1] in ("=", ":"):
-        value = value[1:].lstrip(" \t\f")
-    props[_unescape(line[:end])] = _unescape(value)
-
-
-def _unescape(text: str) -> str:
-    def one(match: re.Match) -> str:
-        escaped = match.group(1)
-        if escaped == "u":
-            raise ValueError("malformed \\uXXXX escape")
-        if len(escaped) == 5:
-            return chr(int(escaped[1:], 16))
-        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(escaped, escaped)
-    # \\uXXXX are UTF-16 units: join surrogate pairs into one character
-    return PROPERTIES_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16")
 
 
 def _non_negative_int(value: Any, where: str, problems: list[str], allow_null: bool) -> int | None:

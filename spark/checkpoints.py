@@ -1,48 +1,9 @@
-"""MM2 Checkpoint records (Kafka's org.apache.kafka.connect.mirror.Checkpoint):
-the binary format in Python (decoders, and an encoder for tests), the same
-decoding as Spark SQL on executors, and the latest checkpoint per
-(group, topic, partition)."""
+"""MM2 Checkpoint records (Kafka's org.apache.kafka.connect.mirror.Checkpoint)
+read with Spark: the decoding of mm2_records.py as Spark SQL on executors, and
+the latest checkpoint per (group, topic, partition)."""
 from __future__ import annotations
 
-import struct
-
-from validation_spark import read_whole_topic
-
-def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from(">h", buf, pos)
-    if length < 0 or pos + 2 + length > len(buf):
-        raise ValueError(f"bad string length {length} at {pos}")
-    return buf[pos + 2:pos + 2 + length].decode("utf-8"), pos + 2 + length
-
-
-def decode_checkpoint_key(key: bytes) -> tuple[str, str, int]:
-    """(group, topic, partition) of a Checkpoint record key (Kafka's Type
-    serialization: int16-length UTF-8 strings, int32, big-endian)."""
-    group, pos = _read_string(key, 0)
-    topic, pos = _read_string(key, pos)
-    (partition,) = struct.unpack_from(">i", key, pos)
-    return group, topic, partition
-
-
-def decode_checkpoint_value(value: bytes) -> tuple[int, int, str]:
-    """(upstream offset, downstream offset, metadata) of a Checkpoint value:
-    an int16 version header (0), then int64, int64, int16-length string."""
-    (version,) = struct.unpack_from(">h", value, 0)
-    if version != 0:
-        raise ValueError(f"unknown Checkpoint version {version}")
-    upstream, downstream = struct.unpack_from(">qq", value, 2)
-    metadata, _ = _read_string(value, 18)
-    return upstream, downstream, metadata
-
-
-def encode_checkpoint(group: str, topic: str, partition: int, upstream: int, downstream: int,
-                      metadata: str = "") -> tuple[bytes, bytes]:
-    """The inverse of the two decoders (for tests and tooling)."""
-    def s(text: str) -> bytes:
-        raw = text.encode("utf-8")
-        return struct.pack(">h", len(raw)) + raw
-    return (s(group) + s(topic) + struct.pack(">i", partition),
-            struct.pack(">hqq", 0, upstream, downstream) + s(metadata))
+from .spark_io import read_whole_topic
 
 
 # Spark SQL doing the same as the two decoders, on executors (1-based substring).

@@ -11,13 +11,13 @@ import time
 from functools import reduce
 from typing import Callable
 
-from validation_checkpoints import checkpoints_frame, latest_checkpoints
-from validation_config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
-from validation_offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
-from validation_progress import WaitProgress, why
-from validation_purged import purged_for_group
-from validation_report import group_failures
-from validation_spark import hashed_records, read_kafka, read_whole_topic, tasks_for
+from .checkpoints import checkpoints_frame, latest_checkpoints
+from .config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
+from .offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
+from .progress import WaitProgress, why
+from .purged import purged_for_group
+from .report import group_failures
+from .spark_io import hashed_records, read_kafka, read_whole_topic, tasks_for
 
 
 class Validator:

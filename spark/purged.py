@@ -26,10 +26,9 @@ a crash) make a span's downstream side longer: clamped to 0, never negative.
 from __future__ import annotations
 
 import json
-import struct
 
-from validation_offsets import jvm_list_offsets
-from validation_spark import read_whole_topic
+from .offsets import jvm_list_offsets
+from .spark_io import read_whole_topic
 
 # Kafka protocol types of org.apache.kafka.connect.mirror.OffsetSync (no version header):
 # key Struct{topic: int16-length string, partition: int32}, value {upstream: int64, downstream: int64}.
@@ -41,20 +40,6 @@ OFFSET_SYNC_SQL = [
      "cast(conv(hex(substring(value, 1, 8)), 16, -10) AS bigint) AS upstream_offset",
      "cast(conv(hex(substring(value, 9, 8)), 16, -10) AS bigint) AS downstream_offset"],
 ]
-
-
-def encode_offset_sync(topic: str, partition: int, upstream: int, downstream: int) -> tuple[bytes, bytes]:
-    raw = topic.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw + struct.pack(">i", partition), struct.pack(">qq", upstream, downstream)
-
-
-def decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
-    """(topic, partition, upstream offset, downstream offset) of an OffsetSync record."""
-    (length,) = struct.unpack_from(">h", key, 0)
-    topic = key[2:2 + length].decode("utf-8")
-    (partition,) = struct.unpack_from(">i", key, 2 + length)
-    upstream, downstream = struct.unpack_from(">qq", value, 0)
-    return topic, partition, upstream, downstream
 
 
 def purged_in_gaps(syncs: list[tuple[int, int]], log_start: int, counted: list[bool] | None = None) -> int:

@@ -1,1 +1,0 @@
-../../spark/validate_replication.py

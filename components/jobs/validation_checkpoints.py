@@ -1,1 +1,0 @@
-../../spark/validation_checkpoints.py

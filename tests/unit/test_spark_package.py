@@ -1,0 +1,69 @@
+"""The validation job as a package (spark/) and its zip
+(components/validation/package.py): the job never imports the control plane,
+what the control plane shares with it is standard library only, and the zip is
+the same bytes for the same tree and runs on its own."""
+from __future__ import annotations
+
+import ast
+import io
+import subprocess
+import sys
+import zipfile
+
+from components.validation.package import ENTRY_SCRIPT, PACKAGE_DIR, ZIP_NAME, job_package, job_zip
+
+# What the control plane imports from the job's package: standard library only.
+SHARED = ("flows", "client_settings", "mm2_records")
+
+
+def _imports(module: str) -> list[tuple[int, str]]:
+    """(level, name) of every import in spark/<module>.py (level > 0: relative)."""
+    tree = ast.parse((PACKAGE_DIR / f"{module}.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+    return found
+
+
+def test_the_job_never_imports_the_control_plane_and_its_modules_import_each_other_relatively():
+    modules = sorted(p.stem for p in PACKAGE_DIR.glob("*.py") if p != ENTRY_SCRIPT and p.stem != "__init__")
+    for module in modules:
+        for level, name in _imports(module):
+            top = name.split(".")[0]
+            assert top != "components", module
+            assert level > 0 or top not in modules, f"{module} imports {name} by its bare name"
+
+
+def test_what_the_control_plane_shares_with_the_job_is_standard_library_only():
+    for module in SHARED:
+        for level, name in _imports(module):
+            if level:
+                assert name in SHARED, f"{module} imports .{name}"
+            else:
+                assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, f"{module} imports {name}"
+
+
+def test_the_zip_is_the_same_bytes_for_the_same_tree_sorted_with_fixed_times():
+    first, second = job_zip(), job_zip()
+    assert first == second
+    entries = zipfile.ZipFile(io.BytesIO(first)).infolist()
+    names = [e.filename for e in entries]
+    assert names == sorted(names) and "spark/cli.py" in names and "spark/__init__.py" in names
+    assert {e.date_time for e in entries} == {(1980, 1, 1, 0, 0, 0)}
+    assert job_package().sha256 == job_package().sha256
+
+
+def test_the_zip_alone_carries_the_job(tmp_path):
+    """On sys.path by itself (as --py-files puts it on the driver's and the
+    executors'), the zip answers `--help` through the shipped main file."""
+    (tmp_path / ZIP_NAME).write_bytes(job_zip())
+    shipped = tmp_path / "shipped" / ENTRY_SCRIPT.name
+    shipped.parent.mkdir()
+    shipped.write_text(ENTRY_SCRIPT.read_text())
+    run = subprocess.run([sys.executable, str(shipped), "--help"], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(tmp_path / ZIP_NAME), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "--py-files" in run.stdout and "Pass/fail" in run.stdout
