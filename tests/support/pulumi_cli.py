@@ -56,7 +56,8 @@ class PulumiProject:
         shutil.copy(repo / "__main__.py", project.dir)
         (project.dir / "Pulumi.yaml").write_text((repo / "Pulumi.yaml").read_text().replace(
             "virtualenv: .venv", f"virtualenv: {Path(sys.executable).parent.parent}"))
-        (project.dir / "components").symlink_to(repo / "components")
+        for package in ("components", "spark"):  # the program imports both (spark/flows.py: a flow's meaning)
+            (project.dir / package).symlink_to(repo / package)
         # The copy is a new stack with its own passphrase: drop the salt a local
         # `make demo` may have written into the repo's stack file.
         stack_file = (repo / "stacks" / f"Pulumi.{stack}.yaml").read_text()
