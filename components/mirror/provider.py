@@ -109,16 +109,20 @@ class MirrorMaker2Provider(ResourceProvider):
         # A stopped connector has no task to restart: it reads them when it starts.
         restarted, watched = set(), set()
         for name in new:
-            if name in changed or name in taken or state == "stopped":
+            if name in taken or state == "stopped":
                 continue
             recorded = (olds.get("states") or {}).get(name) or {}
-            had_failed = name in live_failed or recorded.get("state") == "FAILED" or \
+            had_failed = live.get(name) == "FAILED" or recorded.get("state") == "FAILED" or \
                 (recorded.get("state") == "RUNNING" and recorded.get("running_tasks") != recorded.get("tasks"))
-            if restart:
+            # A new config restarts the connector, but a FAILED task only when its own
+            # config changes: restart the failed parts of a reconfigured connector too,
+            # and give it the restart's grace (it reports its old FAILED state a while).
+            restarts = restart and name not in changed
+            if restarts:
                 client.restart(name)
             elif had_failed:
                 client.restart_failed(name)
-            if restart or had_failed:
+            if restarts or had_failed:
                 restarted.add(name)
             if had_failed:
                 watched.add(name)

@@ -8,7 +8,8 @@ active-passive stack (primary → standby, default policy: `t` arrives as
 - a source task FAILED out of band (its config untouched) is named, with the
   first line of its trace, by `pulumi refresh` and preview; an `up` while its
   cause is still there restarts it, sees it fail again and fails naming it;
-  once the cause is fixed `up` restarts it and it stays running;
+  once the cause is fixed `up` (reconfiguring the flow too) restarts it and it
+  stays running;
 - a 1.5 MB record the source took gzip-compressed at default limits arrives,
   and the records after it too;
 - `pulumi refresh` with Connect's Kafka broker killed, then its worker too,
@@ -232,7 +233,10 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     # cause fixed
     _set_max_message_bytes(standby, remote, None)
 
-    # up restarts the failed task: it runs again and the big record arrives
+    # up, reconfiguring the flow too (its compression), restarts the failed task: it runs
+    # again and the big record arrives. (Before, a reconfigured connector's FAILED task
+    # was not restarted, and up failed at once on its old FAILED status.)
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].throughput.compression", "lz4")
     started = time.monotonic()
     up = project.run("up", "--yes", "--skip-preview", check=False, timeout=900)
     if up.returncode != 0:  # say what the task does a moment later, next to why `up` gave up
@@ -240,6 +244,8 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
         tasks = [(t["id"], t["state"]) for t in _status(connect_url, SOURCE)["tasks"]]
         pytest.fail(f"`pulumi up` failed; 5 s later the source tasks are {tasks}\n{up.stdout[-5000:]}")
     assert f"{FLOW}-connectors" in up.stdout and "updated" in up.stdout, up.stdout
+    config = connect_rest.read(f"{connect_url}/connectors/{quote(SOURCE, safe='')}/config")
+    assert config["producer.override.compression.type"] == "lz4", config
     print(f"\n`pulumi up` restarting the failed task took {time.monotonic() - started:.0f}s")
     status = _wait_task_state(connect_url, SOURCE, "RUNNING", timeout=60)
     assert status["connector"]["state"] == "RUNNING", (status, up.stdout)
