@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -202,7 +203,19 @@ def _replicated(project, topic: str, sent: list, total: int, timeout: float = 24
     wanted = {r.value if hasattr(r, "value") else r for r in sent}
     arrived = consume(central, f"edge.{topic}", expected=total, timeout=timeout, client=client)
     missing = wanted - {r.value for r in arrived}
-    assert not missing, f"{len(missing)} of {len(wanted)} records never reached central"
+    assert not missing, f"{len(missing)} of {len(wanted)} records never reached central; {_source_tasks(project)}"
+
+
+def _source_tasks(project) -> str:
+    """The flow's source task states as Connect reports them (a FAILED one with its
+    trace's first line), to say why records did not arrive."""
+    out = project.outputs()  # with secrets
+    creds = out["connect_credentials"]["central"]
+    name = quote("edge->central.MirrorSourceConnector", safe="")
+    status = requests.get(f"{out['connect']['central']}/connectors/{name}/status", timeout=10,
+                          auth=(creds["username"], creds["password"])).json()
+    return "source tasks: " + "; ".join(f"{t['id']} {t['state']} {(t.get('trace') or '').splitlines()[:1]}"
+                                        for t in status.get("tasks", []))
 
 
 def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
