@@ -2,6 +2,7 @@
 the nav, a failing reference generator fails it), and the README stays a short
 entry point: its details live in docs/."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,13 @@ README_MAX_LINES = 250
 def test_readme_is_short():
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move details to docs/"
+
+
+def test_readme_links_resolve():
+    """The README is outside the site's strict build: its relative links are checked here."""
+    targets = re.findall(r"\]\((?!https?://)([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert targets, "the README links its docs pages"
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
 
 
 def test_site_builds_strict(tmp_path):
