@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # the suite waits on JVMs and MM2 rounds, so two share the 2 cores. TEST_WORKERS=-n0: one at a time.
 TEST_WORKERS ?= -n 2
 
-.PHONY: demo down plugins versions help setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench clean
+.PHONY: demo down plugins versions help setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -38,7 +38,8 @@ help:
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model/spec.py"
-	@echo "make diagrams     regenerate README.md's topology diagrams from stacks/*.yaml"
+	@echo "make diagrams     regenerate the topology diagrams of docs/guides/topologies.md from stacks/*.yaml"
+	@echo "make docs         the docs site (MkDocs Material, mkdocs.yml) -> build/site; reference pages generated"
 
 setup: setup-local toxiproxy docker-engine images
 
@@ -140,10 +141,15 @@ unit: setup
 schema: venv
 	$(VENV)/bin/python -m components.model.spec
 
-# README.md's Mermaid diagrams, from the stack files; a unit test fails when one is stale.
+# The topology guide's Mermaid diagrams, from the stack files; a unit test fails when one is stale.
 .PHONY: diagrams
 diagrams: venv
-	$(VENV)/bin/python -m components.diagram README.md
+	$(VENV)/bin/python -m components.diagram docs/guides/topologies.md
+
+# The docs site (MkDocs, Material theme; mkdocs.yml) into build/site. --strict: a broken link
+# fails; tests/unit/test_docs.py builds it the same way. The reference pages are generated.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf $(TOOLS) $(VENV) tools/target

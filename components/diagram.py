@@ -1,8 +1,8 @@
 """Mermaid diagrams of topologies, generated from the model (pure: no pulumi).
 
-`python -m components.diagram README.md` (`make diagrams`) rewrites each block
+`python -m components.diagram docs/guides/topologies.md` (`make diagrams`) rewrites each block
 between `<!-- diagram:<stack> -->` and `<!-- /diagram:<stack> -->` with the
-diagram of stacks/Pulumi.<stack>.yaml, so the README cannot drift from the stacks.
+diagram of stacks/Pulumi.<stack>.yaml, so the docs cannot drift from the stacks.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
 
 def worker_defaults() -> dict[str, str]:
-    """Worker settings where Kafka's defaults do not fit replication (README: Replication speed)."""
+    """Worker settings where Kafka's defaults do not fit replication (docs/measurements.md: Replication speed)."""
     return {
         # Source offsets committed every 10 s, not 60 s: a crashed worker's tasks re-copy
         # about 10 s of records (at-least-once duplicates), not a minute's.

@@ -313,7 +313,7 @@ class ConnectorOverrides(_Model):
 class Throughput(_Model):
     """The few settings that decide a flow's speed, typed and mapped to the Connect prefix that reaches the
     client (the data producer is the worker's: `producer.override.*`; the source consumer: `source.consumer.*`).
-    Defaults measured by benchmarks/replication.py (README: Replication speed); raw `overrides` still win."""
+    Defaults measured by benchmarks/replication.py (docs/measurements.md: Replication speed); raw `overrides` still win."""
 
     batch_bytes: int = Field(262144, ge=1024, le=16 * 2**20, description=(
         "producer.override.batch.size; Kafka's 16 KB sends one small batch per partition per round trip."))

@@ -5,38 +5,20 @@ the `components` package, so a new one is covered without touching this test."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
-import pkgutil
 import typing
 
 import pulumi
 import pytest
 from pulumi.dynamic import Resource as DynamicResource
 
-import components
-from components.described import descriptions
+from components.described import args_classes, defined_classes, descriptions
 
-# The Spark job's files (components/jobs) are not the control plane's modules.
-SKIPPED = ("components.jobs",)
 # Dynamic resources a user builds directly; the platforms' own (LocalService, …) are internal.
 PUBLIC_DYNAMIC = {"FailoverSwitch", "ClusterCertificates", "GeneratedPassword"}
 
-
-def _modules():
-    for info in pkgutil.walk_packages(components.__path__, "components."):
-        if not info.name.startswith(SKIPPED):
-            yield importlib.import_module(info.name)
-
-
-def _defined(predicate) -> dict[str, type]:
-    """name → class, for the classes defined (not imported) in a components module."""
-    return {cls.__name__: cls for module in _modules() for _, cls in inspect.getmembers(module, inspect.isclass)
-            if cls.__module__ == module.__name__ and predicate(cls)}
-
-
-ARGS = _defined(lambda cls: cls.__name__.endswith("Args") and dataclasses.is_dataclass(cls))
-COMPONENTS = _defined(lambda cls: (issubclass(cls, pulumi.ComponentResource) or (
+ARGS = args_classes()
+COMPONENTS = defined_classes(lambda cls: (issubclass(cls, pulumi.ComponentResource) or (
     issubclass(cls, DynamicResource) and cls.__name__ in PUBLIC_DYNAMIC)) and not cls.__name__.startswith("_"))
 
 

@@ -9,6 +9,7 @@ from components.model.spec import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+TOPOLOGY_GUIDE = "docs/guides/topologies.md"
 
 MIXED = load_topology({
     "clusters": {"legacy": {"external": {"bootstrap_servers": "h:9092"}}, "us-east": {"brokers": 3},
@@ -69,11 +70,11 @@ def test_stack_edges_carry_policy_and_topics():
     assert '  connect_eu[["Connect eu<br/>1 worker"]]' in fan_out
 
 
-def test_readme_diagrams_are_current():
-    readme = (ROOT / "README.md").read_text()
-    blocks = sorted(m["stack"] for m in diagram.MARKERS.finditer(readme))
-    assert blocks == STACKS, "every stack needs one <!-- diagram:<stack> --> block in README.md's Topologies section"
-    assert rewrite_markdown(readme) == readme, "README.md's diagrams are stale: run `make diagrams`"
+def test_topology_guide_diagrams_are_current():
+    guide = (ROOT / TOPOLOGY_GUIDE).read_text()
+    blocks = sorted(m["stack"] for m in diagram.MARKERS.finditer(guide))
+    assert blocks == STACKS, f"every stack needs one <!-- diagram:<stack> --> block in {TOPOLOGY_GUIDE}"
+    assert rewrite_markdown(guide) == guide, f"{TOPOLOGY_GUIDE}'s diagrams are stale: run `make diagrams`"
 
 
 def test_rewrite_replaces_only_the_marked_blocks_and_is_idempotent():

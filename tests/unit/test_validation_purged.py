@@ -38,7 +38,7 @@ def test_gaps_above_the_log_start_are_records_still_there():
     # a transactional source: each commit marker is an upstream offset MM2 never copies
     syncs = [(0, 0), (5, 4), (10, 8)]
     assert purged_in_gaps(syncs, log_start=0) == 0
-    # once retention deletes past them they are no longer distinguishable (README says so)
+    # once retention deletes past them they are no longer distinguishable (docs/validation.md says so)
     assert purged_in_gaps(syncs, log_start=10) == 2
     # a gap straddling the log start counts only its part below it
     # upstream 10..49 never copied: 10..29 are gone, 30..49 still there
