@@ -71,7 +71,7 @@ def main() -> None:
         seconds, output = new_stack_preview(args.program.resolve(), args.stack)
         runs.append(seconds)
         waited += "not reachable from here" in output or "could not check its connectors" in output
-    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "stack": args.stack, "program": str(args.program), "rounds": args.rounds,
+    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "stack": args.stack, "program": "this checkout" if args.program == REPO else str(args.program), "rounds": args.rounds,
               "new_stack_preview": summary(runs), "engine_baseline_preview": summary(baseline),
               "ratio_to_baseline": round(statistics.median(runs) / statistics.median(baseline), 2),
               "previews_that_asked_what_does_not_exist_yet": waited}
