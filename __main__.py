@@ -27,7 +27,7 @@ from components.platforms import make_platform
 from components.platforms.provider_plugins import missing_plugin_problem
 from components.secrets import cluster_secret_keys
 from components.plan.report import report_plan
-from components.stack_history import connect_group_ids, own_stack, previous_output, quorum_guards
+from components.stack_history import connect_group_ids, new_clusters, own_stack, previous_output, quorum_guards
 from components.args import ReplicationTopologyArgs
 from components.topology import ReplicationTopology
 
@@ -65,9 +65,11 @@ replication = ReplicationTopology(stack, ReplicationTopologyArgs(
     connect_groups=connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external], own=own),
     quorum_guards=quorum_guards(own, topology)))
 
-# Which live topics each flow mirrors, and what this change starts or stops mirroring.
+# Which live topics each flow mirrors, and what this change starts or stops mirroring
+# (clusters this update creates are not asked: they have nothing yet).
 pulumi.export("replication_plan", report_plan(topology, replication.clusters,
-                                              previous_output(own, "replication_plan"), replication))
+                                              previous_output(own, "replication_plan"), replication,
+                                              created=new_clusters(own, topology)))
 if topology.failover is not None:  # the preview says what the switch will do
     log_failover_plan(topology, previous_output(own, "failover"), replication)
 pulumi.export("clusters", replication.cluster_outputs)

@@ -40,6 +40,26 @@ def connect_group_ids(stack: str, names, own: pulumi.StackReference | None = Non
             for name in names}
 
 
+def clusters_new_to_the_stack(topology, outputs: dict | None) -> list[str]:
+    """The clusters this stack deploys that its last deployment did not: the
+    ones this update creates, which a preview need not ask for topics (they
+    have none, and do not answer yet). `outputs`: the last deployment's. A stack
+    never deployed (or destroyed) has none, so all its clusters are new; one
+    whose outputs lack `clusters` (none such is known, but who can tell) has
+    none new: its clusters are asked as before. External clusters are never new."""
+    deployed = [alias for alias, cluster in topology.clusters.items() if not cluster.is_external]
+    if not outputs:
+        return deployed
+    if "clusters" not in outputs:
+        return []
+    return [alias for alias in deployed if alias not in (outputs["clusters"] or {})]
+
+
+def new_clusters(own: pulumi.StackReference, topology) -> pulumi.Output[list[str]]:
+    """clusters_new_to_the_stack of the stack's last outputs."""
+    return pulumi.Output.unsecret(own.outputs).apply(lambda o: clusters_new_to_the_stack(topology, o))
+
+
 def controller_change_problem(alias: str, wanted: int, outputs: dict | None) -> str | None:
     """Refuse a new controller count for a deployed cluster: its KRaft quorum is
     static (every node's `controller.quorum.voters`), so resizing it in place

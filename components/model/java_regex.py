@@ -39,6 +39,14 @@ def check_java_regex(pattern: str) -> None:
             raise JavaRegexError(f"does not compile ({e.msg})", "correct the regex") from None
 
 
+def python_equivalent(pattern: str) -> str:
+    """`pattern` in Python's `re` syntax, for analysing it (components/model/regex_reach.py):
+    Java-only constructs become stand-ins of the same syntactic role (a class
+    like \\p{L} one legal character, inline flags dropped), so what Python
+    matches is not always what Java does. Raises JavaRegexError as check_java_regex."""
+    return _translate(pattern)
+
+
 def _translate(p: str) -> str:
     out: list[str] = []
     i, n, in_class = 0, len(p), 0

@@ -13,6 +13,7 @@ from components.mirror.connectors import OWNER_KEY, connector_names
 from components.model.expansion import FlowOrigin
 from components.model.java_regex import JavaRegexError, check_java_regex
 from components.model.paths import ALIAS, PROVIDER_REFERENCE
+from components.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
 from components.model.paths import field_path as _path
 from spark.flows import FlowSelection
 
@@ -108,6 +109,8 @@ def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_con
                 yield f"{where}: regex {regex!r} {e.reason} in java.util.regex (MM2's); fix: {e.fix}"
             if "," in regex:  # MM2 takes these as one comma-separated list
                 yield f"{where}: regex {regex!r} contains ','; fix: split it into separate entries"
+            elif problem := unmatchable_regex(field, regex):  # None for a regex Java refuses
+                yield f"{where}: {problem}"
     yield from _separator_problems(o, f)
     yield from _override_problems(t, o, f)
     if f.checkpoints is False and f.sync_group_offsets:
@@ -214,6 +217,9 @@ def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator
             check_java_regex(regex)
         except JavaRegexError as e:
             yield f"{where}: regex {regex!r} {e.reason} in java.util.regex (MM2's); fix: {e.fix}"
+        else:
+            if problem := unmatchable_regex("failover.groups", regex):
+                yield f"{where}: {problem}"
     if fo.groups is not None and not fo.groups:
         yield f"{_path(('failover', 'groups'))}: empty; fix: name the groups' regexes, or remove it for the flow's"
     if not sides_known or fo.primary == fo.standby:
@@ -240,6 +246,47 @@ def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator
             yield (f"{origins[i].path('checkpoints')}: false, but the {role} flow of failover translates the groups' "
                    "offsets from its checkpoints; fix: set checkpoints: true")
     # Identity on either flow of a pair with both directions is a cycle: refused by the identity-cycle rule.
+
+
+TOPIC_NAMES = f"Kafka's topic names are 1 to {MAX_TOPIC} letters, digits, '.', '_' or '-'"
+# Per regex field: what a regex that matches nothing does, and the fix.
+UNMATCHABLE = {
+    "topics": ("so the flow copies nothing by it",
+               "name the topics, e.g. \"orders\" or \"orders-.*\" (\".*\" copies every topic), or remove the entry"),
+    "topics_exclude": ("so it leaves nothing out",
+                       "write the regex of the topics to leave out, e.g. \"tmp-.*\", or remove the entry"),
+    "groups": ("so no group's offsets are translated by it",
+               "name the groups, e.g. \"billing-.*\" (\".*\" every group), or remove the entry"),
+    "groups_exclude": ("so it leaves nothing out",
+                       "write the regex of the groups to leave out, e.g. \"console-consumer-.*\", or remove the entry"),
+    "failover.groups": ("so no group moves by it at the switch",
+                        "name the groups, e.g. \"billing-.*\", or remove the entry"),
+}
+
+
+def unmatchable_regex(field: str, regex: str) -> str | None:
+    """A flow's regex (`field`: topics, topics_exclude, groups, groups_exclude; or failover.groups)
+    that can select nothing: MM2 would silently copy (or leave out) nothing by it.
+    Topic regexes: when no legal topic name can match (components/model/regex_reach.py
+    decides it soundly: a regex is only refused when it surely matches none, and
+    some that match none still pass, e.g. `a^b`); group regexes: when they match only
+    the empty name (a group id may hold any character). An exclude is held to the
+    same rule: one that matches nothing is surely a mistake, and would copy what it
+    was meant to keep out."""
+    what = "topic" if field.startswith("topics") else "consumer group"
+    does, fix = UNMATCHABLE[field]
+    if regex == "":
+        return f"empty regex: it matches only the empty name, which no {what} has, {does}; fix: {fix}"
+    if what != "topic":
+        if matches_only_empty(regex):
+            return f"regex {regex!r} matches only the empty name, which no {what} has, {does}; fix: {fix}"
+        return None
+    if can_match_a_topic(regex):
+        return None
+    if matches_only_too_long(regex):
+        return (f"regex {regex!r} matches only names longer than Kafka's {MAX_TOPIC}-character limit, {does}; "
+                f"fix: {fix}")
+    return f"regex {regex!r} can match no topic name ({TOPIC_NAMES}), {does}; fix: {fix}"
 
 
 def _placement_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
@@ -535,7 +582,6 @@ def _exactly_once_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iter
 
 # Kafka's legal topic-name characters and length (org.apache.kafka.common.internals.Topic).
 TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
-MAX_TOPIC = 249
 
 
 def _separator_problems(o: FlowOrigin, f: Flow) -> Iterator[str]:

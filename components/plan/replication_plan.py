@@ -90,12 +90,20 @@ def renames(old: dict | None, spec: dict) -> bool:
 
 @dataclass
 class Live:
-    """A cluster's names as read now; `error` says why they could not be read."""
+    """A cluster's names as read now; `error` says why they could not be read;
+    `created`: the cluster is created by this update, so it has none yet and was
+    not asked (Live.to_be_created())."""
     topics: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     error: str | None = None
     limits: dict[str, int] = field(default_factory=dict)  # max.message.bytes set on a topic
     default_limit: int | None = None  # the brokers' message.max.bytes: every other topic's
+    created: bool = False
+
+    @classmethod
+    def to_be_created(cls) -> Live:
+        """A cluster this update creates: no topics, no groups, nothing to ask."""
+        return cls(created=True)
 
     def limit(self, topic: str) -> int | None:
         return self.limits.get(topic, self.default_limit)
@@ -127,6 +135,10 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
     `previous_remotes`: (target, topic) this stack's flows wrote last time."""
     plan = FlowPlan(name)
     source, target = live.get(spec["source"]), live.get(spec["target"])
+    if source is not None and source.created:  # nothing to select from yet; a created target alone is just empty
+        new = [a for a, c in ((spec["source"], source), (spec["target"], target)) if c is not None and c.created]
+        plan.unchecked = f"{', '.join(new)}: created by this update, nothing to check yet"
+        return plan
     if source is None or source.error is not None:
         plan.unchecked = (f"{spec['source']}: not reachable from here, plan not checked"
                           + (f" ({source.error})" if source and source.error else ""))

@@ -1,8 +1,8 @@
 """The replication benchmark's code, run tiny (`--quick`): every scenario, through
 the emulated link, with real brokers and workers (one site for all three: the
-clusters, the link and the workers beside each cluster are started once). A
-smoke test: its figures are meaningless at this size and nothing here times
-anything."""
+clusters, the link and the workers beside each cluster are started once); and
+the preview benchmark, one round. Smoke tests: their figures are meaningless at
+this size and nothing here times anything."""
 from __future__ import annotations
 
 import json
@@ -39,3 +39,14 @@ def test_quick_benchmark_runs_every_scenario_and_reports_every_figure(tmp_path):
         assert report["scenarios"][name]["configurations"]["mirrorstack"]["latency_ms_p50"] >= report["rtt_ms"] / 2
     table = report["table"].splitlines()
     assert len(table) == 2 + 3 * 3  # header, rule, per scenario: baseline + 2 configurations
+
+
+def test_the_preview_benchmark_times_a_new_stack_and_the_engine_baseline(tmp_path):
+    out = tmp_path / "preview.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.preview", "--rounds", "1", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["stack"] == "fan-out" and report["rounds"] == 1
+    assert report["new_stack_preview"]["median"] > 0 and report["engine_baseline_preview"]["median"] > 0
+    assert report["previews_that_asked_what_does_not_exist_yet"] == 0

@@ -1,7 +1,8 @@
 """`pulumi preview --diff` through the real engine, as a reviewer sees it in a
 pull request: golden files of the normalised output (temp paths, ports, the
 Java and tools paths replaced) for one flow's topics change, a new cluster, a
-secret, and a change that forces replacement. UPDATE_GOLDEN=1 rewrites them."""
+secret, and a change that forces replacement; and a new stack's plan, which
+asks no cluster the update creates. UPDATE_GOLDEN=1 rewrites them."""
 from __future__ import annotations
 
 import json
@@ -330,3 +331,18 @@ def test_a_preview_that_reaches_nothing_shows_no_phantom_update_and_says_what_it
     assert_golden("plan-unreachable.txt", plan)
     assert out.count("could not check its process from here") == 5, out[-4000:]
     assert "could not check its connectors from here" in out, out[-4000:]
+
+
+def test_a_new_stacks_preview_says_its_clusters_are_created_without_asking_them(tmp_path):
+    """The fan-out stack never deployed: every cluster is created by this update,
+    so the plan says so for each flow, and asks none of them (asking would wait
+    for an answer that cannot come: "not reachable from here")."""
+    with stack_project("fan-out", tmp_path) as project:
+        done = project.run("preview", "--diff")
+    out = done.stdout + done.stderr
+    assert "not reachable" not in out and "no answer from" not in out, out[-4000:]
+    assert "could not check its connectors" not in out, out[-4000:]  # no flow asks a Connect not there yet
+    plan = plan_of(normalised(done.stderr, project))
+    for target in ("eu", "us", "apac"):
+        assert f"  hq->{target}\n    ? hq, {target}: created by this update, nothing to check yet\n" in plan, plan
+    assert_golden("plan-new-stack.txt", plan)

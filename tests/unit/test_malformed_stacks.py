@@ -663,6 +663,56 @@ def test_java_regex_syntax_and_free_overrides_are_accepted():
         'checkpoint: {emit.checkpoints.interval.seconds: "5", emit.checkpoints.enabled: "true"}}')))
 
 
+# Regexes that select nothing: MM2 would take them and silently copy (or leave out)
+# nothing by them: (stack file, path, what is wrong, fragment of the fix).
+SELECTS_NOTHING_CASES = [
+    pytest.param(flow_stack('topics: [""]'), "flows[0].topics[0]", "empty regex: it matches only the empty name",
+                 'name the topics, e.g. "orders"', id="empty-topic-regex"),
+    pytest.param(flow_stack('topics: ["orders", "a b"]'), "flows[0].topics[1]", "regex 'a b' can match no topic name",
+                 'name the topics, e.g. "orders"', id="topic-regex-with-a-space"),
+    pytest.param(flow_stack('topics: ["^$"]'), "flows[0].topics[0]", "regex '^$' can match no topic name",
+                 "or remove the entry", id="anchors-only-topic-regex"),
+    pytest.param(flow_stack('topics: ["[ /!]+"]'), "flows[0].topics[0]", "(Kafka's topic names are 1 to 249 letters",
+                 "or remove the entry", id="illegal-characters-only-topic-regex"),
+    pytest.param(flow_stack('topics: ["o{250}"]'), "flows[0].topics[0]",
+                 "matches only names longer than Kafka's 249-character limit", "name the topics",
+                 id="topic-regex-longer-than-any-name"),
+    pytest.param(flow_stack('topics_exclude: [""]'), "flows[0].topics_exclude[0]",
+                 "empty regex: it matches only the empty name, which no topic has, so it leaves nothing out",
+                 "write the regex of the topics to leave out", id="empty-topic-exclude"),
+    pytest.param(flow_stack('groups: [""]'), "flows[0].groups[0]",
+                 "which no consumer group has, so no group's offsets are translated by it", 'name the groups',
+                 id="empty-group-regex"),
+    pytest.param(flow_stack('groups: ["^$"]'), "flows[0].groups[0]", "regex '^$' matches only the empty name",
+                 'name the groups', id="anchors-only-group-regex"),
+    pytest.param(flow_stack('groups_exclude: [""]'), "flows[0].groups_exclude[0]", "so it leaves nothing out",
+                 "write the regex of the groups to leave out", id="empty-group-exclude"),
+    pytest.param(flow_stack("topics: [orders]", extra="\n      - {source: central, target: us}\n    failover: "
+                            '{primary: us, standby: central, active: us, groups: [""]}'),
+                 "failover.groups[0]", "so no group moves by it at the switch", "name the groups",
+                 id="empty-failover-group-regex"),
+    pytest.param(flow_stack('topics: [""]', "us: {}\n      eu: {}\n      central: {}").replace(
+                     "{source: us, target: central,", "{source: us, targets: [eu, central],"),
+                 "flows[0].topics[0]", "empty regex", "name the topics", id="empty-regex-in-a-fan-out"),
+]
+
+
+@pytest.mark.parametrize("stack_file, path, message, fix", SELECTS_NOTHING_CASES)
+def test_a_regex_that_selects_nothing_is_refused_naming_the_field_and_the_fix(stack_file, path, message, fix):
+    problems = refusal(stack_file)
+    assert len(at(problems, path)) == 1, problems  # once, also for a fan-out entry's expanded flows
+    assert any(message in p and fix in fixes(p) for p in at(problems, path)), problems
+
+
+def test_regexes_that_may_select_something_are_accepted():
+    # Group names may hold any character; `(?x)` makes Java ignore the space; `a^b` matches nothing
+    # but is not judged (components/model/regex_reach.py: only what surely matches nothing is refused).
+    load_topology(topology_of(flow_stack(
+        r'topics: [".*", "orders", "\\S+", "[^ ]+", "(?x) a b", "a|b c", "a^b", "\\p{Lower}+", "(?=x)x"], '
+        r'topics_exclude: ["tmp-.*", "\\Qa.b\\E"], groups: ["team a", "^.+$", "x?"], '
+        r'groups_exclude: ["console consumer"]')))
+
+
 # Refused by pydantic's type and constraint checks (strict: YAML's types are
 # final, "yes" is no boolean and "2" no integer): pydantic's message (the hint
 # here) and a fix that says what to write instead (the fragment after it).
@@ -825,8 +875,9 @@ def test_wrongly_typed_stack_is_refused_at_the_field_with_the_fix(stack_file, pa
     assert any(hint in p and fix in fixes(p) for p in at(problems, path)), problems
 
 
-@pytest.mark.parametrize("stack_file", [case.values[0] for case in [*CASES, *TYPE_CASES, *JVM_CASES]],
-                         ids=[case.id for case in [*CASES, *TYPE_CASES, *JVM_CASES]])
+@pytest.mark.parametrize("stack_file", [case.values[0] for case in [*CASES, *TYPE_CASES, *JVM_CASES,
+                                                                  *SELECTS_NOTHING_CASES]],
+                         ids=[case.id for case in [*CASES, *TYPE_CASES, *JVM_CASES, *SELECTS_NOTHING_CASES]])
 def test_every_problem_ends_with_a_fix(stack_file):
     for problem in refusal(stack_file):
         assert fixes(problem).strip(), problem

@@ -1,8 +1,10 @@
-"""The replication plan's pure parts: selection (full-match regexes, MM2's and
+"""The replication plan: its pure parts, selection (full-match regexes, MM2's and
 Connect's excludes, cycles), remote names, what a change starts or stops, the
-warnings, and the rendering a reviewer reads."""
+warnings, and the rendering a reviewer reads; and which clusters a preview asks
+(not those the update creates)."""
 from __future__ import annotations
 
+import pulumi
 import pytest
 
 from components.plan import replication_plan as plan
@@ -183,3 +185,102 @@ def test_a_separator_swapping_dot_and_underscore_collides_with_the_flows_own_old
         ("us_orders", "us.orders"), ("us_checkpoints_internal", "us.checkpoints.internal"),
         ("mm2-offset-syncs_us_internal", "mm2-offset-syncs.us.internal")]
     assert plan.rename_collisions(spec(separator="-"), ["orders"], target) == []
+
+
+def test_a_flow_from_a_cluster_this_update_creates_says_so_and_checks_nothing():
+    created = Live.to_be_created()
+    (p,) = plan.build({"us->central": spec()}, None, {"us": created, "central": created})
+    assert plan.render([p]).splitlines() == [
+        "replication plan", "  us->central", "    ? us, central: created by this update, nothing to check yet"]
+    assert p.rows == [] and p.warnings == []
+    # a new flow of an existing stack, its source new: no "not checked" warning either
+    (p,) = plan.build({"us->central": spec()}, {}, {"us": created, "central": Live()})
+    assert p.unchecked == "us: created by this update, nothing to check yet" and p.warnings == []
+
+
+def test_a_flow_into_a_cluster_this_update_creates_gets_the_full_plan_of_its_source():
+    (p,) = plan.build({"us->central": spec()}, {}, {"us": US, "central": Live.to_be_created()})
+    assert p.unchecked is None
+    assert p.rows == [("+", "orders", "us.orders", "starts"), ("+", "orders-eu", "us.orders-eu", "starts")]
+    assert p.warnings == []  # an empty target: nothing there to collide with or merge into
+
+
+def test_clusters_this_update_creates_are_not_asked_and_the_others_are_asked_at_once(monkeypatch):
+    import threading
+    from components.plan import report
+    both_asking = threading.Barrier(2, timeout=10)  # two reads one after the other would break it
+    asked = []
+
+    def read_names(bootstrap, client_settings=None):
+        asked.append(bootstrap)
+        both_asking.wait()
+        return Live(topics=[bootstrap])
+    monkeypatch.setattr(report, "read_names", read_names)
+    live = report.read_clusters({"us": "us:9092", "eu": "eu:9092", "hq": "hq:9092"},
+                                {"us": {}, "eu": {}, "hq": {}}, created=["hq"])
+    assert sorted(asked) == ["eu:9092", "us:9092"]
+    assert live == {"us": Live(topics=["us:9092"]), "eu": Live(topics=["eu:9092"]), "hq": Live.to_be_created()}
+    assert report.read_clusters({"hq": "hq:9092"}, {"hq": {}}, created=["hq"]) == {"hq": Live.to_be_created()}
+
+
+@pytest.mark.parametrize("outputs, new", [
+    (None, ["hq", "eu"]),  # a stack never deployed: every cluster it deploys is new, never an external one
+    ({}, ["hq", "eu"]),
+    ({"clusters": {"hq": "127.0.0.1:9092"}, "connect": {}}, ["eu"]),
+    ({"clusters": {"hq": "127.0.0.1:9092", "eu": "127.0.0.1:9093"}}, []),
+    ({"connect": {"eu": "http://x"}}, []),  # outputs without `clusters`: cannot tell, so every cluster is asked
+])
+def test_the_clusters_new_to_the_stack_are_those_its_last_deployment_did_not_export(outputs, new):
+    from components.model.spec import load_topology
+    from components.stack_history import clusters_new_to_the_stack
+    topology = load_topology({"clusters": {"hq": {}, "eu": {}, "old": {"external": {"bootstrap_servers": "k:9092"}}},
+                              "flows": [{"source": "hq", "targets": ["eu", "old"], "topics": ["orders"]}]})
+    assert clusters_new_to_the_stack(topology, outputs) == new
+
+
+class _OwnStack(pulumi.runtime.Mocks):
+    """The stack's own last deployment exported `outputs` ({}: never deployed)."""
+
+    def __init__(self, outputs: dict):
+        self.outputs = outputs
+
+    def new_resource(self, args):
+        if args.typ == "pulumi:pulumi:StackReference":
+            return [args.name + "_id", {"name": args.inputs["name"], "outputs": self.outputs}]
+        return [args.name + "_id", args.inputs]
+
+    def call(self, args):
+        return {}, None
+
+
+@pytest.mark.parametrize("outputs, asked, plan_lines", [
+    ({}, [], ["  hq->eu", "    ? hq, eu: created by this update, nothing to check yet",
+              "  hq->us", "    ? hq, us: created by this update, nothing to check yet"]),
+    ({"clusters": {"hq": "hq:9092", "eu": "eu:9092"}, "replication_plan": {}}, ["eu:9092", "hq:9092"],
+     ["  hq->eu", "    + orders -> hq.orders  starts", "  hq->us", "    + orders -> hq.orders  starts"]),
+])
+def test_the_program_asks_only_the_clusters_its_last_deployment_had(monkeypatch, outputs, asked, plan_lines):
+    """report_plan with stack_history.new_clusters, as __main__ wires them, under mocks."""
+    from types import SimpleNamespace
+    from components.model.spec import load_topology
+    from components.plan import report
+    from components.stack_history import new_clusters, own_stack, previous_output
+    topology = load_topology({"clusters": {"hq": {}, "eu": {}, "us": {}},
+                              "flows": [{"source": "hq", "targets": ["eu", "us"], "topics": ["orders"]}]})
+    reads, logged = [], []
+    monkeypatch.setattr(report, "read_names", lambda bootstrap, settings: reads.append(bootstrap) or
+                        Live(topics=["orders"] if bootstrap == "hq:9092" else []))
+    monkeypatch.setattr(pulumi.log, "info", lambda message, resource=None: logged.append(message))
+    pulumi.runtime.set_mocks(_OwnStack(outputs), project="mirrorstack", stack="fan", preview=True)
+
+    @pulumi.runtime.test
+    def program():
+        own = own_stack("fan")
+        clusters = {a: SimpleNamespace(bootstrap_servers=pulumi.Output.from_input(f"{a}:9092"), client_settings={})
+                    for a in topology.clusters}
+        report.report_plan(topology, clusters, previous_output(own, "replication_plan"), None,
+                           created=new_clusters(own, topology))
+        return pulumi.Output.from_input(None)
+    program()
+    assert sorted(reads) == asked
+    assert logged[0].splitlines()[1:] == plan_lines
