@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from components.certificates.resource import CLOCK_OFFSET_ENV
 from components.certificates import tls
+from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
 from tests.support.secured import jaas_credentials, librdkafka_client, private_key_bodies
@@ -212,8 +213,8 @@ def _source_tasks(project) -> str:
     out = project.outputs()  # with secrets
     creds = out["connect_credentials"]["central"]
     name = quote("edge->central.MirrorSourceConnector", safe="")
-    status = requests.get(f"{out['connect']['central']}/connectors/{name}/status", timeout=10,
-                          auth=(creds["username"], creds["password"])).json()
+    status = connect_rest.read(f"{out['connect']['central']}/connectors/{name}/status",
+                               auth=(creds["username"], creds["password"]))
     return "source tasks: " + "; ".join(f"{t['id']} {t['state']} {(t.get('trace') or '').splitlines()[:1]}"
                                         for t in status.get("tasks", []))
 
