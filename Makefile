@@ -16,12 +16,12 @@ PYTEST_ARGS ?=
 # the suite waits on JVMs and MM2 rounds, so two share the 2 cores. TEST_WORKERS=-n0: one at a time.
 TEST_WORKERS ?= -n 2
 
-.PHONY: demo down plugins versions help setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
+.PHONY: demo down plugins versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
 	@echo "  make preflight    check Python >= 3.11, Java >= 17, Maven"
-	@echo "  make venv         .venv with requirements.txt"
+	@echo "  make venv         .venv: this checkout installed editable (mirrorstack) with its extras, at requirements.txt's versions"
 	@echo "  make kafka        Kafka $(KAFKA_VERSION) broker, tools, Connect, MirrorMaker 2 -> .tools/kafka"
 	@echo "  make jmx-exporter Prometheus JMX exporter agent $(JMX_EXPORTER_VERSION) -> .tools/jmx"
 	@echo "  make spark-kafka  spark-sql-kafka for Spark $(SPARK_VERSION) -> .tools/spark-kafka"
@@ -39,6 +39,7 @@ help:
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model/spec.py"
 	@echo "make diagrams     regenerate the topology diagrams of docs/guides/topologies.md from stacks/*.yaml"
+	@echo "make lock         rewrite requirements.txt (the lock) from pyproject.toml's ranges"
 	@echo "make docs         the docs site (MkDocs Material, mkdocs.yml) -> build/site; reference pages generated"
 
 setup: setup-local toxiproxy docker-engine images
@@ -49,11 +50,21 @@ setup-local: preflight venv kafka class-archives jmx-exporter spark-kafka promet
 preflight:
 	@tools/preflight.sh
 
+# The checkout installed editable (import name mirrorstack: components/ and spark/),
+# with the extras the suite and the docs need, at the lock's exact versions.
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade -r requirements.txt
+	$(VENV)/bin/pip install --quiet -c requirements.txt -e '.[tests,docs]'
 	@touch $@
+
+# Rewrite the lock from pyproject.toml's ranges: the newest versions inside them.
+lock:
+	@rm -rf $(CURDIR)/build/lock-venv && $(PYTHON) -m venv $(CURDIR)/build/lock-venv
+	@$(CURDIR)/build/lock-venv/bin/pip install --quiet -e '.[tests,docs]'
+	@{ sed -n '/^#/p' requirements.txt; $(CURDIR)/build/lock-venv/bin/pip freeze --exclude-editable; } > requirements.txt.new
+	@mv requirements.txt.new requirements.txt && rm -rf $(CURDIR)/build/lock-venv
+	@echo "requirements.txt: $$(grep -vc '^#' requirements.txt) packages locked; review the diff, then make venv"
 
 # Each stamp carries the version, so changing a pin reinstalls that folder.
 kafka: $(TOOLS)/kafka/.installed-$(KAFKA_VERSION)
@@ -113,7 +124,7 @@ WITH_ENGINE := . ./env.sh &&
 # Not part of setup: platform docker/kubernetes only, and get.pulumi.com must answer
 # (env.sh turns automatic plugin downloads off). Fails naming the plugin and the reason.
 plugins: venv engine
-	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m components.platforms.provider_plugins install
+	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m mirrorstack.platforms.provider_plugins install
 
 demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py
@@ -139,12 +150,12 @@ unit: setup
 # The committed JSON Schema of the stack's topology; a unit test fails when it is stale.
 .PHONY: schema
 schema: venv
-	$(VENV)/bin/python -m components.model.spec
+	$(VENV)/bin/python -m mirrorstack.model.spec
 
 # The topology guide's Mermaid diagrams, from the stack files; a unit test fails when one is stale.
 .PHONY: diagrams
 diagrams: venv
-	$(VENV)/bin/python -m components.diagram docs/guides/topologies.md
+	$(VENV)/bin/python -m mirrorstack.diagram docs/guides/topologies.md
 
 # The docs site (MkDocs, Material theme; mkdocs.yml) into build/site. --strict: a broken link
 # fails; tests/unit/test_docs.py builds it the same way. The reference pages are generated.

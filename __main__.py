@@ -20,16 +20,16 @@ from pathlib import Path
 
 import pulumi
 
-from components.failover.switch import log_plan as log_failover_plan
-from components.model.spec import TopologyError, load_topology
-from components.model.rules import secret_problems
-from components.platforms import make_platform
-from components.platforms.provider_plugins import missing_plugin_problem
-from components.secrets import cluster_secret_keys
-from components.plan.report import report_plan
-from components.stack_history import connect_group_ids, new_clusters, own_stack, previous_output, quorum_guards
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.failover.switch import log_plan as log_failover_plan
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.model.rules import secret_problems
+from mirrorstack.platforms import make_platform
+from mirrorstack.platforms.provider_plugins import missing_plugin_problem
+from mirrorstack.secrets import cluster_secret_keys
+from mirrorstack.plan.report import report_plan
+from mirrorstack.stack_history import connect_group_ids, new_clusters, own_stack, previous_output, quorum_guards
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
 stack = pulumi.get_stack()

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from benchmarks.replication import (PARTITIONS, RECORD_SIZE, SCENARIOS, Configuration, Site, SiteView,
                                     connector_props, end_offsets, machine)
-from components import toolchain
-from components.mirror.provider import MirrorMaker2Provider
-from components.platforms.local import launcher
+from mirrorstack import toolchain
+from mirrorstack.mirror.provider import MirrorMaker2Provider
+from mirrorstack.platforms.local import launcher
 from tests.support.kafka_clients import create_topic
 
 

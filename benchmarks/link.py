@@ -12,8 +12,8 @@ from pathlib import Path
 
 import requests
 
-from components import toolchain
-from components.platforms.local import launcher
+from mirrorstack import toolchain
+from mirrorstack.platforms.local import launcher
 from tests.support.ports import free_ports
 
 HOST = "127.0.0.1"

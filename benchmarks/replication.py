@@ -10,7 +10,7 @@ advertise a listener through the proxy.
 
 Configurations, each on its own Connect worker (so worker settings and CPU
 are its own), all in the same run, rounds interleaved (the order rotates):
-  mirrorstack  the product's defaults (components.model.spec.Throughput, worker_defaults)
+  mirrorstack  the product's defaults (mirrorstack.model.spec.Throughput, worker_defaults)
   seed         the seed's mm2.sh: tasks.max 2, everything else Kafka's defaults
   strimzi      Strimzi's documented high-volume MM2 example
   per-partition  mirrorstack's defaults with one task per partition (the old default)
@@ -46,12 +46,12 @@ import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.link import Link, wan_listener
-from components import toolchain
-from components.connect.api import ConnectError
-from components.connect.worker import worker_defaults
-from components.mirror.connectors import mirror_connector_configs, throughput_settings
-from components.mirror.provider import MirrorMaker2Provider
-from components.model.spec import load_topology
+from mirrorstack import toolchain
+from mirrorstack.connect.api import ConnectError
+from mirrorstack.connect.worker import worker_defaults
+from mirrorstack.mirror.connectors import mirror_connector_configs, throughput_settings
+from mirrorstack.mirror.provider import MirrorMaker2Provider
+from mirrorstack.model.spec import load_topology
 from tests.support.kafka_clients import admin, create_topic
 from tests.support.ports import free_ports
 from tests.support.services import ConnectGroup, KafkaCluster

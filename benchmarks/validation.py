@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from benchmarks.replication import end_offsets, fill, replication_pair
-from components import toolchain
-from components.mirror.connectors import mirror_connector_configs
-from components.mirror.resource import MirrorMaker2Provider
-from components.model.spec import load_topology
+from mirrorstack import toolchain
+from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.mirror.resource import MirrorMaker2Provider
+from mirrorstack.model.spec import load_topology
 from tests.support.kafka_clients import create_topic
 
 PARTITIONS = 4

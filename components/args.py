@@ -1,5 +1,5 @@
 """ReplicationTopologyArgs and GeneratedPasswordArgs: the Args of the
-components at the package's top (components.topology, components.secrets);
+components at the package's top (mirrorstack.topology, mirrorstack.secrets);
 each folder's components have theirs in the folder's args.py."""
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.described import PLATFORM, described
-from components.platforms.base import Platform
-from components.model.spec import Topology
+from mirrorstack.described import PLATFORM, described
+from mirrorstack.platforms.base import Platform
+from mirrorstack.model.spec import Topology
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReplicationTopologyArgs:
-    topology: Topology = described("the validated topology (components.model.spec.load_topology, or built in "
+    topology: Topology = described("the validated topology (mirrorstack.model.spec.load_topology, or built in "
                                    "code): clusters, Connect groups, flows, monitoring, validation, failover")
     platform: Platform = described(PLATFORM)
     stack: str = described("the stack name: KRaft cluster ids and the default Connect group ids "
@@ -35,7 +35,7 @@ class ReplicationTopologyArgs:
     connect_groups: dict[str, pulumi.Input[str]] | None = described(
         "Connect name → group id to keep (the ids of a deployed stack), when the spec names none", default=None)
     quorum_guards: dict[str, pulumi.Output] | None = described(
-        "alias → an Output that fails when the cluster's controller count changed (components.stack_history)",
+        "alias → an Output that fails when the cluster's controller count changed (mirrorstack.stack_history)",
         default=None)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 DESCRIPTION = "description"
 # Every component that runs something takes the same platform.
-PLATFORM = ("the platform that runs the services (a components.platforms.base.Platform: local, docker or kubernetes; "
-            "components.platforms.make_platform builds one)")
+PLATFORM = ("the platform that runs the services (a mirrorstack.platforms.base.Platform: local, docker or kubernetes; "
+            "mirrorstack.platforms.make_platform builds one)")
 
 
 def described(description: str, **field_options):
@@ -28,7 +28,7 @@ def descriptions(args_class) -> dict[str, str]:
 
 
 # The Spark job's files (components/jobs) are not the control plane's modules.
-SKIPPED = ("components.jobs",)
+SKIPPED = ("mirrorstack.jobs",)
 
 
 def defined_classes(predicate) -> dict[str, type]:

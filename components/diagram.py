@@ -1,6 +1,6 @@
 """Mermaid diagrams of topologies, generated from the model (pure: no pulumi).
 
-`python -m components.diagram docs/guides/topologies.md` (`make diagrams`) rewrites each block
+`python -m mirrorstack.diagram docs/guides/topologies.md` (`make diagrams`) rewrites each block
 between `<!-- diagram:<stack> -->` and `<!-- /diagram:<stack> -->` with the
 diagram of stacks/Pulumi.<stack>.yaml, so the docs cannot drift from the stacks.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from components.model.spec import Topology, load_topology
+from mirrorstack.model.spec import Topology, load_topology
 
 STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
 MARKERS = re.compile(r"(<!-- diagram:(?P<stack>[\w.-]+) -->\n).*?(<!-- /diagram:(?P=stack) -->)", re.DOTALL)
@@ -91,7 +91,7 @@ def rewrite_markdown(text: str, diagram_of=lambda stack: mermaid(stack_topology(
 
 def main(paths: list[str]) -> int:
     if not paths:
-        print("usage: python -m components.diagram FILE.md ...", file=sys.stderr)
+        print("usage: python -m mirrorstack.diagram FILE.md ...", file=sys.stderr)
         return 2
     for path in map(Path, paths):
         old = path.read_text()

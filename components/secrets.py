@@ -6,8 +6,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
-from components import naming
-from components.args import GeneratedPasswordArgs
+from mirrorstack import naming
+from mirrorstack.args import GeneratedPasswordArgs
 
 
 class GeneratedPasswordProvider(ResourceProvider):

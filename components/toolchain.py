@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from components import versions
+from mirrorstack import versions
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def class_archives_dir() -> Path:
 def class_archive(main_class: str) -> Path | None:
     """The class-data archive for a JVM of Kafka's jars running `main_class`, if
     one was made: the broker's for the broker and Kafka's tools, Connect's for Connect."""
-    from components.platforms import jvm
+    from mirrorstack.platforms import jvm
     name = "connect.jsa" if main_class == jvm.CONNECT_DISTRIBUTED_MAIN else "broker.jsa"
     archive = class_archives_dir() / name
     return archive if archive.is_file() else None

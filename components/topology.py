@@ -6,20 +6,21 @@ import json
 
 import pulumi
 
-from components.args import ReplicationTopologyArgs
-from components.connect.args import ConnectClusterArgs
-from components.connect.cluster import ConnectCluster
-from components.failover.args import FailoverSwitchArgs
-from components.failover.switch import FailoverSwitch, failover_output, flow_piece
-from components.kafka.args import KafkaClusterArgs
-from components.kafka.cluster import KafkaCluster
-from components.mirror.args import MirrorMaker2Args
-from components.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
-from components.mirror.resource import MirrorMaker2
-from components.monitoring.args import MonitoringArgs
-from components.monitoring.component import Monitoring
-from components.validation.args import SparkValidationJobArgs
-from components.validation.job import SparkValidationJob
+from mirrorstack import extras
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.connect.args import ConnectClusterArgs
+from mirrorstack.connect.cluster import ConnectCluster
+from mirrorstack.failover.args import FailoverSwitchArgs
+from mirrorstack.failover.switch import FailoverSwitch, failover_output, flow_piece
+from mirrorstack.kafka.args import KafkaClusterArgs
+from mirrorstack.kafka.cluster import KafkaCluster
+from mirrorstack.mirror.args import MirrorMaker2Args
+from mirrorstack.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
+from mirrorstack.mirror.resource import MirrorMaker2
+from mirrorstack.monitoring.args import MonitoringArgs
+from mirrorstack.monitoring.component import Monitoring
+from mirrorstack.validation.args import SparkValidationJobArgs
+from mirrorstack.validation.job import SparkValidationJob
 
 
 class ReplicationTopology(pulumi.ComponentResource):
@@ -51,8 +52,10 @@ class ReplicationTopology(pulumi.ComponentResource):
         return sorted(keys)
 
     def __init__(self, name: str, args: ReplicationTopologyArgs, opts: pulumi.ResourceOptions | None = None):
+        for extra in extras.required_by(args.topology.platform, args.topology.validation is not None):
+            extras.require(extra)  # before any resource: a missing extra named with its install command
         super().__init__("mirrorstack:topology:ReplicationTopology", name, None, opts)
-        self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (components.naming)
+        self.name_prefix = f"{name}-"  # every resource below: <name>-<its name> (mirrorstack.naming)
         topology, platform, stack = args.topology, args.platform, args.stack
         child = pulumi.ResourceOptions(parent=self)
         metrics = topology.monitoring is not None
@@ -63,7 +66,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             if keys.get(alias) else None, quorum_guard=(args.quorum_guards or {}).get(alias)), opts=child)
             for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
-        # Group ids carry the stack (components.stack_history) unless the spec names one.
+        # Group ids carry the stack (mirrorstack.stack_history) unless the spec names one.
         groups = {name: pulumi.Output.from_input(spec.group_id or (args.connect_groups or {}).get(name)
                                                  or f"mirrorstack-{stack}-{name}")
                   for name, spec in topology.connect.items()}

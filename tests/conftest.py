@@ -1,8 +1,19 @@
-"""Suite-wide guard: no process started by the suite may outlive it."""
+"""Suite-wide guards: the code under test is this checkout's; no process
+started by the suite may outlive it."""
 import os
 import signal
+from pathlib import Path
 
 import pytest
+
+import mirrorstack
+
+# mirrorstack is this checkout installed editable (`make venv`); a venv made for
+# another checkout would test that one's code, and the stacks would run it.
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
+    raise pytest.UsageError(f"mirrorstack is imported from {Path(mirrorstack.__file__).parent}, not from this "
+                            f"checkout ({_CHECKOUT}/components): run `make venv` here")
 
 from tests.support.leftovers import leftover_processes
 from tests.support.suite_timing import ModuleTimes

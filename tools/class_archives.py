@@ -26,8 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from components import toolchain
-from components.platforms import jvm
+from mirrorstack import toolchain
+from mirrorstack.platforms import jvm
 
 KEEP_LOGS = 40  # lines of a failed JVM's output shown
 

@@ -109,7 +109,7 @@ def validate(run: str) -> bool:
     up_ok = subprocess.run(cmd).returncode == 0
     report_file = Path(".mirrorstack") / STACK / "validation-job" / "report.json"
     if report_file.is_file():
-        from spark.report import summary_text  # the Makefile puts the checkout on PYTHONPATH
+        from mirrorstack.spark.report import summary_text  # the Makefile puts the checkout on PYTHONPATH
         print(f"\n{summary_text(json.loads(report_file.read_text()))}\n(full report: {report_file})")
     if up_ok:
         output = json.loads(pulumi("stack", "output", "validation", "--json", capture=True))

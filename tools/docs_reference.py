@@ -2,7 +2,7 @@
 an MkDocs hook (`hooks:` in mkdocs.yml) adds them to the site on every build.
 
 - reference/components.md: every components Args dataclass, field by field, from
-  the descriptions the fields carry (components.described);
+  the descriptions the fields carry (mirrorstack.described);
 - reference/topology.md: the stack file's format, from its JSON Schema
   (components/schema/topology.schema.json, which a unit test keeps current with
   components/model/spec.py).
@@ -36,10 +36,10 @@ def _default(field: dataclasses.Field) -> str:
 def components_page() -> str:
     if str(ROOT) not in sys.path:  # mkdocs loads hooks by path; the components package is at the root
         sys.path.insert(0, str(ROOT))
-    from components.described import args_classes, descriptions
+    from mirrorstack.described import args_classes, descriptions
 
     lines = ["# Components reference", "",
-             GENERATED.format(source="the `described(...)` fields of each Args dataclass (`components.described`)"),
+             GENERATED.format(source="the `described(...)` fields of each Args dataclass (`mirrorstack.described`)"),
              "", "Each component takes `(name, args, opts=None)`; `args` is its Args below "
              "([Library use and components](../library.md)).", ""]
     for name, cls in sorted(args_classes().items()):

@@ -41,9 +41,9 @@ from typing import Callable
 
 from docker.errors import ImageNotFound
 
-from components import toolchain, versions
-from components.validation.job_config import SPARK_HOME_IN_IMAGE
-from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID,
+from mirrorstack import toolchain, versions
+from mirrorstack.validation.job_config import SPARK_HOME_IN_IMAGE
+from mirrorstack.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID,
                                              IMAGE_SPARK_JARS, IMAGE_SPARK_UID, image_jmx_agent)
 
 INPUTS_LABEL = "org.mirrorstack.inputs"  # sha256 of everything an image is made of

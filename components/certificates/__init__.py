@@ -1,5 +1,5 @@
 """Certificates: the TLS material (pure), its lifecycle (rotation as a state machine), the dynamic resource that keeps it."""
-from components.model.deprecations import pickled_alias
+from mirrorstack.model.deprecations import pickled_alias
 
 
 def __getattr__(name: str):  # old stacks' pickled providers: components/model/deprecations.py

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.described import described
-from components.model.spec import Certificates
+from mirrorstack.described import described
+from mirrorstack.model.spec import Certificates
 
 
 @dataclass(frozen=True, kw_only=True)

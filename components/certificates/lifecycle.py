@@ -17,7 +17,7 @@ import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from components.certificates import tls
+from mirrorstack.certificates import tls
 
 CLIENT = "client"  # the leaves' key of the client certificate (node names carry their cluster's alias)
 STEADY, TRUSTING_NEW_CA, REISSUED = "none", "trusting-new-ca", "reissued-by-new-ca"

@@ -5,7 +5,7 @@ Every `up` looks at them (diff): a new node gets a certificate of its own,
 existing ones stay byte for byte (so nothing restarts for nothing), a
 certificate inside its renewal window is re-issued by the same CA, and a raised
 `ca_generation` rotates the CA in three phases, one per `up`
-(components.certificates.lifecycle). What an `up` does is printed as
+(mirrorstack.certificates.lifecycle). What an `up` does is printed as
 `mirrorstack: ...` lines.
 
 Test/dry-run hook: MIRRORSTACK_TLS_CLOCK_OFFSET_DAYS (a number of days) shifts
@@ -18,8 +18,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from components import naming
-from components.certificates.args import ClusterCertificatesArgs
+from mirrorstack import naming
+from mirrorstack.certificates.args import ClusterCertificatesArgs
 
 CLOCK_OFFSET_ENV = "MIRRORSTACK_TLS_CLOCK_OFFSET_DAYS"
 SECRET_OUTPUTS = ["ca_key", "next_ca_key", "leaves"]
@@ -42,7 +42,7 @@ def _say(cluster: str, lines) -> None:
 
 
 def _outs(props, state) -> dict:
-    from components.certificates import lifecycle as life
+    from mirrorstack.certificates import lifecycle as life
     return {**{k: props.get(k) for k in INPUT_KEYS}, **{k: state.get(k) for k in STATE_KEYS},
             "truststore": life.truststore(state), "certificates": life.summary(state)}
 
@@ -51,12 +51,12 @@ class ClusterCertificatesProvider(ResourceProvider):
     def create(self, props):
         import uuid
 
-        from components.certificates import lifecycle as life
+        from mirrorstack.certificates import lifecycle as life
         state = life.new_state(props["cluster"], props["nodes"], life.Policy.of(props))
         return CreateResult(id_=uuid.uuid4().hex, outs=_outs(props, state))
 
     def diff(self, _id, olds, news):
-        from components.certificates import lifecycle as life
+        from mirrorstack.certificates import lifecycle as life
         if olds.get("cluster") != news.get("cluster"):
             return DiffResult(changes=True, replaces=["cluster"])
         if not olds.get("ca_key"):  # made by a mirrorstack that did not keep the CA key: only a new CA can sign
@@ -71,7 +71,7 @@ class ClusterCertificatesProvider(ResourceProvider):
         return DiffResult(changes=bool(steps) or inputs_changed, replaces=[])
 
     def update(self, _id, olds, news):
-        from components.certificates import lifecycle as life
+        from mirrorstack.certificates import lifecycle as life
         state, steps = life.advance(olds, news["cluster"], news["nodes"], life.Policy.of(news), decision_clock())
         then = life.next_step(olds, state)
         _say(news["cluster"], [*(f"done: {s}" for s in steps), *([then] if then else [])])

@@ -243,7 +243,7 @@ class ConnectClient:
                  f"restarting the failed tasks of {name}")
 
 
-# A flow's state (components.model.spec.Flow.state) as Connect names its connectors' target state.
+# A flow's state (mirrorstack.model.spec.Flow.state) as Connect names its connectors' target state.
 CONNECT_STATES = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
 # Connect's connector states that are a flow state (UNASSIGNED, RESTARTING, FAILED are none).
 TARGET_STATES = {v: k for k, v in CONNECT_STATES.items()}

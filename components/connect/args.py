@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.described import PLATFORM, described
-from components.platforms.base import Platform
-from components.kafka.cluster import KafkaCluster
-from components.model import spec as model
+from mirrorstack.described import PLATFORM, described
+from mirrorstack.platforms.base import Platform
+from mirrorstack.kafka.cluster import KafkaCluster
+from mirrorstack.model import spec as model
 
 
 @dataclass(frozen=True, kw_only=True)

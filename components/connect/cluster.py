@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pulumi
 
-from components import naming
-from components.connect import worker as connect
-from components.connect.args import ConnectClusterArgs
-from components.platforms import jvm
-from components.kafka import security
-from components.monitoring.prometheus import ScrapeTarget
-from components.properties import render_properties
-from components.secrets import GeneratedPassword
+from mirrorstack import naming
+from mirrorstack.connect import worker as connect
+from mirrorstack.connect.args import ConnectClusterArgs
+from mirrorstack.platforms import jvm
+from mirrorstack.kafka import security
+from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.properties import render_properties
+from mirrorstack.secrets import GeneratedPassword
 
 CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")  # the worker's own clients, then its tasks'
 REST_USER = "mirrorstack"

@@ -1,5 +1,5 @@
 """Failover as code: the rules (which groups and topics move, offset translation), the procedure against live clusters, the switch resource."""
-from components.model.deprecations import pickled_alias
+from mirrorstack.model.deprecations import pickled_alias
 
 
 def __getattr__(name: str):  # old stacks' pickled providers: components/model/deprecations.py

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.described import described
-from components.model.spec import Failover
+from mirrorstack.described import described
+from mirrorstack.model.spec import Failover
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -14,7 +14,7 @@ class FailoverSwitchArgs:
     clusters: dict = described("alias → {bootstrap: bootstrap servers, client: Kafka client settings} of the "
                                "pair's two clusters")
     forward: dict = described("the primary → standby flow as the switch reads it "
-                              "(components.failover.switch.flow_piece)")
+                              "(mirrorstack.failover.switch.flow_piece)")
     reverse: dict | None = described("the standby → primary flow, as `forward`, or None", default=None)
     connect_auth: dict | None = described("Connect group name → REST credentials {username, password} "
                                           "(a secret), or None", default=None)

@@ -2,7 +2,7 @@
 flow's connectors, translate the selected groups' offsets, write them into
 `to`'s groups, report. The decisions are components/failover/rules.py's;
 this module only reads and writes Kafka (confluent_kafka) and Connect
-(components.connect.api's client).
+(mirrorstack.connect.api's client).
 
 `run_switch(spec, progress)` takes plain JSON-able data (what a dynamic
 resource's props carry; secrets only as `${file:...}` references, resolved
@@ -15,10 +15,10 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from components.failover import rules
-from components.plan.live_topics import librdkafka_settings
-from spark.flows import FlowSelection
-from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
+from mirrorstack.failover import rules
+from mirrorstack.plan.live_topics import librdkafka_settings
+from mirrorstack.spark.flows import FlowSelection
+from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 
 KAFKA_TIMEOUT = 15  # seconds per Kafka request
 PROBE_TIMEOUT = 5  # seconds: does the side being left answer at all (unplanned)
@@ -194,7 +194,7 @@ class Switch:
 
     def connect(self):
         if self._connect is None:
-            from components.connect.api import client_from
+            from mirrorstack.connect.api import client_from
             self._connect = client_from(self.flow["connect"])
         return self._connect
 
@@ -310,7 +310,7 @@ class Switch:
         overwrite the offsets written next. Every stop is asked for first, then
         each is waited for: with `from` lost each connector takes MM2's admin
         timeout (60 s by default) to stop, and they take it at the same time."""
-        from components.connect.api import ConnectError
+        from mirrorstack.connect.api import ConnectError
         names = [n for n in (self.flow["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
         asked = []
         for name in names:
@@ -364,5 +364,5 @@ class Switch:
 
 def run_switch(spec: dict, progress=_say) -> dict:
     """Move the selected groups from spec["from"] to spec["to"] (SPEC-17 §3);
-    returns the report (components.failover.rules.render_report shows it)."""
+    returns the report (mirrorstack.failover.rules.render_report shows it)."""
     return Switch(spec, progress).run()

@@ -1,6 +1,6 @@
 """FailoverSwitch: which side of a failover pair clients use, as one dynamic
 resource. Changing the topology's `failover.active` is an update of it, and
-the update IS the switch: components.failover.procedure.run_switch (the gate, the
+the update IS the switch: mirrorstack.failover.procedure.run_switch (the gate, the
 flow stopped, every group's offsets translated and written on the other side)
 with its report as the output `report`. The flows' MirrorMaker2 components
 depend on it, so on a switch the gate runs before any flow changes, and a
@@ -17,10 +17,10 @@ import sys
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from components import naming
-from components.failover.args import FailoverSwitchArgs
-from components.plan.replication_plan import flow_spec
-from components.validation.job_config import checkpoints_topic, offset_syncs_topic
+from mirrorstack import naming
+from mirrorstack.failover.args import FailoverSwitchArgs
+from mirrorstack.plan.replication_plan import flow_spec
+from mirrorstack.validation.job_config import checkpoints_topic, offset_syncs_topic
 
 # Props whose change is a change of the switch; the rest (addresses, connector
 # names) are read from the new props when a switch runs, and never switch by themselves.
@@ -117,7 +117,7 @@ class FailoverSwitchProvider(ResourceProvider):
         if olds.get("cutover") and new == news["primary"]:
             raise SwitchRefused(f"active {old} -> {new} refused: the cutover to {old} is final (nothing flowed back "
                                 f"to {new}); nothing was changed; fix: set failover.active back to {old}")
-        from components.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
+        from mirrorstack.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
         spec = switch_spec(olds, news)
         if spec["flow"] is None:
             raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
@@ -134,7 +134,7 @@ class FailoverSwitchProvider(ResourceProvider):
 
 
 def render(report: dict) -> str:
-    from components.failover.rules import render_report
+    from mirrorstack.failover.rules import render_report
     return render_report(report)
 
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.described import PLATFORM, described
-from components.platforms.base import Platform
-from components.model.spec import Cluster
+from mirrorstack.described import PLATFORM, described
+from mirrorstack.platforms.base import Platform
+from mirrorstack.model.spec import Cluster
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,4 +26,4 @@ class KafkaClusterArgs:
                                             "values: the graph is built from them)", default=frozenset())
     quorum_guard: pulumi.Output | None = described(
         "an Output that fails when the controller count changed since the last up "
-        "(components.stack_history); the nodes' server.properties wait for it", default=None)
+        "(mirrorstack.stack_history); the nodes' server.properties wait for it", default=None)

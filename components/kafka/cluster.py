@@ -6,18 +6,18 @@ import uuid
 
 import pulumi
 
-from components import naming
-from components.certificates.args import ClusterCertificatesArgs
-from components.certificates.resource import ClusterCertificates
-from components.kafka import broker
-from components.kafka.args import KafkaClusterArgs
-from components.platforms import jvm
-from components.kafka import security
-from components.certificates.lifecycle import CLIENT
-from components.monitoring.prometheus import ScrapeTarget
-from components.properties import render_properties
-from components.model.spec import Resources
-from components.secrets import GeneratedPassword
+from mirrorstack import naming
+from mirrorstack.certificates.args import ClusterCertificatesArgs
+from mirrorstack.certificates.resource import ClusterCertificates
+from mirrorstack.kafka import broker
+from mirrorstack.kafka.args import KafkaClusterArgs
+from mirrorstack.platforms import jvm
+from mirrorstack.kafka import security
+from mirrorstack.certificates.lifecycle import CLIENT
+from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.properties import render_properties
+from mirrorstack.model.spec import Resources
+from mirrorstack.secrets import GeneratedPassword
 
 CONTROLLER_ID = 1  # the first controller; broker i is CONTROLLER_ID + 1 + i (2, 3, …)
 # Controllers after the first (clusters.<alias>.controllers: 3 or 5): node ids
@@ -70,7 +70,7 @@ class KafkaCluster(pulumi.ComponentResource):
         self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
         self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
-        self._quorum_guard = args.quorum_guard  # fails when the controller count changed (components.stack_history)
+        self._quorum_guard = args.quorum_guard  # fails when the controller count changed (mirrorstack.stack_history)
         if cluster.external is not None:
             self.bootstrap_servers = _external_servers(alias, cluster.external, pulumi.ResourceOptions(parent=self))
             self._external_clients(cluster.external.security, args.secrets, args.secret_keys)

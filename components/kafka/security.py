@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from components.properties import render_properties
+from mirrorstack.properties import render_properties
 
 FILE_PROVIDER = {
     "config.providers": "file",

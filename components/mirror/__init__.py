@@ -1,7 +1,7 @@
 """MirrorMaker 2: the connector trio built from a flow (connectors), its
 reconciliation through the Connect client (reconcile), what the preview says
 (preview), the dynamic provider (provider), the resource and component (resource)."""
-from components.model.deprecations import pickled_alias
+from mirrorstack.model.deprecations import pickled_alias
 
 
 def __getattr__(name: str):  # old stacks' pickled providers: components/model/deprecations.py

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.described import described
-from components.model.spec import Flow
+from mirrorstack.described import described
+from mirrorstack.model.spec import Flow
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -15,7 +15,7 @@ class MirrorMaker2Args:
     connect_url: pulumi.Input[str] = described("the REST URL of the Connect group that runs the connectors")
     connectors: pulumi.Input[dict] = described(
         "connector kind (source, checkpoint, heartbeat) → its config "
-        "(components.mirror.connectors.mirror_connector_configs)")
+        "(mirrorstack.mirror.connectors.mirror_connector_configs)")
     secrets_digest: pulumi.Input[str] | None = described(
         "a digest of the clusters' secret client files: when it changes the connectors restart and re-read "
         "their ${file:...} references", default=None)

@@ -1,6 +1,6 @@
 """The MirrorMaker 2 connector trio of one flow: source, checkpoint, heartbeat.
 
-Pure: takes the flow (components.model.spec.Flow), its replication factor and the
+Pure: takes the flow (mirrorstack.model.spec.Flow), its replication factor and the
 two clusters' client settings, returns {connector name: config}. Every value
 is a string (Connect wants strings; Pulumi would turn numbers into floats).
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from components.connect.worker import BYTE_ARRAY_CONVERTER
-from spark.flows import FlowSelection
+from mirrorstack.connect.worker import BYTE_ARRAY_CONVERTER
+from mirrorstack.spark.flows import FlowSelection
 
 # The task producer's buffer.memory default: a larger record cannot be sent at all.
 DEFAULT_MAX_RECORD_BYTES = 32 * 2**20

@@ -4,8 +4,8 @@ is down when Connect cannot answer.
 """
 from __future__ import annotations
 
-from components.connect.api import ConnectClient, ConnectError, answers, client_from, summarize
-from components.mirror.connectors import OWNER_KEY
+from mirrorstack.connect.api import ConnectClient, ConnectError, answers, client_from, summarize
+from mirrorstack.mirror.connectors import OWNER_KEY
 
 
 def takeover_plan(props) -> list[str]:

@@ -1,6 +1,6 @@
 """The dynamic provider of a flow's connectors (MirrorMaker2Connectors):
-create, diff, update, delete and read, made of components.mirror.reconcile's
-steps over the components.connect.api client.
+create, diff, update, delete and read, made of mirrorstack.mirror.reconcile's
+steps over the mirrorstack.connect.api client.
 
 Pulumi pickles this class by reference (module path and class name): moving or
 renaming it needs a `pickled` row in components/model/deprecations.py.
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.connect.api import (CONNECT_STATES, TARGET_STATES, ConnectError, client_from, progress, summarize,
+from mirrorstack.connect.api import (CONNECT_STATES, TARGET_STATES, ConnectError, client_from, progress, summarize,
                                     wait_state)
-from components.mirror.preview import outage
-from components.mirror.reconcile import (by_class, carry_over, check_workers, configure, live_problems,
+from mirrorstack.mirror.preview import outage
+from mirrorstack.mirror.reconcile import (by_class, carry_over, check_workers, configure, live_problems,
                                          owner_problems, refuse_colliding_renames, renames, settle, start_over,
                                          validate_all)
 

@@ -2,14 +2,14 @@
 the workers, validate configs, refuse connectors that are not this stack's,
 move each connector to the flow's state, carry source offsets over when a
 connector is renamed, moved or taken over. What the provider's create and
-update are made of; the HTTP itself is components.connect.api's.
+update are made of; the HTTP itself is mirrorstack.connect.api's.
 """
 from __future__ import annotations
 
-from components.connect.api import (CONNECT_STATES, PROBE_TIMEOUT, TARGET_STATES, ConnectClient, ConnectError,
+from mirrorstack.connect.api import (CONNECT_STATES, PROBE_TIMEOUT, TARGET_STATES, ConnectClient, ConnectError,
                                     client_from, failed_parts, progress)
-from components.mirror.connectors import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
-from components.plan.rename_check import rename_problems
+from mirrorstack.mirror.connectors import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
+from mirrorstack.plan.rename_check import rename_problems
 
 VERBS = {"running": "resuming", "paused": "pausing", "stopped": "stopping"}
 

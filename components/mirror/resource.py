@@ -1,5 +1,5 @@
 """MirrorMaker2: the connector trio of one flow as ONE Pulumi dynamic resource
-(MirrorMaker2Connectors, provider components.mirror.provider), and the
+(MirrorMaker2Connectors, provider mirrorstack.mirror.provider), and the
 component around it.
 """
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pulumi
 from pulumi.dynamic import Resource
 
-from components import naming
-from components.connect.api import CONNECT_STATES
-from components.mirror.args import MirrorMaker2Args
-from components.mirror.preview import takeover_plan
-from components.mirror.provider import MirrorMaker2Provider
+from mirrorstack import naming
+from mirrorstack.connect.api import CONNECT_STATES
+from mirrorstack.mirror.args import MirrorMaker2Args
+from mirrorstack.mirror.preview import takeover_plan
+from mirrorstack.mirror.provider import MirrorMaker2Provider
 
 
 class MirrorMaker2Connectors(Resource, module="mirror", name="MirrorMaker2Connectors"):
@@ -61,7 +61,7 @@ class MirrorMaker2(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MirrorMaker2Args, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:mirror:MirrorMaker2", name, opts)
-        from components.mirror.connectors import take_over_names
+        from mirrorstack.mirror.connectors import take_over_names
         flow, connect_url, connect_urls = args.flow, args.connect_url, args.connect_urls
         connect_auth, connect_ca_file = args.connect_auth, args.connect_ca_file
         adopt = sorted(flow.connector_names.by_kind().values()) if flow.connector_names else None

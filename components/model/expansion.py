@@ -9,7 +9,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from components.model.paths import field_path as _path
+from mirrorstack.model.paths import field_path as _path
 
 SHORTHAND = {"sources": "source", "targets": "target"}  # list key -> the flow field it fills
 

@@ -1,7 +1,7 @@
 """The model's problems as messages: each pydantic error turned into
 `<field path>: <what is wrong>; fix: <what to write>`, and the one error type
 that lists them all (TopologyError). Field paths point into the stack file,
-not into the flow expansion (components.model.expansion). Pure.
+not into the flow expansion (mirrorstack.model.expansion). Pure.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from components.model.expansion import SHORTHAND, FlowOrigin
-from components.model.paths import field_path as _path
+from mirrorstack.model.expansion import SHORTHAND, FlowOrigin
+from mirrorstack.model.paths import field_path as _path
 
 
 class TopologyError(ValueError):

@@ -25,7 +25,7 @@ import re
 import string
 import warnings
 
-from components.model.java_regex import JavaRegexError, python_equivalent
+from mirrorstack.model.java_regex import JavaRegexError, python_equivalent
 
 try:  # CPython's regex parser (3.11+: re._parser); without it, nothing is judged
     from re import _constants as C, _parser as sre_parse

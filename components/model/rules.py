@@ -9,15 +9,15 @@ import json
 import re
 from collections.abc import Iterator
 
-from components.mirror.connectors import OWNER_KEY, connector_names
-from components.model.expansion import FlowOrigin
-from components.model.java_regex import JavaRegexError, check_java_regex
-from components.model.paths import ALIAS, PROVIDER_REFERENCE
-from components.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
-from components.model.paths import field_path as _path
-from spark.flows import FlowSelection
+from mirrorstack.mirror.connectors import OWNER_KEY, connector_names
+from mirrorstack.model.expansion import FlowOrigin
+from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
+from mirrorstack.model.paths import ALIAS, PROVIDER_REFERENCE
+from mirrorstack.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
+from mirrorstack.model.paths import field_path as _path
+from mirrorstack.spark.flows import FlowSelection
 
-# Flow and Topology in the annotations are components.model.spec's, not imported: the
+# Flow and Topology in the annotations are mirrorstack.model.spec's, not imported: the
 # model imports these rules (one direction), which only read its objects.
 
 MAX_ALIAS = 100  # leaves room in the 249-character topic name limit

@@ -16,13 +16,13 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from components.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
-from components.model.deprecations import Deprecation, renamed_key
-from components.model.expansion import SHORTHAND, FlowOrigin, expand_flows
-from components.model.messages import TopologyError, validation_problems
-from components.model.rules import rule_problems
-from components.versions import official_image
-from spark.flows import FlowSelection
+from mirrorstack.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
+from mirrorstack.model.deprecations import Deprecation, renamed_key
+from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
+from mirrorstack.model.messages import TopologyError, validation_problems
+from mirrorstack.model.rules import rule_problems
+from mirrorstack.versions import official_image
+from mirrorstack.spark.flows import FlowSelection
 
 SCHEMA_FILE = Path(__file__).parents[1] / "schema" / "topology.schema.json"
 
@@ -701,6 +701,6 @@ def render_json_schema() -> str:
     return json.dumps(topology_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":  # `python -m components.model.spec` regenerates the committed schema
+if __name__ == "__main__":  # `python -m mirrorstack.model.spec` regenerates the committed schema
     SCHEMA_FILE.parent.mkdir(exist_ok=True)
     SCHEMA_FILE.write_text(render_json_schema())

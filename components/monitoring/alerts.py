@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from components.monitoring import metrics as m
+from mirrorstack.monitoring import metrics as m
 
 GROUP = "mirrorstack"
 

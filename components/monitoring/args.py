@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.connect.cluster import ConnectCluster
-from components.described import PLATFORM, described
-from components.platforms.base import Platform
-from components.kafka.cluster import KafkaCluster
-from components.model.spec import Topology
-from components.monitoring.prometheus import ScrapeTarget
+from mirrorstack.connect.cluster import ConnectCluster
+from mirrorstack.described import PLATFORM, described
+from mirrorstack.platforms.base import Platform
+from mirrorstack.kafka.cluster import KafkaCluster
+from mirrorstack.model.spec import Topology
+from mirrorstack.monitoring.prometheus import ScrapeTarget
 
 TOPOLOGY = "the validated topology: its `monitoring` section (alert thresholds, scrape interval, grafana) and flows"
 CLUSTERS = "alias → KafkaCluster; the secured ones add their certificates' expiries and renewal alert"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pulumi
 
-from components import naming
-from components.monitoring.alerts import (
+from mirrorstack import naming
+from mirrorstack.monitoring.alerts import (
     alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
-from components.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
-from components.monitoring.prometheus import prometheus_config
-from components.secrets import GeneratedPassword
+from mirrorstack.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
+from mirrorstack.monitoring.prometheus import prometheus_config
+from mirrorstack.secrets import GeneratedPassword
 
 
 class Prometheus(pulumi.ComponentResource):

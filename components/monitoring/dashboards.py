@@ -27,7 +27,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from components.monitoring import metrics as m
+from mirrorstack.monitoring import metrics as m
 
 # Panels and queries point at the datasource variable, so one JSON works with any Prometheus.
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from components.monitoring.dashboards import dashboards
+from mirrorstack.monitoring.dashboards import dashboards
 
 DATASOURCE_UID = "mirrorstack-prometheus"
 

@@ -10,8 +10,8 @@ librdkafka's by the code the validation job uses too (spark/client_settings.py),
 so the plan and the job read a cluster the same way."""
 from __future__ import annotations
 
-from components.plan.replication_plan import Live
-from spark.client_settings import librdkafka_config, resolve_reference
+from mirrorstack.plan.replication_plan import Live
+from mirrorstack.spark.client_settings import librdkafka_config, resolve_reference
 
 LIVE_TIMEOUT = 5  # seconds
 

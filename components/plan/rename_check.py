@@ -5,9 +5,9 @@ with nothing said. Read from the source connector's own config, so the check
 sees the clusters exactly as the connectors will."""
 from __future__ import annotations
 
-from components.plan import replication_plan as plan
-from components.mirror.connectors import POLICY_CLASSES
-from components.plan.live_topics import read_names
+from mirrorstack.plan import replication_plan as plan
+from mirrorstack.mirror.connectors import POLICY_CLASSES
+from mirrorstack.plan.live_topics import read_names
 
 SIDES = ("source", "target")
 

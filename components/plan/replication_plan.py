@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from spark.flows import FlowSelection, ReplicationPolicy
+from mirrorstack.spark.flows import FlowSelection, ReplicationPolicy
 
 MAX_TOPIC_NAME = 249  # Kafka's limit (org.apache.kafka.common.internals.Topic)
 SPEC_KEYS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude",

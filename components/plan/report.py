@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pulumi
 
-from components.plan import replication_plan as plan
-from components.plan.live_topics import read_names
-from components.plan.replication_plan import Live
+from mirrorstack.plan import replication_plan as plan
+from mirrorstack.plan.live_topics import read_names
+from mirrorstack.plan.replication_plan import Live
 
 
 def read_clusters(servers: dict[str, str], client_settings: dict[str, dict], created=()) -> dict[str, Live]:
@@ -28,7 +28,7 @@ def read_clusters(servers: dict[str, str], client_settings: dict[str, dict], cre
 def report_plan(topology, clusters, previous: pulumi.Output, resource: pulumi.Resource,
                 created: pulumi.Input[list[str]] | None = None) -> dict:
     """Logs the plan once the clusters' addresses are known; returns the specs to export.
-    `created`: the aliases of clusters this update creates (components.stack_history.new_clusters)."""
+    `created`: the aliases of clusters this update creates (mirrorstack.stack_history.new_clusters)."""
     specs = {flow.name: plan.plan_spec(flow) for flow in topology.flows}
     aliases = sorted({a for s in specs.values() for a in (s["source"], s["target"])})
 

@@ -4,7 +4,8 @@ Each one implements the `Platform` Protocol of base.py; `make_platform` picks on
 """
 from __future__ import annotations
 
-from components.platforms.base import Platform
+from mirrorstack import extras
+from mirrorstack.platforms.base import Platform
 
 
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
@@ -12,13 +13,15 @@ def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | Non
     """The platform a topology names, with its stack-level options; `images`:
     the topology's `images:` (docker and kubernetes)."""
     if name == "local":
-        from components.platforms.local.platform import LocalPlatform
+        from mirrorstack.platforms.local.platform import LocalPlatform
         return LocalPlatform(stack, local_dir, port_base=port_base)
+    if name in ("docker", "kubernetes"):
+        extras.require(name)
     if name == "docker":
-        from components.platforms.docker import DockerPlatform
+        from mirrorstack.platforms.docker import DockerPlatform
         return DockerPlatform(stack, images=images, port_base=port_base)
     if name == "kubernetes":
-        from components.platforms.kubernetes import KubernetesPlatform
+        from mirrorstack.platforms.kubernetes import KubernetesPlatform
         return KubernetesPlatform(stack, namespace=namespace, rest_access=rest_access or "port-forward",
                                   images=images, port_base=port_base)
     raise ValueError(f"unknown platform {name!r}: use local, docker or kubernetes")

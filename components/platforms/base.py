@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from components.validation.package import JobPackage
+    from mirrorstack.validation.package import JobPackage
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 

@@ -24,9 +24,9 @@ import shlex
 import zlib
 from urllib.parse import urlsplit
 
-from components import toolchain
-from components.platforms.java_service import JavaRuntime
-from components.versions import jmx_exporter_version
+from mirrorstack import toolchain
+from mirrorstack.platforms.java_service import JavaRuntime
+from mirrorstack.versions import jmx_exporter_version
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
 FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>

@@ -23,18 +23,18 @@ import json
 import pulumi
 import pulumi_docker as docker
 
-from components import naming, toolchain
-from components.monitoring.grafana import grafana_files
-from components.validation.job_config import spark_submit_argv
-from components.validation.package import JobPackage
-from components.model.spec import Images, Resources
-from components.platforms.containers import (
+from mirrorstack import naming, toolchain
+from mirrorstack.monitoring.grafana import grafana_files
+from mirrorstack.validation.job_config import spark_submit_argv
+from mirrorstack.validation.package import JobPackage
+from mirrorstack.model.spec import Images, Resources
+from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_jmx_agent,
     image_runtime, image_spark_jars, probe_command,
 )
-from components.platforms.java_service import java_service
-from components.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.java_service import java_service
+from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -302,7 +302,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
-        from components.monitoring.prometheus import ScrapeTarget
+        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from components.platforms import jvm
-from components.monitoring.jmx import jmx_exporter_config
-from components.platforms.log4j2 import log4j2_properties
+from mirrorstack.platforms import jvm
+from mirrorstack.monitoring.jmx import jmx_exporter_config
+from mirrorstack.platforms.log4j2 import log4j2_properties
 
 TOOL_HEAP = "256m"  # preparation and after-start steps are short-lived tools
 LOG4J_FILE = "log4j2.properties"

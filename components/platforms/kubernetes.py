@@ -35,18 +35,18 @@ import shlex
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import naming
-from components.monitoring.grafana import grafana_files
-from components.validation.job_config import spark_submit_argv
-from components.validation.package import JobPackage
-from components.model.spec import Images, Resources
-from components.platforms.containers import (
+from mirrorstack import naming
+from mirrorstack.monitoring.grafana import grafana_files
+from mirrorstack.validation.job_config import spark_submit_argv
+from mirrorstack.validation.package import JobPackage
+from mirrorstack.model.spec import Images, Resources
+from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
     container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, tcp_target,
 )
-from components.platforms.java_service import java_service
-from components.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.java_service import java_service
+from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -447,7 +447,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
 
     def run_extras(self, topology, clusters, opts=None) -> list:
-        from components.monitoring.prometheus import ScrapeTarget
+        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (

@@ -4,7 +4,7 @@ Everything goes to stdout; the launcher sends stdout to the service's log file.
 """
 from __future__ import annotations
 
-from components.properties import render_properties
+from mirrorstack.properties import render_properties
 
 
 def log4j2_properties(level: str = "INFO", quiet_loggers: tuple[str, ...] = ("org.apache.kafka.clients", "org.reflections")) -> str:

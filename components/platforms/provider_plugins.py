@@ -7,7 +7,7 @@ fetches a plugin behind the user's back: `make plugins` installs them where
 get.pulumi.com can be reached, and the program refuses a platform whose
 plugin is missing before it creates anything, naming the plugin and the fix.
 
-    python -m components.platforms.provider_plugins install [docker|kubernetes ...]
+    python -m mirrorstack.platforms.provider_plugins install [docker|kubernetes ...]
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def _reason(stderr: str) -> str:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "install" or any(p not in PACKAGES for p in argv[1:]):
-        print(f"usage: python -m components.platforms.provider_plugins install [{'|'.join(PACKAGES)} ...]", file=sys.stderr)
+        print(f"usage: python -m mirrorstack.platforms.provider_plugins install [{'|'.join(PACKAGES)} ...]", file=sys.stderr)
         return 2
     problems = install(argv[1:] or list(PACKAGES))
     for problem in problems:

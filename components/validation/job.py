@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pulumi
 
-from components import naming
-from components.validation.args import SparkValidationJobArgs
-from components.validation.job_config import validation_job_config
-from components.validation.package import job_package
+from mirrorstack import naming
+from mirrorstack.validation.args import SparkValidationJobArgs
+from mirrorstack.validation.job_config import validation_job_config
+from mirrorstack.validation.package import job_package
 
 
 class SparkValidationJob(pulumi.ComponentResource):

@@ -1,4 +1,4 @@
-"""The validation job as spark-submit takes it: the `spark` package as one zip
+"""The validation job as spark-submit takes it: the job's package as one zip
 (`--py-files`, on the driver's and the executors' sys.path) and the tiny main
 file (spark/validate_replication.py) beside it. Every platform ships these two.
 
@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import spark
+from mirrorstack import spark
 
 PACKAGE_DIR = Path(spark.__file__).parent
 ENTRY_SCRIPT = PACKAGE_DIR / "validate_replication.py"
@@ -24,15 +24,22 @@ ZIP_NAME = "mirrorstack-validation.zip"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say
 
 
+# The job imports itself as mirrorstack.spark, in Spark as in the wheel; in the
+# zip the parent package is an empty one: the control plane is not shipped.
+PARENT_INIT = ("mirrorstack/__init__.py", b'"""Only the validation job (mirrorstack.spark) ships to Spark."""\n')
+
+
 def job_zip(package_dir: Path = PACKAGE_DIR) -> bytes:
-    """The package's modules under `spark/` in a zip, byte for byte the same for the same files."""
+    """The package's modules under `mirrorstack/spark/` in a zip, byte for byte the same for the same files."""
     buffer = io.BytesIO()
+    entries = [PARENT_INIT, *((f"mirrorstack/spark/{module.name}", module.read_bytes())
+                             for module in sorted(package_dir.glob("*.py")))]
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for module in sorted(package_dir.glob("*.py")):
-            entry = zipfile.ZipInfo(f"{package_dir.name}/{module.name}", date_time=ZIP_TIME)
+        for name, content in entries:
+            entry = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             entry.external_attr = 0o644 << 16
             entry.create_system = 3  # unix, whatever builds it
-            archive.writestr(entry, module.read_bytes())
+            archive.writestr(entry, content)
     return buffer.getvalue()
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.model.spec import Cluster, ExternalCluster, Flow, StackOutput, Topology
-from components.platforms import make_platform
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.model.spec import Cluster, ExternalCluster, Flow, StackOutput, Topology
+from mirrorstack.platforms import make_platform
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 
 config = pulumi.Config()
 stack = pulumi.get_stack()

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from components import toolchain
-from components.platforms import jvm
-from components.platforms.local import launcher
+from mirrorstack import toolchain
+from mirrorstack.platforms import jvm
+from mirrorstack.platforms.local import launcher
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ import requests
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from components.platforms.local.launcher import ProcessHandle, is_alive
+from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
 from tests.support.kafka_clients import (admin, consume, consume_group, create_topic, produce, topic_names,
                                          wait_for_count)

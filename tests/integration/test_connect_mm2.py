@@ -14,7 +14,7 @@ def test_connect_worker_lists_the_three_mirrormaker2_connectors(connect_b):
     classes = {p["class"] for p in plugins}
     assert set(MIRROR_CONNECTORS) <= classes
     versions = {p["version"] for p in plugins if p["class"] in MIRROR_CONNECTORS}
-    from components.versions import kafka_version
+    from mirrorstack.versions import kafka_version
     assert versions == {kafka_version()}
 
 

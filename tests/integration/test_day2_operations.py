@@ -23,7 +23,7 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from components.platforms.local.launcher import ProcessHandle, is_alive
+from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support.kafka_clients import create_topic, describe_partitions, produce
 from tests.support.stacks import stack_project
 

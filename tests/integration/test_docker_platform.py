@@ -21,9 +21,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from components.monitoring.metrics import MM2_RECORDS
-from components.platforms import make_platform
-from components.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
+from mirrorstack.monitoring.metrics import MM2_RECORDS
+from mirrorstack.platforms import make_platform
+from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
 from tests.support.pulumi_mocks import stack_topology, unwrap_secrets

@@ -12,7 +12,7 @@ from functools import partial
 
 import pytest
 
-from components.platforms.local import launcher
+from mirrorstack.platforms.local import launcher
 from tests.support import connect_rest
 from tests.support.external_connect import basic_auth, put_connectors, ready_check, rest_tls, seed_connectors
 from tests.support.kafka_clients import consume, create_topic, produce

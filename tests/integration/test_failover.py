@@ -34,8 +34,8 @@ import pytest
 import requests
 from confluent_kafka import Consumer
 
-from components.failover import procedure as failover_ops
-from components.failover import rules
+from mirrorstack.failover import procedure as failover_ops
+from mirrorstack.failover import rules
 from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
 from tests.support.mm2_rounds import refresh_marks, wait_for_refresh_rounds
@@ -179,7 +179,7 @@ def _state(url: str, name: str) -> str:
 def wait_for_fresh_checkpoints(source: str, target: str, groups, timeout: float = 120) -> None:
     """Until MM2's latest checkpoint of each group's committed offset on `source`'s
     `orders` (the flow's topic) stands for that offset on `target`, by the gate's
-    own rule (components.failover.rules.checkpoint_fresh): checkpointing has
+    own rule (mirrorstack.failover.rules.checkpoint_fresh): checkpointing has
     caught up with the groups' last commits."""
     src = failover_ops.Cluster("primary", {"bootstrap": source})
     dst = failover_ops.Cluster("standby", {"bootstrap": target})

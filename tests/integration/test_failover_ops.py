@@ -13,13 +13,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-from components.plan import replication_plan as plan
-from components.failover.rules import render_report
-from components.mirror.connectors import mirror_connector_configs
-from components.validation.job_config import offset_syncs_topic
-from components.failover.procedure import Cluster, GateFailed, Switch, run_switch
-from components.connect.api import ConnectClient, summarize
-from components.model.spec import Flow
+from mirrorstack.plan import replication_plan as plan
+from mirrorstack.failover.rules import render_report
+from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.validation.job_config import offset_syncs_topic
+from mirrorstack.failover.procedure import Cluster, GateFailed, Switch, run_switch
+from mirrorstack.connect.api import ConnectClient, summarize
+from mirrorstack.model.spec import Flow
 from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from components import toolchain, versions
-from components.validation.job_config import SPARK_HOME_IN_IMAGE
-from components.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
+from mirrorstack import toolchain, versions
+from mirrorstack.validation.job_config import SPARK_HOME_IN_IMAGE
+from mirrorstack.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
                                              IMAGE_SPARK_UID, image_jmx_agent, image_spark_jars)
 from tools import docker_engine
 from tools.docker_engine import answering, ensure_engine, stop_engine

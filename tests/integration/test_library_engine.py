@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pulumi
 
-from components.model.spec import load_topology
-from components.platforms.local.platform import LocalPlatform
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 
 config = pulumi.Config("mirrorstack")
 topology = load_topology(config.require_object("topology"))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from components import toolchain
+from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import PulumiProject
@@ -38,8 +38,8 @@ def example_venv(tmp_path_factory):
 
 def test_the_wheel_carries_the_components_and_the_spark_job(example_venv):
     work, python = example_venv
-    out = run(str(python), "-c", "import components, components.validation.package as v, pathlib; "
-              "print(pathlib.Path(components.__file__).parent); print(v.ENTRY_SCRIPT.read_text().splitlines()[0]); "
+    out = run(str(python), "-c", "import mirrorstack, mirrorstack.validation.package as v, pathlib; "
+              "print(pathlib.Path(mirrorstack.__file__).parent); print(v.ENTRY_SCRIPT.read_text().splitlines()[0]); "
               "print(v.ENTRY_SCRIPT.is_symlink()); print(v.PACKAGE_DIR); "
               "print(len(v.job_zip()) > 0)", cwd=work)  # not the checkout's folder: the installed copy
     package, head, link, job_package, zipped = out.splitlines()[:5]

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from components.connect.api import ConnectClient, ConnectError
-from components.mirror.connectors import mirror_connector_configs
-from components.mirror.provider import MirrorMaker2Provider
-from components.model.spec import load_topology
+from mirrorstack.connect.api import ConnectClient, ConnectError
+from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.mirror.provider import MirrorMaker2Provider
+from mirrorstack.model.spec import load_topology
 from tests.support.kafka_clients import consume, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ def test_a_connector_deleted_behind_the_stack_while_it_starts_is_named_with_the_
                                                                                                connect_b):
     """What an operator that deletes REST-made connectors (Strimzi with
     use-connector-resources) looks like from `up`: a clear error, not a timeout."""
-    from components.connect.api import wait_running
+    from mirrorstack.connect.api import wait_running
     props = _props(kafka_a, kafka_b, connect_b, topics=["vanishing"], checkpoints=False, heartbeats=False)
     (name, config), = props["connectors"].items()
     client = ConnectClient(connect_b.rest_url)

@@ -3,7 +3,7 @@ import time
 import pytest
 import requests
 
-from components.monitoring import metrics
+from mirrorstack.monitoring import metrics
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from components.monitoring.alerts import alert_rules
-from components.monitoring.dashboards import concrete_query, dashboard_queries
-from components.model.spec import load_topology
+from mirrorstack.monitoring.alerts import alert_rules
+from mirrorstack.monitoring.dashboards import concrete_query, dashboard_queries
+from mirrorstack.model.spec import load_topology
 from tests.support.kafka_clients import consume_group, create_topic, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.stacks import stack_project

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from components import toolchain
+from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic
 from tests.support.stacks import REPO, stack_project
 from tests.unit.golden import assert_golden
@@ -68,8 +68,11 @@ OLD_PROGRAM = "7c0115e"
 
 
 def use_program(project, program: Path) -> None:
-    """Point the stack's project at another checkout's program."""
-    (project.dir / "components").unlink()
+    """Point the stack's project at another checkout's program. The old one
+    imports `components` from the project's folder; this one imports
+    mirrorstack, and the state the old one wrote names `components.*`
+    (pickled providers), found in the folder as in a user's checkout."""
+    (project.dir / "components").unlink(missing_ok=True)
     (project.dir / "components").symlink_to(program / "components")
     shutil.copy(program / "__main__.py", project.dir / "__main__.py")
 
@@ -306,7 +309,7 @@ def test_a_preview_that_reaches_nothing_shows_no_phantom_update_and_says_what_it
     """A PR runner: the services run on another machine, the clusters and Connect
     do not answer. Simulated here: the state says another machine runs the
     services, and they are stopped. Then `up` with the real state heals them."""
-    from components.platforms.local.launcher import ProcessHandle, stop
+    from mirrorstack.platforms.local.launcher import ProcessHandle, stop
     exported = deployed.run("stack", "export").stdout
     state = json.loads(exported)
     services = [r for r in state["deployment"]["resources"] if (r.get("outputs") or {}).get("pid")]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from components.platforms.provider_plugins import pinned_plugin
+from mirrorstack.platforms.provider_plugins import pinned_plugin
 from tests.support.pulumi_cli import engine_env
 from tests.support.stacks import REPO, stack_project
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 def test_installing_the_plugins_succeeds_or_names_each_plugin_and_reason(tmp_path):
     env = engine_env(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "components.platforms.provider_plugins", "install"], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "mirrorstack.platforms.provider_plugins", "install"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     for platform in ("docker", "kubernetes"):
         plugin = pinned_plugin(platform)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components import versions
-from components.toolchain import pulumi_binary
+from mirrorstack import versions
+from mirrorstack.toolchain import pulumi_binary
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
 pytestmark = pytest.mark.integration

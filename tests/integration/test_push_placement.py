@@ -7,8 +7,8 @@ import time
 import pytest
 import yaml
 
-from components.mirror.connectors import throughput_settings
-from components.model.spec import Flow
+from mirrorstack.mirror.connectors import throughput_settings
+from mirrorstack.model.spec import Flow
 from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, consume_group, create_topic, produce, topic_names
 from tests.support.secured import librdkafka_client

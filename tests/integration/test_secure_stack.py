@@ -19,8 +19,8 @@ import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from components.certificates.resource import CLOCK_OFFSET_ENV
-from components.certificates import tls
+from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV
+from mirrorstack.certificates import tls
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows

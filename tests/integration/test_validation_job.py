@@ -33,15 +33,15 @@ import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from components import toolchain
-from components.mirror.connectors import mirror_connector_configs
-from components.validation.job_config import offset_syncs_topic
-from components.validation.package import ZIP_NAME, job_zip
-from components.mirror.provider import MirrorMaker2Provider
-from components.model.spec import load_topology
-from spark.checkpoints import checkpoints_frame
-from spark.cli import main
-from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
+from mirrorstack import toolchain
+from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.validation.job_config import offset_syncs_topic
+from mirrorstack.validation.package import ZIP_NAME, job_zip
+from mirrorstack.mirror.provider import MirrorMaker2Provider
+from mirrorstack.model.spec import load_topology
+from mirrorstack.spark.checkpoints import checkpoints_frame
+from mirrorstack.spark.cli import main
+from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from tests.support.kafka_clients import committed_offsets, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
@@ -545,7 +545,7 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     sub_cfg_file = tmp_path / "submit-flows.json"
     sub_cfg_file.write_text(json.dumps(config(kafka_a, kafka_b, sub_topic)))
     markers = {run: f"vj-cli-{run}-{uuid.uuid4().hex}" for run in ("script", "submit", "bad")}
-    # the standalone runs find the package in the checkout (PYTHONPATH); spark-submit's only in the zip
+    # the standalone runs import mirrorstack.spark installed (make venv: this checkout); spark-submit from the zip
     env = {run: {**os.environ, "VALIDATION_TEST_MARKER": marker, "PYTHONPATH": "" if run == "submit" else str(PROJECT)}
            for run, marker in markers.items()}
     jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())

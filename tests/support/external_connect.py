@@ -9,8 +9,8 @@ from pathlib import Path
 
 import requests
 
-from components import toolchain
-from components.platforms.local.health import MIRROR_CONNECTOR_CLASSES
+from mirrorstack import toolchain
+from mirrorstack.platforms.local.health import MIRROR_CONNECTOR_CLASSES
 
 STORE_PASSWORD = "changeit-test-store"
 

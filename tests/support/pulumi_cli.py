@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components import toolchain
+from mirrorstack import toolchain
 
 
 # As env.sh: no `.attrs` sidecar files. The file backend rewrites a checkpoint's
@@ -49,15 +49,13 @@ class PulumiProject:
     @classmethod
     def of_repo(cls, repo: Path, stack: str, workdir: Path, env: dict[str, str]) -> PulumiProject:
         """The repo's own program with one of its stack files, in `workdir`
-        (the package is linked, so the code under test is the repo's)."""
+        (it imports mirrorstack from the venv: this checkout, installed editable)."""
         project = cls.__new__(cls)
         project.dir = workdir / "project"
         (project.dir / "stacks").mkdir(parents=True)
         shutil.copy(repo / "__main__.py", project.dir)
         (project.dir / "Pulumi.yaml").write_text((repo / "Pulumi.yaml").read_text().replace(
             "virtualenv: .venv", f"virtualenv: {Path(sys.executable).parent.parent}"))
-        for package in ("components", "spark"):  # the program imports both (spark/flows.py: a flow's meaning)
-            (project.dir / package).symlink_to(repo / package)
         # The copy is a new stack with its own passphrase: drop the salt a local
         # `make demo` may have written into the repo's stack file.
         stack_file = (repo / "stacks" / f"Pulumi.{stack}.yaml").read_text()
@@ -84,7 +82,7 @@ class PulumiProject:
 
 def refreshed(stdout: str) -> set[str]:
     """Names of the resources a `pulumi refresh` updated, leaving out the stack's
-    reference to its own last outputs (components.stack_history), which reads
+    reference to its own last outputs (mirrorstack.stack_history), which reads
     them anew whenever they changed."""
     import re
     return {name for kind, name in re.findall(r"~  (\S+) (\S+) updated", stdout)

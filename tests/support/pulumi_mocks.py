@@ -12,9 +12,9 @@ from pathlib import Path
 import pulumi
 import yaml
 
-from components.model.spec import load_topology
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.model.spec import load_topology
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNAMIC = "pulumi-python:dynamic"  # every dynamic resource's type starts so (…/local:LocalService, …)
@@ -25,7 +25,7 @@ SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret v
 class Registration:
     """One registered resource. `name` is its name inside the topology (the
     registered name without the `<stack>-` prefix every resource below a
-    ReplicationTopology carries, see components.naming); `registered_name` the real one."""
+    ReplicationTopology carries, see mirrorstack.naming); `registered_name` the real one."""
     typ: str
     name: str
     registered_name: str

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import requests
 
-from components import toolchain
-from components.kafka import broker
-from components.connect import worker as connect
-from components.platforms import jvm
-from components.monitoring.jmx import jmx_exporter_config
-from components.platforms.log4j2 import log4j2_properties
-from components.monitoring.prometheus import ScrapeTarget, prometheus_config
-from components.properties import render_properties
-from components.platforms.local import health, launcher
+from mirrorstack import toolchain
+from mirrorstack.kafka import broker
+from mirrorstack.connect import worker as connect
+from mirrorstack.platforms import jvm
+from mirrorstack.monitoring.jmx import jmx_exporter_config
+from mirrorstack.platforms.log4j2 import log4j2_properties
+from mirrorstack.monitoring.prometheus import ScrapeTarget, prometheus_config
+from mirrorstack.properties import render_properties
+from mirrorstack.platforms.local import health, launcher
 from tests.support.ports import free_ports
 
 HOST = "127.0.0.1"

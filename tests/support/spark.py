@@ -5,8 +5,8 @@ import os
 import sys
 from contextlib import contextmanager
 
-from components import toolchain
-from spark.spark_io import stop_spark
+from mirrorstack import toolchain
+from mirrorstack.spark.spark_io import stop_spark
 
 
 @contextmanager

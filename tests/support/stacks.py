@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from components.platforms.base import PORT_SPAN
+from mirrorstack.platforms.base import PORT_SPAN
 from tests.support.leftovers import leftover_processes
 from tests.support.ports import worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env

@@ -10,14 +10,14 @@ import pytest
 import yaml
 from cryptography import x509
 
-from components.certificates.resource import CLOCK_OFFSET_ENV, ClusterCertificatesProvider
-from components.certificates import lifecycle as life
-from components.certificates import tls
-from components.monitoring.alerts import (
+from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV, ClusterCertificatesProvider
+from mirrorstack.certificates import lifecycle as life
+from mirrorstack.certificates import tls
+from mirrorstack.monitoring.alerts import (
     CERT_RENEWAL_DUE, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
-from components.model.spec import TopologyError, load_topology
-from components.platforms.local.platform import LocalPlatform
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.platforms.local.platform import LocalPlatform
 from tests.unit.test_monitoring_config import promtool
 from tests.unit.test_platforms_mocked import ROOT, deploy
 

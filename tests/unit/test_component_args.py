@@ -1,5 +1,5 @@
 """Every public component takes one typed Args dataclass whose fields are all
-documented (components.described): reference docs and a component schema are
+documented (mirrorstack.described): reference docs and a component schema are
 generated from them. The Args classes and the components are found by walking
 the `components` package, so a new one is covered without touching this test."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from pulumi.dynamic import Resource as DynamicResource
 
-from components.described import args_classes, defined_classes, descriptions
+from mirrorstack.described import args_classes, defined_classes, descriptions
 
 # Dynamic resources a user builds directly; the platforms' own (LocalService, …) are internal.
 PUBLIC_DYNAMIC = {"FailoverSwitch", "ClusterCertificates", "GeneratedPassword"}

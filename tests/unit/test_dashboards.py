@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import toolchain
-from components.monitoring import dashboards as gd
-from components.monitoring import metrics
+from mirrorstack import toolchain
+from mirrorstack.monitoring import dashboards as gd
+from mirrorstack.monitoring import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,7 +165,7 @@ def test_every_flow_panel_query_selects_the_flow():
 
 
 def test_connector_regex_matches_mm2_connector_names():
-    from components.mirror.connectors import CHECKPOINT, SOURCE, connector_name
+    from mirrorstack.mirror.connectors import CHECKPOINT, SOURCE, connector_name
     # The regex as Grafana sends it for flow `us->central`, after PromQL string unescaping.
     regex = gd.FLOW_CONNECTORS.split('"')[1].replace("\\\\", "\\").replace("$flow", "us->central")
     assert re.fullmatch(regex, connector_name("us->central", SOURCE))
@@ -204,6 +204,6 @@ def _promtool_rules(tmp_path: Path, exprs: list[str]) -> subprocess.CompletedPro
 
 
 def test_module_does_not_import_pulumi():
-    code = ("import sys, components.monitoring.dashboards; "
+    code = ("import sys, mirrorstack.monitoring.dashboards; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)

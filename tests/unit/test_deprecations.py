@@ -5,7 +5,7 @@ import pickle
 import pytest
 from pulumi.dynamic import ResourceProvider
 
-from components.model.deprecations import DEPRECATIONS
+from mirrorstack.model.deprecations import DEPRECATIONS
 
 PICKLED = [d for d in DEPRECATIONS if d.kind == "pickled"]
 
@@ -23,17 +23,17 @@ def test_a_provider_pickled_under_its_old_path_unpickles_to_the_class_of_today(e
 def test_every_deprecation_names_its_kind_and_the_condition_for_removing_it():
     assert DEPRECATIONS
     for entry in DEPRECATIONS:
-        assert entry.kind in ("key", "pickled") and entry.old != entry.new and entry.remove_when.strip(), entry
+        assert entry.kind in ("import", "key", "pickled") and entry.old != entry.new and entry.remove_when.strip(), entry
 
 
 def test_an_unknown_name_of_a_package_is_still_an_attribute_error():
-    import components.mirror
+    import mirrorstack.mirror
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        components.mirror.Nope  # noqa: B018
+        mirrorstack.mirror.Nope  # noqa: B018
 
 
 def test_every_renamed_key_is_accepted_and_warned_about_from_the_table():
-    from components.model.spec import load_topology
+    from mirrorstack.model.spec import load_topology
     keys = [d for d in DEPRECATIONS if d.kind == "key"]
     topology = load_topology({
         "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],

@@ -3,9 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components import diagram
-from components.diagram import mermaid, rewrite_markdown, stack_topology
-from components.model.spec import load_topology
+from mirrorstack import diagram
+from mirrorstack.diagram import mermaid, rewrite_markdown, stack_topology
+from mirrorstack.model.spec import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -18,7 +18,7 @@ MIXED = load_topology({
     "flows": [{"source": "legacy", "target": "us-east", "connect": "mm2", "replication_policy": "identity",
                "topics": ["orders", "clicks.*", "a|b"], "topics_exclude": ['x"?y']},
               {"source": "legacy", "target": "us_east", "connect": "mm2", "topics": ["<?app>?#?1"]}],
-})  # the odd characters optional: a regex that can match no topic name is refused (components.model.rules)
+})  # the odd characters optional: a regex that can match no topic name is refused (mirrorstack.model.rules)
 
 
 def test_golden_diagram_of_a_mixed_topology():
@@ -89,12 +89,12 @@ def test_rewrite_replaces_only_the_marked_blocks_and_is_idempotent():
 def test_command_rewrites_a_file(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# x\n<!-- diagram:dev-copy -->\n<!-- /diagram:dev-copy -->\n")
-    run = subprocess.run([sys.executable, "-m", "components.diagram", str(page)], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", "mirrorstack.diagram", str(page)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True)
     assert run.stdout == f"{page}: 1 diagram(s), updated\n"
     assert f"```mermaid\n{mermaid(stack_topology('dev-copy'))}```\n" in page.read_text()
 
 
 def test_diagram_does_not_import_pulumi():
-    code = "import sys, components.diagram; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
+    code = "import sys, mirrorstack.diagram; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)

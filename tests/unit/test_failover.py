@@ -13,13 +13,13 @@ import pulumi
 import pytest
 import yaml
 
-import components.failover
-from components import topology as topology_module
-from components.failover.switch import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
-from components.model.spec import TopologyError, load_topology
-from components.platforms.local.platform import LocalPlatform
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+import mirrorstack.failover
+from mirrorstack import topology as topology_module
+from mirrorstack.failover.switch import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import RecordingMocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +310,7 @@ def props(active: str = "primary", **changes) -> dict:
 def switches(monkeypatch):
     """run_switch replaced by a fake that records what it gets (render_report is the real one)."""
     calls = []
-    fake = types.ModuleType("components.failover.procedure")
+    fake = types.ModuleType("mirrorstack.failover.procedure")
 
     def run_switch(spec, progress=print):
         calls.append(copy.deepcopy(spec))
@@ -322,9 +322,9 @@ def switches(monkeypatch):
                                                              "partitions": []}}}
     fake.GateFailed = type("GateFailed", (RuntimeError,), {})
     fake.run_switch = run_switch
-    monkeypatch.setitem(sys.modules, "components.failover.procedure", fake)
-    # `from components.failover import procedure` takes the package's attribute once it was imported
-    monkeypatch.setattr(components.failover, "procedure", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "mirrorstack.failover.procedure", fake)
+    # `from mirrorstack.failover import procedure` takes the package's attribute once it was imported
+    monkeypatch.setattr(mirrorstack.failover, "procedure", fake, raising=False)
     return calls
 
 

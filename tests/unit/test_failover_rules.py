@@ -2,7 +2,7 @@
 translation, report arithmetic, rendering."""
 from __future__ import annotations
 
-from components.failover import rules as f
+from mirrorstack.failover import rules as f
 
 
 def _flow(source="primary", target="standby", **kw) -> dict:

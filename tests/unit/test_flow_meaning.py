@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from components.model.rules import _replicates
-from components.model.spec import load_topology
-from components.plan.replication_plan import flow_spec, remote_name, selected_topics
-from components.validation.job_config import validation_job_config
-from spark.config import parse_config
+from mirrorstack.model.rules import _replicates
+from mirrorstack.model.spec import load_topology
+from mirrorstack.plan.replication_plan import flow_spec, remote_name, selected_topics
+from mirrorstack.validation.job_config import validation_job_config
+from mirrorstack.spark.config import parse_config
 
 # The topics each flow is asked about: plain, look-alikes of internal topics
 # under each separator, Kafka's and Connect's own, heartbeats, and names that

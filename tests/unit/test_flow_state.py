@@ -10,9 +10,9 @@ import socket
 
 import pytest
 
-from components.connect.api import first_line, reached, summarize
-from components.mirror.provider import MirrorMaker2Provider
-from components.model.spec import Topology, TopologyError, load_topology, topology_json_schema
+from mirrorstack.connect.api import first_line, reached, summarize
+from mirrorstack.mirror.provider import MirrorMaker2Provider
+from mirrorstack.model.spec import Topology, TopologyError, load_topology, topology_json_schema
 from tests.unit.test_placement_and_takeover import build
 
 TWO_FLOWS = {"clusters": {"us": {}, "uk": {}, "central": {}},

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import versions
-from components.validation.job_config import SPARK_HOME_IN_IMAGE
-from components.platforms.containers import IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_SPARK_JARS, image_jmx_agent
+from mirrorstack import versions
+from mirrorstack.validation.job_config import SPARK_HOME_IN_IMAGE
+from mirrorstack.platforms.containers import IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_SPARK_JARS, image_jmx_agent
 from tools import docker_engine, images
 
 

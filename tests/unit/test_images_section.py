@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.model.spec import TopologyError, load_topology
-from components.versions import kafka_version, official_image, spark_version
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.versions import kafka_version, official_image, spark_version
 
 BASE = {"clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}]}
 

@@ -1,13 +1,13 @@
 """The model's regex verdicts are java.util.regex's (MM2 compiles topic and
 group regexes with it): each case is compiled by the JVM and by
-components.model.java_regex, and the two must agree."""
+mirrorstack.model.java_regex, and the two must agree."""
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from components import toolchain
-from components.model.java_regex import JavaRegexError, check_java_regex as check
+from mirrorstack import toolchain
+from mirrorstack.model.java_regex import JavaRegexError, check_java_regex as check
 
 COMPILE = Path(__file__).parent.parent / "support" / "RegexCompile.java"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.platforms import jvm
-from components.platforms.java_service import JavaRuntime, java_service
+from mirrorstack.platforms import jvm
+from mirrorstack.platforms.java_service import JavaRuntime, java_service
 
 RUNTIME = JavaRuntime(java="/j/bin/java", kafka_libs="/k/libs", jmx_agent="/a/agent.jar")
 

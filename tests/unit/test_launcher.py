@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from components.platforms.local import launcher
-from components.platforms.local.launcher import ProcessHandle, ServiceFailed
+from mirrorstack.platforms.local import launcher
+from mirrorstack.platforms.local.launcher import ProcessHandle, ServiceFailed
 from tests.support.leftovers import leftover_processes
 
 SLEEPER = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(300)"]
@@ -99,7 +99,7 @@ def test_a_service_whose_port_another_process_holds_is_refused_before_it_starts(
     """Two stacks in one port range: the second's Connect would pass its health
     check against the first's worker. It is refused, naming the port."""
     import socket
-    from components.platforms.local.service import _launch
+    from mirrorstack.platforms.local.service import _launch
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -113,7 +113,7 @@ def test_a_service_whose_port_another_process_holds_is_refused_before_it_starts(
 
 
 def _tools(tmp_path, monkeypatch, archives=("broker.jsa", "connect.jsa")):
-    from components import versions
+    from mirrorstack import versions
     libs = tmp_path / "kafka" / "libs"
     libs.mkdir(parents=True)
     (libs / f"kafka_2.13-{versions.kafka_version()}.jar").touch()
@@ -125,7 +125,7 @@ def _tools(tmp_path, monkeypatch, archives=("broker.jsa", "connect.jsa")):
 
 
 def test_kafka_jvms_start_with_their_class_archive_through_the_environment(tmp_path, monkeypatch):
-    from components.platforms import jvm
+    from mirrorstack.platforms import jvm
     classpath = _tools(tmp_path, monkeypatch)
     broker = jvm.java_command("java", jvm.BROKER_MAIN, ["s.properties"], classpath=classpath, heap="1g")
     env = launcher.with_class_archive(broker, {"PATH": "/bin", "JDK_JAVA_OPTIONS": "-Dx=1"})

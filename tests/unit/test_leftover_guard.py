@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 LEAKY_TEST = """
 import sys
-from components.platforms.local import launcher
+from mirrorstack.platforms.local import launcher
 
 def test_leaks(tmp_path):
     launcher.start("leaky", [sys.executable, "-c", "import time; time.sleep(120)", str(tmp_path)],

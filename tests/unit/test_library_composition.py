@@ -9,12 +9,12 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import naming
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack import naming
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import STACK, RecordingMocks, aggregation_topology
 
 NAMED_DYNAMIC_TYPES = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.model.spec import TopologyError, load_topology
-from components.model.rules import SECRET_KEY, secret_problems
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.model.rules import SECRET_KEY, secret_problems
 
 
 def topology_of(stack_file: str):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components import toolchain
-from spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
+from mirrorstack import toolchain
+from mirrorstack.spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
 
 ORACLE = Path(__file__).parent.parent / "support" / "Mm2Names.java"
 SEPARATORS = [".", "_", "-", "__"]

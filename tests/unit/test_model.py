@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.model import spec as model
+from mirrorstack.model import spec as model
 
-from components.model import rules as model_rules
-from components.model.paths import field_path
-from components.model.spec import TopologyError, load_topology, topology_json_schema
+from mirrorstack.model import rules as model_rules
+from mirrorstack.model.paths import field_path
+from mirrorstack.model.spec import TopologyError, load_topology, topology_json_schema
 
 AGGREGATION = yaml.safe_load("""
 platform: local
@@ -310,7 +310,7 @@ def test_json_schema_documents_every_field():
 
 def test_model_does_not_import_pulumi():
     # The schema, the tests and tooling must work without the Pulumi engine.
-    code = "import sys, components.model.spec; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
+    code = "import sys, mirrorstack.model.spec; assert not [m for m in sys.modules if m.split('.')[0] == 'pulumi']"
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True, timeout=60)
 
 

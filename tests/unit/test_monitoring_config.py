@@ -9,13 +9,13 @@ import subprocess
 import pytest
 import yaml
 
-from components import toolchain
-from components.monitoring import metrics
-from components.monitoring.alerts import alert_rules, alert_rules_file
-from components.monitoring.grafana import DATASOURCE_UID, grafana_files
-from components.monitoring.jmx import jmx_exporter_config
-from components.monitoring.prometheus import ScrapeTarget, prometheus_config
-from components.model.spec import TopologyError, load_topology
+from mirrorstack import toolchain
+from mirrorstack.monitoring import metrics
+from mirrorstack.monitoring.alerts import alert_rules, alert_rules_file
+from mirrorstack.monitoring.grafana import DATASOURCE_UID, grafana_files
+from mirrorstack.monitoring.jmx import jmx_exporter_config
+from mirrorstack.monitoring.prometheus import ScrapeTarget, prometheus_config
+from mirrorstack.model.spec import TopologyError, load_topology
 
 AGGREGATION = {"clusters": {"us": {}, "uk": {}, "central": {}},
                "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["orders", "clicks.*"],

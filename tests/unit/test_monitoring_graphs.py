@@ -10,14 +10,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components import toolchain
-from components.model.spec import load_topology
-from components.platforms.containers import image_jmx_agent
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
-from components.secrets import GeneratedPasswordProvider
-from components.versions import jmx_exporter_version, official_image
+from mirrorstack import toolchain
+from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.containers import image_jmx_agent
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.secrets import GeneratedPasswordProvider
+from mirrorstack.versions import jmx_exporter_version, official_image
 from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_steps
 
 STACK = "active-passive"
@@ -36,8 +36,8 @@ def topology(platform: str, **monitoring):
 
 def build(platform_name, make, **monitoring):
     import pulumi
-    from components.args import ReplicationTopologyArgs
-    from components.topology import ReplicationTopology
+    from mirrorstack.args import ReplicationTopologyArgs
+    from mirrorstack.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks, built = RecordingMocks(), {}
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
@@ -211,8 +211,8 @@ def test_generated_password_is_made_once_and_stays():
 
 def test_without_a_configured_password_one_is_generated_as_a_secret():
     import pulumi
-    from components.args import ReplicationTopologyArgs
-    from components.topology import ReplicationTopology
+    from mirrorstack.args import ReplicationTopologyArgs
+    from mirrorstack.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)

@@ -9,14 +9,14 @@ import re
 import pulumi
 import pytest
 
-from components.mirror.connectors import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
+from mirrorstack.mirror.connectors import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
                                       throughput_settings, topics_exclude)
-from components.model.spec import TopologyError, load_topology
-from components.model.rules import secret_problems
-from components.platforms.local.platform import LocalPlatform
-from components.stack_history import connect_group_ids
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.model.rules import secret_problems
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.stack_history import connect_group_ids
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import RecordingMocks
 
 
@@ -452,7 +452,7 @@ def test_override_allowlist_strips_the_override_prefixes():
 
 def build(tmp_path, data: dict, *, stack: str = "edge", mocks=None, history: bool = False, **kwargs):
     """The topology's resources on a fresh mock engine (local platform); with
-    `history`, group ids come from components.stack_history as in __main__."""
+    `history`, group ids come from mirrorstack.stack_history as in __main__."""
     mocks = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False)
     topology = load_topology(data)

@@ -4,10 +4,10 @@ import inspect
 
 import pytest
 
-from components.platforms.base import Platform
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
+from mirrorstack.platforms.base import Platform
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
 
 PLATFORMS = [LocalPlatform, DockerPlatform, KubernetesPlatform]
 METHODS = [name for name, member in vars(Platform).items() if inspect.isfunction(member) and not name.startswith("_")]
@@ -30,7 +30,7 @@ def test_each_platform_names_itself_and_its_listen_host(platform):
 
 
 def test_a_platform_made_by_the_factory_is_a_platform(tmp_path):
-    from components.platforms import make_platform
+    from mirrorstack.platforms import make_platform
     assert isinstance(make_platform("local", "dev", local_dir=str(tmp_path)), Platform)
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components import toolchain
-from components.platforms.containers import JOB_DIR, dns_label, probe_command
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
-from components.validation.package import ZIP_NAME, job_zip
-from components.versions import kafka_version, spark_version
+from mirrorstack import toolchain
+from mirrorstack.platforms.containers import JOB_DIR, dns_label, probe_command
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.validation.package import ZIP_NAME, job_zip
+from mirrorstack.versions import kafka_version, spark_version
 from tests.support import pulumi_mocks
 from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import SECRET_SIG from here)
     DYNAMIC, SECRET_SIG, is_type, stack_topology,
@@ -457,10 +457,10 @@ def test_k8s_rejects_unknown_rest_access():
 
 
 def test_make_platform_picks_the_topology_platform(tmp_path):
-    from components.platforms import make_platform
-    from components.platforms.docker import DockerPlatform
-    from components.platforms.kubernetes import KubernetesPlatform
-    from components.platforms.local.platform import LocalPlatform
+    from mirrorstack.platforms import make_platform
+    from mirrorstack.platforms.docker import DockerPlatform
+    from mirrorstack.platforms.kubernetes import KubernetesPlatform
+    from mirrorstack.platforms.local.platform import LocalPlatform
 
     assert isinstance(make_platform("local", "s", local_dir=str(tmp_path)), LocalPlatform)
     assert isinstance(make_platform("docker", "s", local_dir=str(tmp_path)), DockerPlatform)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from components import toolchain
-from components.properties import render_properties
+from mirrorstack import toolchain
+from mirrorstack.properties import render_properties
 
 ECHO = Path(__file__).parent.parent / "support" / "PropertiesEcho.java"
 

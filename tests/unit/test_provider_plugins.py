@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from components.platforms import provider_plugins as plugins
+from mirrorstack.platforms import provider_plugins as plugins
 
 # What `pulumi plugin install` printed here, where get.pulumi.com cannot be resolved.
 OFFLINE_STDERR = """\

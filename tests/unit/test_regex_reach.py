@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from components.model.regex_reach import CAP, can_match_a_topic, matches_only_empty, topic_lengths
+from mirrorstack.model.regex_reach import CAP, can_match_a_topic, matches_only_empty, topic_lengths
 
 NO_TOPIC = {
     "": "the empty name only",
@@ -72,6 +72,6 @@ def test_a_group_regex_matching_only_the_empty_name_is_found(pattern, empty_only
 
 
 def test_a_regex_of_names_too_long_only_is_told_apart():
-    from components.model.regex_reach import matches_only_too_long
+    from mirrorstack.model.regex_reach import matches_only_too_long
     assert matches_only_too_long(".{250}") and matches_only_too_long("x{249}y")
     assert not matches_only_too_long(".{249}") and not matches_only_too_long("a b")

@@ -1,7 +1,7 @@
 """The rename check reads a flow's selection and clients from its source connector's config."""
-from components.plan import rename_check
-from components.mirror.connectors import mirror_connector_configs
-from components.model.spec import load_topology
+from mirrorstack.plan import rename_check
+from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.model.spec import load_topology
 
 
 def test_the_spec_and_clients_come_from_the_source_connectors_config():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.plan import replication_plan as plan
-from components.plan.replication_plan import Live
+from mirrorstack.plan import replication_plan as plan
+from mirrorstack.plan.replication_plan import Live
 
 
 def spec(**kw) -> dict:
@@ -128,13 +128,13 @@ def test_a_removed_flow_is_named():
 
 
 def test_flow_spec_reads_the_model():
-    from components.model.spec import Flow
+    from mirrorstack.model.spec import Flow
     s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
     assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
 
 
 def test_the_live_read_names_a_cluster_it_cannot_read():
-    from components.plan.live_topics import read_names
+    from mirrorstack.plan.live_topics import read_names
     assert read_names("127.0.0.1:1").error == "no answer from 127.0.0.1:1 within 5s"  # nothing listens on port 1
     missing = read_names("x:9093", {"security.protocol": "SASL_SSL",
                                     "sasl.jaas.config": "${file:/nonexistent/client.properties:sasl.jaas.config}"})
@@ -146,7 +146,7 @@ def test_the_live_read_names_a_cluster_it_cannot_read():
 
 
 def test_secured_client_settings_translate_to_librdkafka_without_showing_the_secret(tmp_path):
-    from components.plan.live_topics import librdkafka_settings
+    from mirrorstack.plan.live_topics import librdkafka_settings
     props = tmp_path / "client.properties"
     props.write_text('sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
                      'username="mm2" password="pa55-w0rd";\n')
@@ -207,7 +207,7 @@ def test_a_flow_into_a_cluster_this_update_creates_gets_the_full_plan_of_its_sou
 
 def test_clusters_this_update_creates_are_not_asked_and_the_others_are_asked_at_once(monkeypatch):
     import threading
-    from components.plan import report
+    from mirrorstack.plan import report
     both_asking = threading.Barrier(2, timeout=10)  # two reads one after the other would break it
     asked = []
 
@@ -231,8 +231,8 @@ def test_clusters_this_update_creates_are_not_asked_and_the_others_are_asked_at_
     ({"connect": {"eu": "http://x"}}, []),  # outputs without `clusters`: cannot tell, so every cluster is asked
 ])
 def test_the_clusters_new_to_the_stack_are_those_its_last_deployment_did_not_export(outputs, new):
-    from components.model.spec import load_topology
-    from components.stack_history import clusters_new_to_the_stack
+    from mirrorstack.model.spec import load_topology
+    from mirrorstack.stack_history import clusters_new_to_the_stack
     topology = load_topology({"clusters": {"hq": {}, "eu": {}, "old": {"external": {"bootstrap_servers": "k:9092"}}},
                               "flows": [{"source": "hq", "targets": ["eu", "old"], "topics": ["orders"]}]})
     assert clusters_new_to_the_stack(topology, outputs) == new
@@ -262,9 +262,9 @@ class _OwnStack(pulumi.runtime.Mocks):
 def test_the_program_asks_only_the_clusters_its_last_deployment_had(monkeypatch, outputs, asked, plan_lines):
     """report_plan with stack_history.new_clusters, as __main__ wires them, under mocks."""
     from types import SimpleNamespace
-    from components.model.spec import load_topology
-    from components.plan import report
-    from components.stack_history import new_clusters, own_stack, previous_output
+    from mirrorstack.model.spec import load_topology
+    from mirrorstack.plan import report
+    from mirrorstack.stack_history import new_clusters, own_stack, previous_output
     topology = load_topology({"clusters": {"hq": {}, "eu": {}, "us": {}},
                               "flows": [{"source": "hq", "targets": ["eu", "us"], "topics": ["orders"]}]})
     reads, logged = [], []

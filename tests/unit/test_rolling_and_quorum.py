@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from components.model.spec import load_topology
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KubernetesPlatform
-from components.platforms.local import health, launcher
-from components.platforms.local.platform import LocalPlatform
-from components.platforms.local.service import LocalServiceProvider
+from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.local import health, launcher
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.platforms.local.service import LocalServiceProvider
 from tests.support import pulumi_mocks
 
 STACK = "rolling"
@@ -101,7 +101,7 @@ def test_extra_controllers_get_ids_beside_the_brokers_and_every_node_lists_all_v
 
 
 def test_containers_probe_a_quorum_controller_by_its_listener():
-    from components.platforms.containers import probe_command
+    from mirrorstack.platforms.containers import probe_command
     spec = {"kind": "controller", "host": "c1", "port": "9093", "node_id": "1001", "quorum": "c0:9093,c1:9093"}
     assert probe_command(spec, lambda h, p: (h, p)) == ["bash", "-c", "exec 3<>/dev/tcp/c1/9093"]
 
@@ -217,7 +217,7 @@ def test_a_stricter_health_check_alone_restarts_no_deployed_service(tmp_path):
 
 
 def test_a_deployed_clusters_controller_count_cannot_change():
-    from components.stack_history import controller_change_problem
+    from mirrorstack.stack_history import controller_change_problem
     last = {"clusters": {"us": "h:1", "eu": "h:2"}, "controllers": {"us": 3, "eu": 1}}
     assert controller_change_problem("us", 3, last) is None
     assert controller_change_problem("us", 3, {**last, "controllers": {"us": 3.0}}) is None  # as the engine returns it

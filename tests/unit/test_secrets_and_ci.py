@@ -11,10 +11,10 @@ import pulumi
 import pytest
 import yaml
 
-from components.model.spec import TopologyError, load_topology
-from components.platforms.local.platform import LocalPlatform
-from components.args import ReplicationTopologyArgs
-from components.topology import ReplicationTopology
+from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.args import ReplicationTopologyArgs
+from mirrorstack.topology import ReplicationTopology
 from tests.unit.test_platforms_mocked import SECRET_SIG, RecordingMocks, _ints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_cluster_secrets_reach_connect_as_file_references_and_only_a_secret_dige
 
 
 def test_cluster_secret_keys_are_checked_before_any_resource():
-    from components.model.rules import secret_problems
+    from mirrorstack.model.rules import secret_problems
     problems = secret_problems(sasl_external(), {"eu": {"x"}, "central": {"password"}})
     assert any(p.startswith("mirrorstack:clusterSecrets.eu: unknown cluster 'eu'; fix:") for p in problems)
     assert any(p.startswith("mirrorstack:clusterSecrets.central: 'central' is deployed") for p in problems)
@@ -95,7 +95,7 @@ def test_cluster_secret_keys_are_checked_before_any_resource():
 
 
 def test_cluster_secret_keys_never_carry_the_values():
-    from components.secrets import cluster_secret_keys
+    from mirrorstack.secrets import cluster_secret_keys
     assert cluster_secret_keys('{"us": {"password": "pw-123", "ssl.keystore.key": "k"}}') == \
         {"us": {"password", "ssl.keystore.key"}}
     with pytest.raises(ValueError, match="must map cluster aliases") as info:

@@ -13,11 +13,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.model.spec import load_topology
-from components.platforms.containers import AFTER_START_DONE, container_script, probe_command
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
+from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.containers import AFTER_START_DONE, container_script, probe_command
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
 from tests.unit.test_platforms_mocked import (
     FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, assert_ships_the_job_package, connectors_of,
     container_commands, deploy,

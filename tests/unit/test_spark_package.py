@@ -10,7 +10,7 @@ import subprocess
 import sys
 import zipfile
 
-from components.validation.package import ENTRY_SCRIPT, PACKAGE_DIR, ZIP_NAME, job_package, job_zip
+from mirrorstack.validation.package import ENTRY_SCRIPT, PACKAGE_DIR, ZIP_NAME, job_package, job_zip
 
 # What the control plane imports from the job's package: standard library only.
 SHARED = ("flows", "client_settings", "mm2_records")
@@ -33,7 +33,7 @@ def test_the_job_never_imports_the_control_plane_and_its_modules_import_each_oth
     for module in modules:
         for level, name in _imports(module):
             top = name.split(".")[0]
-            assert top != "components", module
+            assert top not in ("mirrorstack", "components") and level <= 1, f"{module} imports {'.' * level}{name}"
             assert level > 0 or top not in modules, f"{module} imports {name} by its bare name"
 
 
@@ -51,19 +51,22 @@ def test_the_zip_is_the_same_bytes_for_the_same_tree_sorted_with_fixed_times():
     assert first == second
     entries = zipfile.ZipFile(io.BytesIO(first)).infolist()
     names = [e.filename for e in entries]
-    assert names == sorted(names) and "spark/cli.py" in names and "spark/__init__.py" in names
+    assert names == sorted(names) and "mirrorstack/spark/cli.py" in names and "mirrorstack/spark/__init__.py" in names
+    # the parent package is an empty one: nothing of the control plane ships to Spark
+    assert [n for n in names if not n.startswith("mirrorstack/spark/")] == ["mirrorstack/__init__.py"]
     assert {e.date_time for e in entries} == {(1980, 1, 1, 0, 0, 0)}
     assert job_package().sha256 == job_package().sha256
 
 
 def test_the_zip_alone_carries_the_job(tmp_path):
     """On sys.path by itself (as --py-files puts it on the driver's and the
-    executors'), the zip answers `--help` through the shipped main file."""
+    executors'), the zip answers `--help` through the shipped main file
+    (`-S`: no site-packages, so not the checkout's editable install)."""
     (tmp_path / ZIP_NAME).write_bytes(job_zip())
     shipped = tmp_path / "shipped" / ENTRY_SCRIPT.name
     shipped.parent.mkdir()
     shipped.write_text(ENTRY_SCRIPT.read_text())
-    run = subprocess.run([sys.executable, str(shipped), "--help"], cwd=tmp_path, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-S", str(shipped), "--help"], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(tmp_path / ZIP_NAME), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert run.returncode == 0, run.stderr
     assert "--py-files" in run.stdout and "Pass/fail" in run.stdout

@@ -2,7 +2,7 @@
 within one test process and across pytest-xdist workers."""
 import pytest
 
-from components.platforms.base import PORT_SPAN
+from mirrorstack.platforms.base import PORT_SPAN
 from tests.support.stacks import _BASES, port_base, worker_bases
 
 

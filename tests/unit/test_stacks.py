@@ -12,11 +12,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.mirror.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
-from components.model.spec import SCHEMA_FILE, TopologyError, load_topology
-from components.platforms import make_platform
-from components.platforms.kubernetes import KUBERNETES_VERSION
-from components.validation.package import ZIP_NAME
+from mirrorstack.mirror.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
+from mirrorstack.model.spec import SCHEMA_FILE, TopologyError, load_topology
+from mirrorstack.platforms import make_platform
+from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION
+from mirrorstack.validation.package import ZIP_NAME
 from tests.unit import test_platforms_mocked as mocked
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.replication import CONFIGURATIONS, KAFKA_WORKER, connector_props
-from components.connect.worker import worker_defaults, worker_properties
-from components.mirror.connectors import mirror_connector_configs, throughput_settings
-from components.model.spec import Resources, Throughput, TopologyError, load_topology
+from mirrorstack.connect.worker import worker_defaults, worker_properties
+from mirrorstack.mirror.connectors import mirror_connector_configs, throughput_settings
+from mirrorstack.model.spec import Resources, Throughput, TopologyError, load_topology
 
 CLUSTERS = {"us": {"brokers": 1}, "central": {"brokers": 1}}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from components import toolchain, versions
+from mirrorstack import toolchain, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 

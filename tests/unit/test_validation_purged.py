@@ -3,12 +3,12 @@ format and the gap arithmetic over offset syncs (spark/mm2_records.py, spark/pur
 No Spark, no Kafka: the real flow is in tests/integration/test_validation_job.py."""
 import pytest
 
-from components.validation.job_config import offset_syncs_topic, validation_job_config, validation_summary
-from components.model.spec import load_topology
-from spark.config import BadInput, DEFAULT_TOLERANCE, parse_config
-from spark.mm2_records import decode_offset_sync, encode_offset_sync
-from spark.purged import purged_in_gaps, purged_pending
-from spark.report import group_failures
+from mirrorstack.validation.job_config import offset_syncs_topic, validation_job_config, validation_summary
+from mirrorstack.model.spec import load_topology
+from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config
+from mirrorstack.spark.mm2_records import decode_offset_sync, encode_offset_sync
+from mirrorstack.spark.purged import purged_in_gaps, purged_pending
+from mirrorstack.spark.report import group_failures
 
 
 def test_offset_sync_bytes_round_trip():

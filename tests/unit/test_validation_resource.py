@@ -15,16 +15,16 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
+from mirrorstack.spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
 
-from components import toolchain
-from components.validation.job_config import validation_job_config, validation_summary
-from components.model.spec import Images, TopologyError, load_topology
-from components.platforms.docker import DockerPlatform
-from components.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
-from components.platforms.local.platform import LocalPlatform
-from components.validation.package import ENTRY_SCRIPT, ZIP_NAME, job_package, job_zip
-from components.versions import spark_version
+from mirrorstack import toolchain
+from mirrorstack.validation.job_config import validation_job_config, validation_summary
+from mirrorstack.model.spec import Images, TopologyError, load_topology
+from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.validation.package import ENTRY_SCRIPT, ZIP_NAME, job_package, job_zip
+from mirrorstack.versions import spark_version
 from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
 
 SERVERS = {"us": "us:9092", "uk": "uk:9092", "central": "central:9092"}
@@ -63,14 +63,14 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
 
 @pytest.mark.parametrize("given, sent", [("unlimited", "unlimited"), (7, 7), ("wait-rate", "wait-rate")])
 def test_in_flight_is_a_number_unlimited_or_bounded_by_the_waits_rate(given, sent):
-    from spark.config import parse_config
+    from mirrorstack.spark.config import parse_config
     config = validation_job_config(topology(tolerance={"in_flight": given}), SERVERS, {})
     assert config["tolerance"]["in_flight"] == sent
     assert parse_config(config).tolerance["in_flight"] == (None if sent == "unlimited" else sent)
 
 
 def test_job_config_is_valid_input_for_the_job():
-    from spark.config import parse_config
+    from mirrorstack.spark.config import parse_config
     parsed = parse_config(validation_job_config(topology(), {k: f"{k}.example:9092" for k in SERVERS}))
     assert [f.topic_patterns for f in parsed.flows] == [("orders", "clicks.*")] * 2
     assert (parsed.window_seconds, parsed.min_records) == (3600, 0)
@@ -81,7 +81,7 @@ def test_job_config_is_valid_input_for_the_job():
 def test_window_all_checks_the_whole_history():
     config = validation_job_config(topology(window="all"), SERVERS)
     assert "window_seconds" not in config  # absent (not null, which the engine drops): the whole history
-    from spark.config import parse_config
+    from mirrorstack.spark.config import parse_config
     assert parse_config(config).window_seconds is None
 
 
@@ -179,8 +179,8 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
 
 def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
     import pulumi
-    from components.args import ReplicationTopologyArgs
-    from components.topology import ReplicationTopology
+    from mirrorstack.args import ReplicationTopologyArgs
+    from mirrorstack.topology import ReplicationTopology
     from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack="aggregation", preview=False)
@@ -221,7 +221,7 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
     # The job's package is uploaded as a zip beside the entry script and given to --py-files.
     names = set(zipfile.ZipFile(io.BytesIO(job_zip())).namelist())
-    assert names >= {"spark/config.py", "spark/reconcile.py", "spark/cli.py", "spark/flows.py"}
+    assert names >= {f"mirrorstack/spark/{m}.py" for m in ("config", "reconcile", "cli", "flows")}
     assert base64.b64decode(uploads[f"/opt/mirrorstack/validation/{ZIP_NAME}"]["contentBase64"]) == job_zip()
     assert argv[argv.index("--py-files") + 1] == f"/opt/mirrorstack/validation/{ZIP_NAME}"
     assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
@@ -293,7 +293,7 @@ def test_kubernetes_validation_manifests_validate_strictly(k8s_run, version):
 
 # ------------------------------------------------------------------ the local provider's contract
 
-from components.platforms.local.spark_job import LocalSparkJobProvider, ValidationFailed  # noqa: E402
+from mirrorstack.platforms.local.spark_job import LocalSparkJobProvider, ValidationFailed  # noqa: E402
 
 PASSED_REPORT = {"passed": True, "exit_code": 0, "failures": [], "duration_seconds": 1.0, "groups": [],
                  "flows": [{"name": "a->b", "topics": []}]}
@@ -372,7 +372,7 @@ def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
 
 
 def test_docker_job_exit_codes_fail_up_naming_the_container():
-    from components.platforms.docker import _job_outcome
+    from mirrorstack.platforms.docker import _job_outcome
     assert _job_outcome("c", 0)["logs"] == "docker logs c"
     assert _job_outcome("c", None)["exit_code"] is None  # preview: not run yet
     with pytest.raises(RuntimeError, match=r"container c exited 1 \(1: validation failed.*docker logs c"):

@@ -5,14 +5,14 @@ import struct
 
 import pytest
 
-from spark.cli import hide_secrets, main
-from spark.client_settings import jaas_login, librdkafka_config, read_properties
-from spark.config import BadInput, DEFAULT_TOLERANCE, parse_config, resolve_topics
-from spark.flows import FlowSelection
-from spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
-from spark.reconcile import Validator
-from spark.report import group_failures, summary_text
-from spark.spark_io import ROWS_PER_TASK, read_kafka, tasks_for
+from mirrorstack.spark.cli import hide_secrets, main
+from mirrorstack.spark.client_settings import jaas_login, librdkafka_config, read_properties
+from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config, resolve_topics
+from mirrorstack.spark.flows import FlowSelection
+from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
+from mirrorstack.spark.reconcile import Validator
+from mirrorstack.spark.report import group_failures, summary_text
+from mirrorstack.spark.spark_io import ROWS_PER_TASK, read_kafka, tasks_for
 
 A, B, C = "127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"
 
@@ -266,7 +266,7 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 
 
 def test_file_references_resolve_through_java_properties(tmp_path):
-    from components.properties import render_properties
+    from mirrorstack.properties import render_properties
     secrets = tmp_path / "client.properties"
     secrets.write_text(render_properties({"sasl.jaas.config": JAAS, "odd key=:": "tab\there é 🔑"}) +
                        "# comment=x\n! also\n  spaced : v1\nlong = first \\\n       second\\\\\n"
@@ -356,8 +356,8 @@ def test_isolation_level_reaches_spark_as_a_kafka_option():
 
 
 def test_exactly_once_flows_read_their_target_read_committed():
-    from components.validation.job_config import validation_job_config
-    from components.model.spec import load_topology
+    from mirrorstack.validation.job_config import validation_job_config
+    from mirrorstack.model.spec import load_topology
     topology = load_topology({
         "clusters": {"us": {}, "uk": {}, "eu": {}, "central": {}, "dr": {}},
         "flows": [{"source": "us", "target": "central", "replication_policy": "identity", "exactly_once": True},
@@ -376,7 +376,7 @@ def test_exactly_once_flows_read_their_target_read_committed():
 
 
 def test_the_wait_tells_moving_partitions_and_bounds_what_is_in_flight():
-    from spark.progress import WaitProgress, why
+    from mirrorstack.spark.progress import WaitProgress, why
     progress = WaitProgress()
     progress.observe(0, {0: 100, 1: 50})
     progress.observe(0, {0: 110, 1: 50})

@@ -10,13 +10,13 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components import naming
+from mirrorstack import naming
 
 
 def _write(props) -> dict:
     folder = Path(props["folder"])
     if props.get("secret"):  # 0600 files in a 0700 folder
-        from components.platforms.local.service import write_secret_files
+        from mirrorstack.platforms.local.service import write_secret_files
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_secret_files(folder, props["files"])
     for relative, content in ({} if props.get("secret") else props["files"]).items():

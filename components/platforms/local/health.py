@@ -96,7 +96,7 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
     (plugin scanning is the slow part of a worker's start), and every connector
     of the group and its tasks run (the group rebalanced after a restart; a new
     group without connectors passes)."""
-    from components.connect.api import ConnectClient, ConnectError, basic_auth
+    from mirrorstack.connect.api import ConnectClient, ConnectError, basic_auth
 
     auth = rest_credentials(auth_file) if auth_file else None
     client = ConnectClient(rest_url, headers=basic_auth(auth)).quick(timeout)  # a probe: no retries
@@ -140,8 +140,8 @@ def controller_in_quorum(spec: dict, since_ms: int) -> bool:
     ones start: listening is enough then."""
     import subprocess
 
-    from components import toolchain
-    from components.platforms import jvm
+    from mirrorstack import toolchain
+    from mirrorstack.platforms import jvm
     own = (spec["host"], int(spec["port"]))
     if not port_open(*own):
         return False

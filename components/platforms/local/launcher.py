@@ -66,7 +66,7 @@ def with_class_archive(argv: Sequence[str], env: Mapping[str, str] | None) -> Ma
     JDK_JAVA_OPTIONS rather than the command line: a deployed service's command
     line stays the one every platform shares, and a missing or stale archive
     only makes the start slower."""
-    from components import toolchain
+    from mirrorstack import toolchain
     argv = list(argv)
     try:
         classpath = toolchain.kafka_classpath()
@@ -187,7 +187,7 @@ def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
 
 
 def _waiting_for(error: Exception | None) -> str:
-    from components.platforms.local.health import NotReady
+    from mirrorstack.platforms.local.health import NotReady
     if isinstance(error, NotReady):
         return str(error)
     return f"not answering yet ({type(error).__name__}: {error})" if error else "not ready yet"

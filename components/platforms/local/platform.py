@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pulumi
 
-from components import toolchain
-from components.monitoring.grafana import grafana_files
-from components.model.spec import Resources
-from components.platforms.base import default_port_base, fill_dir, hashed_host_port
-from components.platforms.java_service import JavaRuntime, java_service
-from components.platforms.local.files import LocalFiles
-from components.platforms.local.service import LocalService
-from components.platforms.local.spark_job import LocalSparkJob
-from components.validation.package import JobPackage
+from mirrorstack import toolchain
+from mirrorstack.monitoring.grafana import grafana_files
+from mirrorstack.model.spec import Resources
+from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.java_service import JavaRuntime, java_service
+from mirrorstack.platforms.local.files import LocalFiles
+from mirrorstack.platforms.local.service import LocalService
+from mirrorstack.platforms.local.spark_job import LocalSparkJob
+from mirrorstack.validation.package import JobPackage
 
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 

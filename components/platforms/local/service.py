@@ -17,7 +17,7 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components import naming
+from mirrorstack import naming
 
 # Inputs whose change means the process must be restarted with new files/args.
 # Not `health`: how start-up is checked applies at the next start; a stricter
@@ -26,12 +26,12 @@ RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "time
 
 
 def _handle(props):
-    from components.platforms.local.launcher import ProcessHandle
+    from mirrorstack.platforms.local.launcher import ProcessHandle
     return ProcessHandle(props["name"], int(props["pid"]), int(props["start_time"]), props["log_file"])
 
 
 def _running(props) -> bool:
-    from components.platforms.local import launcher
+    from mirrorstack.platforms.local import launcher
     return bool(props.get("pid")) and launcher.is_alive(_handle(props))
 
 
@@ -69,7 +69,7 @@ def _refuse_taken_port(props) -> None:
     """Before starting: another process already listening where this service's
     health check probes would pass that check for it (another stack's Connect
     answering for this one): refuse, naming the port."""
-    from components.platforms.local import health
+    from mirrorstack.platforms.local import health
     address = health.own_address(props["health"])
     if address and health.port_open(*address):
         host, port = address
@@ -79,7 +79,7 @@ def _refuse_taken_port(props) -> None:
 
 
 def _launch(props) -> dict:
-    from components.platforms.local import health, launcher
+    from mirrorstack.platforms.local import health, launcher
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ class LocalServiceProvider(ResourceProvider):
                           delete_before_replace=True)
 
     def update(self, _id, olds, news):
-        from components.platforms.local import launcher
+        from mirrorstack.platforms.local import launcher
         if olds.get("pid"):
             launcher.stop(_handle(olds))
         return UpdateResult(outs=_launch(news))
@@ -132,7 +132,7 @@ class LocalServiceProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, "running": _running(props)})
 
     def delete(self, _id, props):
-        from components.platforms.local import launcher
+        from mirrorstack.platforms.local import launcher
         if props.get("pid"):
             launcher.stop(_handle(props))
         shutil.rmtree(props["workdir"], ignore_errors=True)

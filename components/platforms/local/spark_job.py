@@ -24,7 +24,7 @@ from pathlib import Path
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components import naming
+from mirrorstack import naming
 
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256")
@@ -40,8 +40,8 @@ def _progress(message: str) -> None:
 
 
 def _run(props) -> dict:
-    from components.validation.job_config import validation_summary
-    from components.validation.package import ZIP_NAME, job_zip
+    from mirrorstack.validation.job_config import validation_summary
+    from mirrorstack.validation.package import ZIP_NAME, job_zip
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
