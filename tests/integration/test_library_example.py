@@ -1,13 +1,17 @@
-"""mirrorstack as a library: a wheel built from the repo, installed into the
-example project's own venv (examples/edge-to-core), run through the real engine
+"""mirrorstack as a library: a wheel built from the repo, installed without
+extras into the example project's own venv (examples/edge-to-core), run through the real engine
 against a stack of the repo's own program, found by StackReference."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic, produce, wait_for_count
@@ -24,20 +28,36 @@ def run(*argv, cwd=None) -> str:
     return done.stdout
 
 
+def installed(report: Path) -> set[str]:
+    """The distributions a `pip install --report` installed (or would install)."""
+    return {canonicalize_name(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
+
+
 @pytest.fixture(scope="module")
 def example_venv(tmp_path_factory):
-    """The wheel (with the Spark job inside) installed into a venv of its own."""
+    """The wheel (with the Spark job inside) installed into an empty venv of its
+    own, without extras, at the lock's versions (`-c requirements.txt`)."""
     work = tmp_path_factory.mktemp("library")
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(REPO), "-w", str(work / "dist"))
     (wheel,) = (work / "dist").glob("mirrorstack-*.whl")
     run(sys.executable, "-m", "venv", str(work / "venv"))
     python = work / "venv" / "bin" / "python"
-    run(str(python), "-m", "pip", "install", "--quiet", str(wheel))
-    return work, python
+    run(str(python), "-m", "pip", "install", "--quiet", "-c", str(REPO / "requirements.txt"),
+        "--report", str(work / "base.json"), str(wheel))
+    return work, python, wheel
 
 
-def test_the_wheel_carries_the_components_and_the_spark_job(example_venv):
-    work, python = example_venv
+def test_the_wheel_carries_the_package_the_spark_job_and_the_schema(example_venv):
+    work, python, wheel = example_venv
+    names = set(zipfile.ZipFile(wheel).namelist())
+    folders = sorted(p.parent for p in [*(REPO / "components").rglob("__init__.py"), REPO / "spark" / "__init__.py"])
+    for folder in folders:  # every package of the tree, under the import name
+        package = "mirrorstack/spark" if folder.name == "spark" and folder.parent == REPO else \
+            "/".join(["mirrorstack", *folder.relative_to(REPO / "components").parts])
+        assert f"{package}/__init__.py" in names, folder
+    assert {"mirrorstack/spark/validate_replication.py", "mirrorstack/schema/topology.schema.json",
+            "mirrorstack/versions.env"} <= names
+    assert not [n for n in names if n.startswith(("components/", "spark/", "tests/", "tools/"))]
     out = run(str(python), "-c", "import mirrorstack, mirrorstack.validation.package as v, pathlib; "
               "print(pathlib.Path(mirrorstack.__file__).parent); print(v.ENTRY_SCRIPT.read_text().splitlines()[0]); "
               "print(v.ENTRY_SCRIPT.is_symlink()); print(v.PACKAGE_DIR); "
@@ -48,8 +68,42 @@ def test_the_wheel_carries_the_components_and_the_spark_job(example_venv):
     assert "site-packages" in job_package and zipped == "True"  # the job's package is installed too
 
 
+# What only an extra may bring: no test runner, Spark, Docker SDK, manifest checker or docs tool by default.
+NOT_AT_RUNTIME = {"pytest", "pyspark", "py4j", "docker", "pulumi-docker", "pulumi-kubernetes",
+                  "kubernetes-validate", "jsonschema", "mkdocs", "mkdocs-material"}
+
+
+def test_an_empty_venv_gets_only_the_runtime_ranges_and_each_extra_only_what_it_needs(example_venv):
+    work, python, wheel = example_venv
+    base = installed(work / "base.json")
+    print(f"\nwheel without extras: {len(base)} distributions installed")
+    assert {"mirrorstack", "pulumi", "pydantic", "confluent-kafka", "cryptography"} <= base
+    assert not base & NOT_AT_RUNTIME, base & NOT_AT_RUNTIME
+    expected = {"spark": {"pyspark", "py4j"}, "docker": {"pulumi-docker"}, "kubernetes": {"pulumi-kubernetes"},
+                "tests": {"pytest", "pytest-xdist", "pytest-timeout", "docker", "kubernetes-validate", "jsonschema",
+                          "pyspark", "py4j", "pulumi-docker", "pulumi-kubernetes"},  # every platform's too
+                "docs": {"mkdocs", "mkdocs-material"}}
+    for extra, brings in expected.items():
+        report = work / f"{extra}.json"
+        run(str(python), "-m", "pip", "install", "--quiet", "--dry-run", "--report", str(report),
+            "-c", str(REPO / "requirements.txt"), f"{wheel}[{extra}]")
+        added = installed(report) - {"mirrorstack"}
+        print(f"extra {extra}: +{len(added)} {sorted(added)}")
+        assert brings <= added, (extra, added)
+        assert added & NOT_AT_RUNTIME <= brings, (extra, added)  # nothing another extra is for
+
+
+def test_a_platform_whose_extra_is_missing_is_refused_naming_the_extra(example_venv):
+    work, python, _ = example_venv
+    done = subprocess.run([str(python), "-c", "from mirrorstack.platforms import make_platform; "
+                           "make_platform('kubernetes', 's', local_dir='.')"], cwd=work, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "platform: kubernetes" in done.stderr and "pip install 'mirrorstack[kubernetes]'" in done.stderr
+
+
 def test_example_project_mirrors_its_edge_cluster_into_another_stacks_cluster(example_venv, tmp_path):
-    work, python = example_venv
+    """Through the engine with the wheel and no extra: the local platform needs none."""
+    work, python, _ = example_venv
     with stack_project("dev-copy", tmp_path) as core:
         core.run("up", "--yes", "--skip-preview", timeout=900)
         dev = core.outputs()["clusters"]["dev"]
