@@ -92,6 +92,10 @@ def deployed(tmp_path_factory):
         project.run("up", "--yes", "--skip-preview", timeout=900)
         project.old_state = state_of(project)
         use_program(project, REPO)
+        # refresh reads each resource through the provider pickled in the state: the old
+        # program's, under its old import name and module paths (the deprecations table)
+        refreshed = project.run("refresh", "--yes", "--skip-preview", timeout=600).stdout
+        assert "error" not in refreshed.lower(), refreshed
         project.upgrade_preview = json.loads(project.run("preview", "--json").stdout)
         project.upgrade = project.run("up", "--yes", "--skip-preview", timeout=900).stdout
         # Live topics for the replication plan: the flow selects orders and customers of prod;
