@@ -39,6 +39,9 @@ def pinned_plugin(platform: str) -> Plugin | None:
     if package is None:
         return None
     spec = find_spec(package)
+    if spec is None:
+        from mirrorstack import extras
+        extras.require(platform)  # raises, naming the extra that brings the SDK
     meta = json.loads((Path(next(iter(spec.submodule_search_locations))) / "pulumi-plugin.json").read_text())
     return Plugin(meta["name"], meta["version"])
 
