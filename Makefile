@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # the suite waits on JVMs and MM2 rounds, so two share the 2 cores. TEST_WORKERS=-n0: one at a time.
 TEST_WORKERS ?= -n 2
 
-.PHONY: demo down plugins versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
+.PHONY: demo down plugins kube versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
 
 help:
 	@echo "make setup        install everything below (idempotent; seconds when nothing changed)"
@@ -31,7 +31,9 @@ help:
 	@echo "  make docker-engine Debian's docker.io (if no engine answers) + mmdebstrap, if missing"
 	@echo "  make images       mirrorstack/kafka:$(KAFKA_VERSION), mirrorstack/spark:$(SPARK_VERSION), mirrorstack/prometheus:$(DEBIAN_PROMETHEUS_VERSION)"
 	@echo "                    from Debian $(DEBIAN_SUITE) packages + .tools (unchanged ones skipped; first run ~1.5 min)"
-	@echo "make plugins      the pinned docker + kubernetes provider plugins (pulumi plugin install; needs get.pulumi.com)"
+	@echo "make plugins      the pinned docker + kubernetes provider plugins (get.pulumi.com; else kubernetes's built from Go modules)"
+	@echo "make kube         the private single-node cluster's pieces (Kubernetes $(KUBERNETES_VERSION), etcd, CoreDNS) -> $(KUBE_CACHE)"
+	@echo "                    then: python -m tools.kube_cluster start|status|stop"
 	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
 	@echo "make test         setup, then the whole test suite, two modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
@@ -121,10 +123,20 @@ images: venv kafka jmx-exporter spark-kafka docker-engine
 # The Pulumi engine with local state (see env.sh for every variable).
 WITH_ENGINE := . ./env.sh &&
 
-# Not part of setup: platform docker/kubernetes only, and get.pulumi.com must answer
-# (env.sh turns automatic plugin downloads off). Fails naming the plugin and the reason.
+# Not part of setup: platform docker/kubernetes only. Downloads each plugin from
+# get.pulumi.com (env.sh turns automatic downloads off); where that cannot be reached,
+# builds the kubernetes one from the Go module proxy (~13 min once, cached in
+# KUBE_CACHE). Fails naming the plugin and the reason.
+KUBE_CACHE ?= $(or $(MIRRORSTACK_CACHE),$(HOME)/.cache/mirrorstack)
 plugins: venv engine
-	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m mirrorstack.platforms.provider_plugins install
+	@$(WITH_ENGINE) MIRRORSTACK_CACHE=$(KUBE_CACHE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.plugins
+
+# Not part of setup: the private single-node cluster's pieces (python -m tools.kube_cluster),
+# built from the Go module proxy (~25 min cold on 2 cores with the provider), cached outside
+# the checkout in KUBE_CACHE, keyed by version: another clone on this machine reuses them.
+kube: venv
+	@tools/install-kube-packages.sh
+	@tools/build-kube.sh $(KUBE_CACHE) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(COREDNS_VERSION)
 
 demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py

@@ -80,3 +80,14 @@ def mirrorstack_image(key: str) -> str:
                          "(Debian packages no Grafana, Kafka UI or Kafka exporter: point `images.<key>` at a "
                          "registry's image)")
     return f"mirrorstack/{key}:{tags[key]()}"
+
+
+def kube_versions() -> dict[str, str]:
+    """The private test cluster's pieces (`make kube`): Kubernetes, etcd, CoreDNS."""
+    pins = _pins()
+    return {"kubernetes": pins["KUBERNETES_VERSION"], "etcd": pins["ETCD_VERSION"], "coredns": pins["COREDNS_VERSION"]}
+
+
+def kubernetes_provider_module() -> str:
+    """The provider module's version that pulumi-kubernetes' release was tagged from (`make plugins` builds it)."""
+    return _pins()["KUBERNETES_PROVIDER_MODULE"]

@@ -28,8 +28,8 @@ def _cert_pem(cert) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mirrorstack"),
+def _name(common_name: str, organization: str = "mirrorstack") -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
@@ -52,13 +52,14 @@ def new_ca(common_name: str, days: int = 3650) -> tuple[str, str]:
 
 
 def issue(ca_key_pem: str, ca_cert_pem: str, common_name: str, hosts: list[str] = (),
-          days: int = VALID_DAYS) -> tuple[str, str]:
+          days: int = VALID_DAYS, organization: str = "mirrorstack") -> tuple[str, str]:
     """(key PEM, certificate PEM) signed by the CA, for servers (`hosts` as
-    subject alternative names) and clients alike (both key usages)."""
+    subject alternative names) and clients alike (both key usages);
+    `organization`: Kubernetes reads it as the client's group."""
     ca_key = serialization.load_pem_private_key(ca_key_pem.encode(), password=None)
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem.encode())
     key = ec.generate_private_key(ec.SECP256R1())
-    builder = _validity(x509.CertificateBuilder(), days).subject_name(_name(common_name)).issuer_name(
+    builder = _validity(x509.CertificateBuilder(), days).subject_name(_name(common_name, organization)).issuer_name(
         ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
     builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True).add_extension(
         x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the pieces of the private single-node cluster (tools/kube_cluster.py)
+# into CACHE/kube-VERSION: kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet, kube-proxy, kubectl (k8s.io/kubernetes), etcd,
+# CoreDNS and the pause binary. From the Go module proxy only; cached outside
+# the checkout, keyed by version, so another clone on this machine reuses it.
+#   usage: tools/build-kube.sh CACHE KUBERNETES_VERSION ETCD_VERSION COREDNS_VERSION
+set -euo pipefail
+cache="$1" k8s="$2" etcd="$3" coredns="$4"
+out="$cache/kube-$k8s-etcd-$etcd-coredns-$coredns"
+[ -e "$out/.built" ] && { echo "kube: cached in $out"; exit 0; }
+command -v go >/dev/null || { echo "kube: Go not found; install Go (Debian: apt-get install golang)" >&2; exit 1; }
+command -v gcc >/dev/null || { echo "kube: gcc not found (the pause binary); apt-get install gcc" >&2; exit 1; }
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+build="$out.build"
+rm -rf "$build" && mkdir -p "$build/bin"
+started=$SECONDS
+step() { echo "kube: [$(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s] $*"; }
+
+step "etcd v$etcd (about 20 s)"
+mkdir -p "$build/etcd" && (cd "$build/etcd"
+  go mod init mirrorstack.local/etcd >/dev/null 2>&1
+  go get "go.etcd.io/etcd/server/v3@v$etcd" >/dev/null
+  go build -trimpath -ldflags "-s -w" -o "$build/bin/etcd" go.etcd.io/etcd/server/v3)
+
+step "CoreDNS v$coredns (about 2 min)"
+mkdir -p "$build/coredns" && (cd "$build/coredns"
+  go mod init mirrorstack.local/coredns >/dev/null 2>&1
+  go get "github.com/coredns/coredns@v$coredns" >/dev/null
+  go build -trimpath -ldflags "-s -w" -o "$build/bin/coredns" github.com/coredns/coredns)
+
+# k8s.io/kubernetes replaces its staging modules (k8s.io/api, client-go, ...) with
+# folders of its own repo, absent from its module zip: point each at the served v0.x.y.
+step "Kubernetes v$k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (about 10 min)"
+mkdir -p "$build/kubernetes" && (cd "$build/kubernetes"
+  go mod init mirrorstack.local/kubernetes >/dev/null 2>&1
+  go mod download -json "k8s.io/kubernetes@v$k8s" > module.json
+  dir=$(sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p' module.json)
+  staging="v0.${k8s#1.}"
+  replaces=$(sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$dir/go.mod" | sort -u)
+  [ -n "$replaces" ] || { echo "kube: no staging replaces found in $dir/go.mod" >&2; exit 1; }
+  for m in $replaces; do go mod edit -replace="$m=$m@$staging"; done
+  go mod edit -require="k8s.io/kubernetes@v$k8s"
+  cmds="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
+  for c in $cmds; do go get "k8s.io/kubernetes/cmd/$c@v$k8s" >/dev/null; done
+  version_flags="-X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
+  for c in $cmds; do step "  $c"; go build -trimpath -ldflags "-s -w $version_flags" -o "$build/bin/$c" "k8s.io/kubernetes/cmd/$c"; done
+  step "pause (gcc -static)"
+  gcc -static -O2 -o "$build/bin/pause" "$dir/build/pause/linux/pause.c")
+
+rm -rf "$out" && mv "$build/bin" "$out" && rm -rf "$build"
+touch "$out/.built"
+step "built into $out ($(du -sh "$out" | cut -f1))"
