@@ -19,6 +19,8 @@ from urllib.parse import quote
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from mirrorstack.platforms import kube_tunnel
+
 # Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
 # for the answer; connection errors, timeouts, 5xx and 409 (a rebalance in progress) are
 # retried with backoff until REQUEST_BUDGET is spent (no new attempt starts after it), then
@@ -85,12 +87,31 @@ class ConnectClient:
         quick._quick_read = read_timeout
         return quick
 
+    def _base(self) -> str:
+        """Where requests go: the URL itself, or the local end of its tunnel (a
+        kube:// address, opened on first use and again after its pod restarted)."""
+        try:
+            return kube_tunnel.local(self.url).rstrip("/")
+        except kube_tunnel.TunnelError as exc:
+            raise ConnectError(f"Kafka Connect at {self.url} is unreachable: {exc}") from exc
+
     def _call(self, method: str, path: str, **kwargs):
         import urllib3
         from urllib3.exceptions import HTTPError, NewConnectionError
 
+        if kube_tunnel.is_tunnelled(self.url):
+            try:
+                return self._call_at(self._base(), method, path, **kwargs)
+            except ConnectError:  # the tunnel's pod may have gone: one more try through a new tunnel
+                kube_tunnel.forget(self.url)
+        return self._call_at(self._base(), method, path, **kwargs)
+
+    def _call_at(self, base: str, method: str, path: str, **kwargs):
+        import urllib3
+        from urllib3.exceptions import HTTPError, NewConnectionError
+
         if self._quick_read is not None:
-            return self.http.request(method, f"{self.url}{path}", retries=False, **kwargs,
+            return self.http.request(method, f"{base}{path}", retries=False, **kwargs,
                                      timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=self._quick_read))
         started = time.monotonic()
         retry = self._Retry(total=None, connect=CONNECT_RETRIES, read=None, status=None, other=2,
@@ -98,7 +119,7 @@ class ConnectClient:
                             allowed_methods=None, raise_on_status=False)  # every call here is safe to repeat
         retry.deadline = started + REQUEST_BUDGET
         try:
-            return self.http.request(method, f"{self.url}{path}", retries=retry, **kwargs)
+            return self.http.request(method, f"{base}{path}", retries=retry, **kwargs)
         except HTTPError as exc:
             reason = getattr(exc, "reason", None) or exc
             tried = f"{getattr(exc, 'attempts', 1)} attempts: {reason}"
@@ -381,10 +402,10 @@ def answers(url: str, headers: dict, ca_file: str | None = None) -> bool:
     import urllib3
     try:
         pool = urllib3.PoolManager(**({"ca_certs": ca_file} if ca_file else {}))
-        reply = pool.request("GET", f"{url.rstrip('/')}/", headers=headers, retries=False,
+        reply = pool.request("GET", f"{kube_tunnel.local(url).rstrip('/')}/", headers=headers, retries=False,
                              timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         return reply.status < 500
-    except urllib3.exceptions.HTTPError:
+    except (urllib3.exceptions.HTTPError, kube_tunnel.TunnelError):
         return False
 
 

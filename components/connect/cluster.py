@@ -63,7 +63,7 @@ class ConnectCluster(pulumi.ComponentResource):
         for i in range(spec.workers):
             worker = f"connect-{name}-{i}"
             host, port = platform.address(worker, "rest")
-            urls.append("http://%s:%d" % platform.host_address(worker, "rest"))
+            urls.append(platform.host_url(worker, "rest"))
             extra, secret_files = self._client_overrides(worker, kafka, clients, platform, exactly_once)
             if override_allowlist:  # push flows: their connectors may override exactly these client settings
                 extra.update({"connector.client.config.override.policy": "Allowlist",

@@ -55,6 +55,11 @@ class Platform(Protocol):
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         """How this machine (the Pulumi program, its dynamic resources) reaches it."""
 
+    def host_url(self, service: str, port_name: str) -> str:
+        """The HTTP URL by which this machine reaches it (Connect's REST API):
+        `http://host:port`, or a kube:// address its clients open themselves
+        (components/platforms/kube_tunnel.py)."""
+
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
 

@@ -84,6 +84,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             ports[port_name] = container_port(port_name, set(ports.values()))
         return host, ports[port_name]
 
+    def host_url(self, service: str, port_name: str) -> str:
+        return "http://%s:%d" % self.host_address(service, port_name)
+
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         """The published port on 127.0.0.1; ask before `run_kafka_java`, which publishes it."""
         inside = self.address(service, port_name)

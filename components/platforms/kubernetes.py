@@ -46,6 +46,7 @@ from mirrorstack.platforms.containers import (
     probe_command, tcp_target,
 )
 from mirrorstack.platforms.java_service import java_service
+from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
@@ -73,11 +74,11 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
 
     - "in-cluster": the program runs inside the cluster; `host_address` is the
       in-cluster DNS name, like `address`.
-    - "port-forward" (default): `host_address` is 127.0.0.1 and a deterministic
-      port per stack; keep a `kubectl port-forward` running for it while
-      `pulumi up` runs (`port_forward_command` gives the exact command; it
-      fails until the worker's pod exists, so loop it or `up` in two steps:
-      `pulumi up --target` the workers first).
+    - "port-forward" (default): `host_url` is a kube:// address: whoever calls
+      Connect (the MirrorMaker 2 provider, failover) opens a `kubectl
+      port-forward` to the worker's Service on first use and keeps it for
+      its process's life (components/platforms/kube_tunnel.py); nobody keeps
+      one open by hand, and a remote cluster works as a local one.
     """
 
     name = "kubernetes"
@@ -124,7 +125,17 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             return self.address(service, port_name)
         return HOST, self._forward_port(service, port_name)
 
+    def host_url(self, service: str, port_name: str) -> str:
+        """port-forward: a kube:// address; its clients open the port-forward
+        themselves (kube_tunnel), in the kubeconfig context the provider uses."""
+        if self.rest_access == "in-cluster":
+            return "http://%s:%d" % self.address(service, port_name)
+        _, port = self.address(service, port_name)
+        return kube_tunnel.address(self.namespace, "service", self._label(service), port,
+                                   context=pulumi.Config("kubernetes").get("context"))
+
     def port_forward_command(self, service: str, port_name: str) -> str:
+        """The port-forward a person would open by hand (the program opens its own)."""
         _, port = self.address(service, port_name)
         return shlex.join(["kubectl", "port-forward", "--namespace", self.namespace, "--address", HOST,
                            f"service/{self._label(service)}", f"{self._forward_port(service, port_name)}:{port}"])

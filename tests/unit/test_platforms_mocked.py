@@ -437,7 +437,9 @@ def test_k8s_port_forward_access(k8s_run):
     assert KubernetesPlatform(STACK).host_address("connect-central-0", "rest") == (host, port)
     assert platform.port_forward_command("connect-central-0", "rest") == (
         f"kubectl port-forward --namespace {NAMESPACE} --address 127.0.0.1 service/connect-central-0 {port}:8083")
-    assert connectors_of(mocks)["us->central-connectors"]["connect_url"] == f"http://127.0.0.1:{port}"
+    # the MirrorMaker 2 provider opens the port-forward itself (kube_tunnel): nobody keeps one open
+    assert connectors_of(mocks)["us->central-connectors"]["connect_url"] == \
+        f"kube://{NAMESPACE}/service/connect-central-0:8083"
 
 
 def test_k8s_in_cluster_access(k8s_in_cluster_run):

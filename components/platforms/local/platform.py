@@ -39,6 +39,9 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             self._ports[key] = hashed_host_port(self.port_base, key, set(self._ports.values()))
         return HOST, self._ports[key]
 
+    def host_url(self, service: str, port_name: str) -> str:
+        return "http://%s:%d" % self.host_address(service, port_name)
+
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         """How this machine (the Pulumi program, the MM2 resource) reaches the
         port; on local it is the address the services use among themselves."""
