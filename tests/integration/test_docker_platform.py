@@ -307,6 +307,18 @@ def secret_uploads(deployed) -> dict[str, list[str]]:
             for name, outputs in deployed.outputs_of(CONTAINER).items()}
 
 
+def exec_output(container, argv: list[str]) -> str:
+    """A command's output in a running container. Docker 20.10 can lose a
+    short-lived exec's output under load (run 11: `id -u` answered "" with exit
+    0, the machine at load 12), so an empty answer is asked again."""
+    for _ in range(3):
+        result = container.exec_run(argv)
+        assert result.exit_code == 0, (argv, result.exit_code, result.output, container.status)
+        if result.output.strip():
+            return result.output.decode()
+    raise AssertionError(f"{argv} printed nothing three times in {container.name} ({container.status})")
+
+
 class TestSecure:
     """SASL_SSL clusters with generated certificates and passwords, in containers."""
 
@@ -344,11 +356,9 @@ class TestSecure:
         assert all(files[name] for name in services), files  # every service reads some secret
         for name in services:
             container = client.containers.get(name)
-            uid = container.exec_run(["id", "-u"]).output.decode().strip()
+            uid = exec_output(container, ["id", "-u"]).strip()
             assert uid == "1000"
-            result = container.exec_run(["stat", "-c", "%n %a %u %g", *files[name]])
-            assert result.exit_code == 0, result.output
-            for line in result.output.decode().splitlines():
+            for line in exec_output(container, ["stat", "-c", "%n %a %u %g", *files[name]]).splitlines():
                 path, mode, owner, group = line.rsplit(" ", 3)
                 assert (mode, owner, group) == ("600", uid, uid), line
         # The job's container has exited: its files, as the engine keeps them.
