@@ -44,7 +44,7 @@ help:
 	@echo "make lock         rewrite requirements.txt (the lock) from pyproject.toml's ranges"
 	@echo "make docs         the docs site (MkDocs Material, mkdocs.yml) -> build/site; reference pages generated"
 
-setup: setup-local toxiproxy docker-engine images
+setup: setup-local toxiproxy docker-engine images kube
 
 # What the local platform (make demo) runs: no Docker engine, no root needed for images.
 setup-local: preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine

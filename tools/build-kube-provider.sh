@@ -23,6 +23,8 @@ cp -r "$dir" "$build/src" && chmod -R u+w "$build/src"
 (cd "$build/src"
   go mod edit -dropreplace="$sdk" -require="$sdk@v$version"
   go mod download "$sdk@v$version"
+  # The release's schema, stamped with its version, is embedded: made by the module's own generator.
+  (cd cmd/pulumi-resource-kubernetes && VERSION="$version" go run generate.go >&2)
   (while sleep 60; do echo "kubernetes provider: still compiling ($(date +%H:%M))" >&2; done) & ticker=$!
   trap 'kill $ticker 2>/dev/null' EXIT
   go build -trimpath -ldflags "-s -w -X $provider/pkg/version.Version=v$version" \

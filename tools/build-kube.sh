@@ -15,23 +15,25 @@ export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 build="$out.build"
 rm -rf "$build" && mkdir -p "$build/bin"
 started=$SECONDS
+# `go get` lists every module it adds: kept in a log, shown only when it fails.
+quiet() { "$@" >"$build/go.log" 2>&1 || { cat "$build/go.log" >&2; return 1; }; }
 step() { echo "kube: [$(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s] $*"; }
 
 step "etcd v$etcd (about 20 s)"
 mkdir -p "$build/etcd" && (cd "$build/etcd"
   go mod init mirrorstack.local/etcd >/dev/null 2>&1
-  go get "go.etcd.io/etcd/server/v3@v$etcd" >/dev/null
+  quiet go get "go.etcd.io/etcd/server/v3@v$etcd"
   go build -trimpath -ldflags "-s -w" -o "$build/bin/etcd" go.etcd.io/etcd/server/v3)
 
 step "CoreDNS v$coredns (about 2 min)"
 mkdir -p "$build/coredns" && (cd "$build/coredns"
   go mod init mirrorstack.local/coredns >/dev/null 2>&1
-  go get "github.com/coredns/coredns@v$coredns" >/dev/null
+  quiet go get "github.com/coredns/coredns@v$coredns"
   go build -trimpath -ldflags "-s -w" -o "$build/bin/coredns" github.com/coredns/coredns)
 
 # k8s.io/kubernetes replaces its staging modules (k8s.io/api, client-go, ...) with
 # folders of its own repo, absent from its module zip: point each at the served v0.x.y.
-step "Kubernetes v$k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (about 10 min)"
+step "Kubernetes v$k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (about 10 min on idle cores)"
 mkdir -p "$build/kubernetes" && (cd "$build/kubernetes"
   go mod init mirrorstack.local/kubernetes >/dev/null 2>&1
   go mod download -json "k8s.io/kubernetes@v$k8s" > module.json
@@ -42,7 +44,7 @@ mkdir -p "$build/kubernetes" && (cd "$build/kubernetes"
   for m in $replaces; do go mod edit -replace="$m=$m@$staging"; done
   go mod edit -require="k8s.io/kubernetes@v$k8s"
   cmds="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
-  for c in $cmds; do go get "k8s.io/kubernetes/cmd/$c@v$k8s" >/dev/null; done
+  for c in $cmds; do quiet go get "k8s.io/kubernetes/cmd/$c@v$k8s"; done
   version_flags="-X k8s.io/component-base/version.gitVersion=v$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
   for c in $cmds; do step "  $c"; go build -trimpath -ldflags "-s -w $version_flags" -o "$build/bin/$c" "k8s.io/kubernetes/cmd/$c"; done
   step "pause (gcc -static)"

@@ -43,14 +43,15 @@ def _argv(piece: str) -> list[str]:
 
 
 def _pid(piece: str) -> int | None:
-    """The piece's pid when this tool started it and it still runs (the pid
-    file's process runs the piece's binary, not a reused pid)."""
+    """The piece's pid when this tool started it and it still runs: the pid
+    file's process runs the piece's binary (not a reused pid, not a zombie)."""
     try:
         pid = int((PIDS / f"{piece}.pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        running = os.path.realpath(os.readlink(f"/proc/{pid}/exe"))
     except (OSError, ValueError):
         return None
-    return pid if Path(cmdline).name == Path(_argv(piece)[0]).name else None
+    program = _argv(piece)[0]
+    return pid if running == os.path.realpath(shutil.which(program) or program) else None
 
 
 def _start(piece: str) -> None:
@@ -231,6 +232,7 @@ def stop(purge: bool) -> list[str]:
         problems += host_state.remove_pod_cgroups()
         if (layout.bin_dir() / "kube-proxy").exists():
             subprocess.run([str(layout.bin_dir() / "kube-proxy"), "--cleanup"], capture_output=True)
+        problems += host_state.remove_kube_chains(state.get("chains", {}))
         problems += host_state.restore(state)
         if not problems:
             layout.HOST_STATE.unlink()

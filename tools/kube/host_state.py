@@ -20,6 +20,8 @@ SYSCTLS = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "vm/p
            "net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max",
            "net/netfilter/nf_conntrack_tcp_timeout_established", "net/netfilter/nf_conntrack_tcp_timeout_close_wait")
 FORWARD_CHAIN = "MIRRORSTACK-KUBE-FORWARD"
+IPTABLES = ("iptables", "ip6tables")
+TABLES = ("filter", "nat", "mangle", "raw")
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -43,7 +45,8 @@ def record() -> dict:
     host as it was before any cluster ran)."""
     if layout.HOST_STATE.exists():
         return json.loads(layout.HOST_STATE.read_text())
-    state = {"sysctls": read_sysctls(), "bridge_existed": bridge_exists(), "made": []}
+    state = {"sysctls": read_sysctls(), "bridge_existed": bridge_exists(), "made": [],
+             "chains": {command: chains(command) for command in IPTABLES}}
     layout.HOST_STATE.parent.mkdir(parents=True, exist_ok=True)
     layout.HOST_STATE.write_text(json.dumps(state, indent=2))
     return state
@@ -117,6 +120,46 @@ def restore(state: dict) -> list[str]:
         except OSError as error:
             problems.append(f"sysctl {key.replace('/', '.')} not restored to {value}: {error}")
     return problems
+
+
+def chains(command: str) -> dict[str, list[str]]:
+    """table → the chains that exist (iptables-save's `:CHAIN` lines)."""
+    found = {}
+    for table in TABLES:
+        dump = run(f"{command}-save", "-t", table, check=False).stdout.splitlines()
+        found[table] = [line[1:].split()[0] for line in dump if line.startswith(":")]
+    return found
+
+
+def remove_kube_chains(before: dict[str, dict[str, list[str]]]) -> list[str]:
+    """The KUBE-* chains a kubelet and kube-proxy made (kube-proxy --cleanup
+    leaves the kubelet's: KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT),
+    with the rules of other chains that jump to them; those that existed
+    before the first start are left alone."""
+    problems = []
+    for command in IPTABLES:
+        for table in TABLES:
+            existed = set(before.get(command, {}).get(table, []))
+            dump = run(f"{command}-save", "-t", table, check=False).stdout.splitlines()
+            new = {line[1:].split()[0] for line in dump if line.startswith(":KUBE-")} - existed
+            if not new:
+                continue
+            for line in dump:  # jumps into a new chain from a chain that stays
+                words = line.split()
+                if line.startswith("-A ") and words[1] not in new and any(
+                        words[i] in ("-j", "-g") and words[i + 1] in new for i in range(len(words) - 1)):
+                    run(command, "-w", "-t", table, "-D", *_split(line[3:]), check=False)
+            for chain in new:
+                run(command, "-w", "-t", table, "-F", chain, check=False)
+            for chain in new:
+                if run(command, "-w", "-t", table, "-X", chain, check=False).returncode != 0:
+                    problems.append(f"{command} chain {chain} ({table}) could not be removed")
+    return problems
+
+
+def _split(rule: str) -> list[str]:
+    import shlex
+    return shlex.split(rule)
 
 
 def unmount_under(*folders: Path) -> list[str]:
