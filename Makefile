@@ -136,7 +136,7 @@ plugins: venv engine
 # the checkout in KUBE_CACHE, keyed by version: another clone on this machine reuses them.
 kube: venv
 	@tools/install-kube-packages.sh
-	@tools/build-kube.sh $(KUBE_CACHE) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(COREDNS_VERSION)
+	@tools/build-kube.sh $(KUBE_CACHE) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(COREDNS_VERSION) $(LOCAL_PATH_PROVISIONER_VERSION)
 
 demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py

@@ -85,7 +85,8 @@ def mirrorstack_image(key: str) -> str:
 def kube_versions() -> dict[str, str]:
     """The private test cluster's pieces (`make kube`): Kubernetes, etcd, CoreDNS."""
     pins = _pins()
-    return {"kubernetes": pins["KUBERNETES_VERSION"], "etcd": pins["ETCD_VERSION"], "coredns": pins["COREDNS_VERSION"]}
+    return {"kubernetes": pins["KUBERNETES_VERSION"], "etcd": pins["ETCD_VERSION"], "coredns": pins["COREDNS_VERSION"],
+            "local-path-provisioner": pins["LOCAL_PATH_PROVISIONER_VERSION"]}
 
 
 def kubernetes_provider_module() -> str:

@@ -4,11 +4,11 @@
 # kube-scheduler, kubelet, kube-proxy, kubectl (k8s.io/kubernetes), etcd,
 # CoreDNS and the pause binary. From the Go module proxy only; cached outside
 # the checkout, keyed by version, so another clone on this machine reuses it.
-#   usage: tools/build-kube.sh CACHE KUBERNETES_VERSION ETCD_VERSION COREDNS_VERSION
+#   usage: tools/build-kube.sh CACHE KUBERNETES_VERSION ETCD_VERSION COREDNS_VERSION LOCAL_PATH_VERSION
 set -euo pipefail
-cache="$1" k8s="$2" etcd="$3" coredns="$4"
+cache="$1" k8s="$2" etcd="$3" coredns="$4" local_path="$5"
 out="$cache/kube-$k8s-etcd-$etcd-coredns-$coredns"
-[ -e "$out/.built" ] && { echo "kube: cached in $out"; exit 0; }
+if [ -e "$out/.built" ] && [ -e "$out/local-path-provisioner-$local_path" ]; then echo "kube: cached in $out"; exit 0; fi
 command -v go >/dev/null || { echo "kube: Go not found; install Go (Debian: apt-get install golang)" >&2; exit 1; }
 command -v gcc >/dev/null || { echo "kube: gcc not found (the pause binary); apt-get install gcc" >&2; exit 1; }
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
@@ -18,6 +18,15 @@ started=$SECONDS
 # `go get` lists every module it adds: kept in a log, shown only when it fails.
 quiet() { "$@" >"$build/go.log" 2>&1 || { cat "$build/go.log" >&2; return 1; }; }
 step() { echo "kube: [$(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s] $*"; }
+
+step "local-path-provisioner v$local_path (about 1 min)"
+mkdir -p "$build/local-path" && (cd "$build/local-path"
+  go mod init mirrorstack.local/local-path >/dev/null 2>&1
+  quiet go get "github.com/rancher/local-path-provisioner@v$local_path"
+  go build -trimpath -ldflags "-s -w" -o "$build/bin/local-path-provisioner-$local_path" github.com/rancher/local-path-provisioner)
+if [ -e "$out/.built" ]; then  # the rest is cached: add the provisioner only
+  mv "$build/bin/local-path-provisioner-$local_path" "$out/" && rm -rf "$build"; step "added to $out"; exit 0
+fi
 
 step "etcd v$etcd (about 20 s)"
 mkdir -p "$build/etcd" && (cd "$build/etcd"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make kube`: what the private cluster runs from Debian's packages, installed
 # only when missing: containerd and runc (its own containerd instance, never
-# Docker's), the CNI plugins (bridge, host-local, portmap, loopback), iptables.
+# Docker's), the CNI plugins (bridge, host-local, portmap, loopback), iptables, and
+# busybox-static (the shell of the volume provisioner's helper pods).
 set -euo pipefail
 fail() { echo "kube: $*" >&2; exit 1; }
 packages=()
@@ -9,6 +10,7 @@ command -v containerd >/dev/null || packages+=(containerd)
 command -v runc >/dev/null || packages+=(runc)
 [ -x /usr/lib/cni/bridge ] || packages+=(containernetworking-plugins)
 command -v iptables >/dev/null || packages+=(iptables)
+[ -x /bin/busybox ] || packages+=(busybox-static)  # the storage provisioner's helper image
 [ ${#packages[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" != 0 ]; then

@@ -137,7 +137,7 @@ def _preflight() -> None:
             raise SystemExit(f"kube: {tool} not found: run `make kube` (installs Debian's containerd, runc, CNI plugins)")
     if not Path("/usr/lib/cni/bridge").exists():
         raise SystemExit("kube: CNI plugins missing (/usr/lib/cni/bridge): run `make kube`")
-    for name in (*PIECES[1:], "kubectl", "coredns", "pause"):
+    for name in (*PIECES[1:], "kubectl", "coredns", "pause", layout.local_path_binary()):
         layout.binary(name)  # fails naming `make kube`
 
 
@@ -154,10 +154,16 @@ def _write_configs() -> None:
 
 def start(docker_images: list[str]) -> Path:
     _preflight()
-    if healthy():
-        images.import_from_docker(docker_images)
-        return layout.KUBECONFIG
     started = time.monotonic()
+    if not healthy():
+        _start_pieces()
+    _add_ons()
+    images.import_from_docker(docker_images)
+    print(f"kube: ready in {time.monotonic() - started:.0f} s", flush=True)
+    return layout.KUBECONFIG
+
+
+def _start_pieces() -> None:
     if not host_state.bridge_exists():
         host_state.check_addresses_free()
     state = host_state.record()
@@ -176,13 +182,18 @@ def start(docker_images: list[str]) -> Path:
     _wait("the API server", lambda: _https_ok(f"{api_url()}/readyz"), 120, "kube-apiserver")
     for piece in ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"):
         _start(piece)
-    images.import_own()
     _wait(f"node {layout.NODE} Ready", _node_ready, 120, "kubelet")
+
+
+def _add_ons() -> None:
+    """The cluster's own images, CoreDNS and the default StorageClass (applied
+    every start: kubectl apply changes only what differs)."""
+    images.import_own()
+    layout.VOLUMES.mkdir(parents=True, exist_ok=True)
     kubectl("apply", "-f", "-", stdin=configs.coredns_manifests())
+    kubectl("apply", "-f", "-", stdin=configs.local_path_manifests())
     kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=180s")
-    images.import_from_docker(docker_images)
-    print(f"kube: ready in {time.monotonic() - started:.0f} s", flush=True)
-    return layout.KUBECONFIG
+    kubectl("-n", "local-path-storage", "rollout", "status", "deployment/local-path-provisioner", "--timeout=180s")
 
 
 def _stop_piece(piece: str, grace: float = 20) -> None:

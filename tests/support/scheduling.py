@@ -15,10 +15,14 @@ from xdist.scheduler import LoadScopeScheduling
 
 WEIGHTS_FILE = Path(__file__).with_name("suite_weights.json")
 
-# Modules that must run on one worker, one after the other.
+# Modules that must run on one worker, one after the other: the docker modules
+# start and stop the one Docker engine, which sets the host's iptables FORWARD
+# policy when it starts; the cluster test compares the host's iptables before
+# and after its cluster, so it must not meet an engine starting meanwhile.
 SHARED_UNITS = {
     "tests/integration/test_images.py": "docker engine",
     "tests/integration/test_docker_platform.py": "docker engine",
+    "tests/integration/test_kube_cluster.py": "docker engine",
 }
 
 

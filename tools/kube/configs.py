@@ -187,3 +187,55 @@ def coredns_manifests() -> str:
                   "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
     ]
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+
+
+def local_path_manifests() -> str:
+    """The default StorageClass: rancher's local-path provisioner makes a
+    folder under layout.VOLUMES for each volume claimed (with a helper pod of
+    the busybox image) and removes it when the claim goes (reclaim Delete)."""
+    ns = "local-path-storage"
+    account = "local-path-provisioner-service-account"
+    scripts = {
+        "config.json": json.dumps({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                                    "paths": [str(layout.VOLUMES)]}]}),
+        "setup": "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n",
+        "teardown": "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n",
+        "helperPod.yaml": json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "helper-pod"},
+                                      "spec": {"containers": [{"name": "helper-pod", "image": layout.HELPER_IMAGE,
+                                                               "imagePullPolicy": "IfNotPresent"}]}}),
+    }
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "local-path-provisioner", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "local-path-provisioner"},
+         "rules": [{"apiGroups": [""], "resources": ["nodes", "persistentvolumeclaims", "configmaps", "pods", "pods/log"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+                   {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+                   {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "local-path-provisioner", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "local-path-provisioner"},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "local-path-provisioner"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "local-path-provisioner"},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "local-path-config", "namespace": ns}, "data": scripts},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "local-path-provisioner", "namespace": ns},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "local-path-provisioner"}},
+                  "template": {"metadata": {"labels": {"app": "local-path-provisioner"}}, "spec": {
+                      "serviceAccountName": account,
+                      "containers": [{"name": "provisioner", "image": layout.local_path_image(), "imagePullPolicy": "Never",
+                                      "command": ["/local-path-provisioner", "start", "--config", "/etc/config/config.json",
+                                                  "--service-account-name", account, "--helper-image", layout.HELPER_IMAGE,
+                                                  "--configmap-name", "local-path-config"],
+                                      "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                                              {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"}],
+                                      "volumeMounts": [{"name": "config", "mountPath": "/etc/config/"}]}],
+                      "volumes": [{"name": "config", "configMap": {"name": "local-path-config"}}]}}}},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": layout.STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+         "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
+    ]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})

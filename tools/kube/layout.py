@@ -50,6 +50,19 @@ def coredns_image() -> str:
     return f"{COREDNS_IMAGE_REPO}:{kube_versions()['coredns']}"
 
 
+def local_path_binary() -> str:
+    return f"local-path-provisioner-{kube_versions()['local-path-provisioner']}"
+
+
+def local_path_image() -> str:
+    return f"mirrorstack/local-path-provisioner:{kube_versions()['local-path-provisioner']}"
+
+
+HELPER_IMAGE = "mirrorstack/busybox:debian"
+STORAGE_CLASS = "local-path"  # the cluster's default: a folder under VOLUMES per volume
+VOLUMES = DATA / "volumes"
+
+
 PKI = DATA / "pki"
 KUBECONFIG = DATA / "admin.kubeconfig"
 LOGS = DATA / "logs"
