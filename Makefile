@@ -132,7 +132,7 @@ plugins: venv engine
 	@$(WITH_ENGINE) MIRRORSTACK_CACHE=$(KUBE_CACHE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.plugins
 
 # Not part of setup: the private single-node cluster's pieces (python -m tools.kube_cluster),
-# built from the Go module proxy (~25 min cold on 2 cores with the provider), cached outside
+# built from the Go module proxy (~9 min cold on 2 idle cores; the provider ~7 more), cached outside
 # the checkout in KUBE_CACHE, keyed by version: another clone on this machine reuses them.
 kube: venv
 	@tools/install-kube-packages.sh

@@ -28,7 +28,7 @@ if [ -e "$out/.built" ]; then  # the rest is cached: add the provisioner only
   mv "$build/bin/local-path-provisioner-$local_path" "$out/" && rm -rf "$build"; step "added to $out"; exit 0
 fi
 
-step "etcd v$etcd (about 20 s)"
+step "etcd v$etcd (about 30 s)"
 mkdir -p "$build/etcd" && (cd "$build/etcd"
   go mod init mirrorstack.local/etcd >/dev/null 2>&1
   quiet go get "go.etcd.io/etcd/server/v3@v$etcd"
@@ -42,7 +42,7 @@ mkdir -p "$build/coredns" && (cd "$build/coredns"
 
 # k8s.io/kubernetes replaces its staging modules (k8s.io/api, client-go, ...) with
 # folders of its own repo, absent from its module zip: point each at the served v0.x.y.
-step "Kubernetes v$k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (about 10 min on idle cores)"
+step "Kubernetes v$k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (about 5 min on 2 idle cores)"
 mkdir -p "$build/kubernetes" && (cd "$build/kubernetes"
   go mod init mirrorstack.local/kubernetes >/dev/null 2>&1
   go mod download -json "k8s.io/kubernetes@v$k8s" > module.json
