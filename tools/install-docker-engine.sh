@@ -19,16 +19,7 @@ if ! command -v dockerd >/dev/null; then
 fi
 [ ${#packages[@]} -eq 0 ] && exit 0
 
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-  command -v sudo >/dev/null || fail "need root or sudo to install ${packages[*]} with apt-get"
-  sudo=sudo
-fi
-command -v apt-get >/dev/null || fail "no apt-get: install ${packages[*]} (Debian/Ubuntu package names) yourself"
-echo "docker-engine: installing ${packages[*]} (Debian packages) ..."
-$sudo apt-get update -qq || fail "step \`apt-get update\` failed (see above)"
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null \
-  || fail "step \`apt-get install ${packages[*]}\` failed (see above)"
+"$(dirname "$0")/apt-install.sh" docker-engine "${packages[@]}"
 for package in "${packages[@]}"; do
   tool=${package/docker.io/dockerd}
   command -v "$tool" >/dev/null || fail "step \`apt-get install $package\` left no $tool on PATH"

@@ -33,13 +33,16 @@ PIECES = ("containerd", "etcd", "kube-apiserver", "kube-controller-manager", "ku
 PIDS = layout.RUN / "pids"
 
 
+_ARGV = {
+    "containerd": lambda: ["containerd", "--config", str(layout.DATA / "containerd.toml")],
+    "etcd": configs.etcd_argv, "kube-apiserver": configs.apiserver_argv,
+    "kube-controller-manager": configs.controller_manager_argv, "kube-scheduler": configs.scheduler_argv,
+    "kubelet": configs.kubelet_argv, "kube-proxy": configs.proxy_argv,
+}
+
+
 def _argv(piece: str) -> list[str]:
-    return {
-        "containerd": ["containerd", "--config", str(layout.DATA / "containerd.toml")],
-        "etcd": configs.etcd_argv(), "kube-apiserver": configs.apiserver_argv(),
-        "kube-controller-manager": configs.controller_manager_argv(), "kube-scheduler": configs.scheduler_argv(),
-        "kubelet": configs.kubelet_argv(), "kube-proxy": configs.proxy_argv(),
-    }[piece]
+    return _ARGV[piece]()
 
 
 def _pid(piece: str) -> int | None:

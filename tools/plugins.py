@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mirrorstack import versions
 from mirrorstack.platforms import provider_plugins
+from tools.kube import layout
 
 BUILD_SCRIPT = Path(__file__).with_name("build-kube-provider.sh")
 
@@ -22,8 +23,7 @@ BUILD_SCRIPT = Path(__file__).with_name("build-kube-provider.sh")
 def build_and_install_kubernetes(env=os.environ) -> str | None:
     """Build the pinned kubernetes provider and install it as a plugin; a problem or None."""
     plugin = provider_plugins.pinned_plugin("kubernetes")
-    cache = env.get("MIRRORSTACK_CACHE") or str(Path.home() / ".cache" / "mirrorstack")
-    built = subprocess.run([str(BUILD_SCRIPT), cache, plugin.version, versions.kubernetes_provider_module()],
+    built = subprocess.run([str(BUILD_SCRIPT), str(layout.CACHE), plugin.version, versions.kubernetes_provider_module()],
                            env=env, stdout=subprocess.PIPE, text=True)  # progress goes to our stderr
     if built.returncode != 0:
         return f"{plugin} could not be built from the Go module proxy (exit {built.returncode}, see above)"
@@ -44,11 +44,7 @@ def main() -> int:
             print(f"plugins: {failed[0]}; building it instead", file=sys.stderr, flush=True)
             failed = [p for p in [build_and_install_kubernetes()] if p]
         problems += failed
-    for problem in problems:
-        print(f"plugins: {problem}", file=sys.stderr)
-    if not problems:
-        print(f"plugins: installed in {provider_plugins.pulumi_home() / 'plugins'}")
-    return 1 if problems else 0
+    return provider_plugins.report(problems)
 
 
 if __name__ == "__main__":

@@ -96,9 +96,6 @@ class ConnectClient:
             raise ConnectError(f"Kafka Connect at {self.url} is unreachable: {exc}") from exc
 
     def _call(self, method: str, path: str, **kwargs):
-        import urllib3
-        from urllib3.exceptions import HTTPError, NewConnectionError
-
         if kube_tunnel.is_tunnelled(self.url):
             try:
                 return self._call_at(self._base(), method, path, **kwargs)

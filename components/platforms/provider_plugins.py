@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-PACKAGES = {"docker": "pulumi_docker", "kubernetes": "pulumi_kubernetes"}  # platform → provider SDK
+from mirrorstack import extras
+
+PACKAGES = {platform: extras.EXTRAS[platform][0] for platform in ("docker", "kubernetes")}  # platform → provider SDK
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,6 @@ def pinned_plugin(platform: str) -> Plugin | None:
         return None
     spec = find_spec(package)
     if spec is None:
-        from mirrorstack import extras
         extras.require(platform)  # raises, naming the extra that brings the SDK
     meta = json.loads((Path(next(iter(spec.submodule_search_locations))) / "pulumi-plugin.json").read_text())
     return Plugin(meta["name"], meta["version"])
@@ -95,7 +96,11 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] != "install" or any(p not in PACKAGES for p in argv[1:]):
         print(f"usage: python -m mirrorstack.platforms.provider_plugins install [{'|'.join(PACKAGES)} ...]", file=sys.stderr)
         return 2
-    problems = install(argv[1:] or list(PACKAGES))
+    return report(install(argv[1:] or list(PACKAGES)))
+
+
+def report(problems: list[str]) -> int:
+    """Each problem on stderr, or where the plugins are; the exit code."""
     for problem in problems:
         print(f"plugins: {problem}", file=sys.stderr)
     if not problems:

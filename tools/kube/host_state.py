@@ -6,7 +6,7 @@ cluster's folders, the pods' network namespaces."""
 from __future__ import annotations
 
 import json
-import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -148,18 +148,13 @@ def remove_kube_chains(before: dict[str, dict[str, list[str]]]) -> list[str]:
                 words = line.split()
                 if line.startswith("-A ") and words[1] not in new and any(
                         words[i] in ("-j", "-g") and words[i + 1] in new for i in range(len(words) - 1)):
-                    run(command, "-w", "-t", table, "-D", *_split(line[3:]), check=False)
+                    run(command, "-w", "-t", table, "-D", *shlex.split(line[3:]), check=False)
             for chain in new:
                 run(command, "-w", "-t", table, "-F", chain, check=False)
             for chain in new:
                 if run(command, "-w", "-t", table, "-X", chain, check=False).returncode != 0:
                     problems.append(f"{command} chain {chain} ({table}) could not be removed")
     return problems
-
-
-def _split(rule: str) -> list[str]:
-    import shlex
-    return shlex.split(rule)
 
 
 def unmount_under(*folders: Path) -> list[str]:
@@ -206,11 +201,3 @@ def iptables_rules() -> dict[str, list[str]]:
         tables[table] = sorted(line.split(" [")[0] if line.startswith(":") else line
                                for line in dump if line and not line.startswith(("#", "*", "COMMIT")))
     return tables
-
-
-def own_pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
