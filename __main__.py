@@ -74,6 +74,8 @@ if topology.failover is not None:  # the preview says what the switch will do
     log_failover_plan(topology, previous_output(own, "failover"), replication)
 pulumi.export("clusters", replication.cluster_outputs)
 pulumi.export("connect", replication.connect_outputs)
+if replication.node_ports:  # kubernetes: brokers published outside the cluster (any node's address)
+    pulumi.export("node_ports", replication.node_ports)
 pulumi.export("flows", replication.flow_outputs)
 pulumi.export("connect_groups", replication.connect_groups)
 # KRaft controllers per deployed cluster: a static quorum, its size is checked against this next time.

@@ -122,6 +122,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.cluster_outputs = pulumi.Output.all(
             **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})
         self.connect_outputs = pulumi.Output.all(**{n: c.rest_url for n, c in self.connect.items()})
+        self.node_ports = {alias: c.node_ports for alias, c in self.clusters.items() if c.node_ports}
         credentials = {n: c.rest_credentials for n, c in self.connect.items() if c.rest_credentials is not None}
         self.connect_credentials = pulumi.Output.secret(pulumi.Output.all(**credentials)) if credentials else None
         self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})

@@ -4,7 +4,7 @@ authorizer), controller-manager, scheduler, containerd (its own socket and
 root), kubelet, kube-proxy and CoreDNS, from `make kube`'s cache; `make
 images`' images imported into it.
 
-    python -m tools.kube_cluster start [--images]   prints the kubeconfig path; idempotent
+    python -m tools.kube_cluster start [--images [IMAGE ...] | --no-images]   prints the kubeconfig path; idempotent
     python -m tools.kube_cluster status
     python -m tools.kube_cluster stop [--purge]      stops only what start started and puts
                                                      the host back (tools/kube/host_state.py)
@@ -265,13 +265,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.kube_cluster", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("start")
-    up.add_argument("--images", nargs="*", default=None, help="Docker images to import (default: make images')")
+    up.add_argument("--images", nargs="*", default=None,
+                    help="Docker images to import (default, and --images alone: make images' images)")
+    up.add_argument("--no-images", action="store_true", help="import no image (the cluster's own ones only)")
     down = sub.add_parser("stop")
     down.add_argument("--purge", action="store_true", help="also delete the cluster's data (etcd, images)")
     sub.add_parser("status")
     args = parser.parse_args(argv)
     if args.command == "start":
-        if args.images is None:
+        if args.no_images:
+            args.images = []
+        elif not args.images:
             from mirrorstack import versions
             args.images = [versions.mirrorstack_image(k) for k in ("kafka", "spark", "prometheus")]
         print(start(args.images))

@@ -68,3 +68,23 @@ def broker_properties(
     }
     props.update(overrides or {})
     return props
+
+
+EXTERNAL_LISTENER = "EXTERNAL"
+# Kafka's own provider: `${env:NAME}` in server.properties is read from the
+# broker's environment at start (a value known only then, as a pod's node address).
+ENV_PROVIDER = {"config.providers": "env",
+                "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider"}
+
+
+def with_external_listener(props: Mapping[str, str], *, advertised: str, listen: str) -> dict[str, str]:
+    """A broker's properties plus a plaintext EXTERNAL listener bound at
+    `listen` and advertised as `advertised` ("host:port"; the host may be an
+    `${env:...}` reference, resolved by the broker at start)."""
+    out = dict(props)
+    out["listeners"] += f",{EXTERNAL_LISTENER}://{listen}"
+    out["advertised.listeners"] += f",{EXTERNAL_LISTENER}://{advertised}"
+    out["listener.security.protocol.map"] += f",{EXTERNAL_LISTENER}:PLAINTEXT"
+    if "${env:" in advertised:
+        out.update(ENV_PROVIDER)
+    return out

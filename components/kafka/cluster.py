@@ -63,6 +63,9 @@ class KafkaCluster(pulumi.ComponentResource):
         cluster, platform, metrics = args.cluster, args.platform, args.metrics
         self.alias = alias
         self.broker_count = cluster.brokers
+        # Published outside a kubernetes cluster: broker i on NodePort node_ports + i.
+        self.node_ports = ([cluster.node_ports + i for i in range(cluster.brokers)]
+                           if cluster.node_ports is not None else None)
         self.scrape_targets: list[ScrapeTarget] = []
         self.client_settings: dict[str, str] = {}
         self.client_files: pulumi.Output[dict] | None = None
@@ -131,6 +134,9 @@ class KafkaCluster(pulumi.ComponentResource):
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
                                              listen_host=platform.listen_host, overrides=overrides)
+            if cluster.node_ports is not None:  # the model allows it on kubernetes only
+                advertised, listen = platform.node_port(name, "external", cluster.node_ports + i, opts=child)
+                props = broker.with_external_listener(props, advertised=advertised, listen=listen)
             secret_files = self._node_secret_files(certs, name)
             if certs and password is not None:
                 secret_files = pulumi.Output.all(secret_files, password).apply(

@@ -43,6 +43,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         elif cluster.is_external and cluster.controllers != 1:
             yield (f"{_path(('clusters', alias, 'controllers'))}: controllers only apply to deployed clusters; "
                    "fix: remove it")
+        yield from _node_port_problems(t, alias, cluster)
         if cluster.is_external and cluster.resources != type(cluster).model_fields["resources"].default:
             where = _path(("clusters", alias, "resources"))
             yield f"{where}: sizes only apply to deployed clusters; fix: remove them"
@@ -690,3 +691,19 @@ def _override_problems(t: Topology, o: FlowOrigin, f: Flow) -> Iterator[str]:
         where = _path(o.loc(("overrides", "checkpoint", "emit.checkpoints.enabled")))
         yield (f"{where}: with sync_group_offsets false too, the checkpoint connector has nothing to do and MM2 "
                "refuses it; fix: set checkpoints: false to not run it, or sync_group_offsets: true")
+
+
+def _node_port_problems(t: Topology, alias: str, cluster) -> Iterator[str]:
+    if cluster.node_ports is None:
+        return
+    where = _path(("clusters", alias, "node_ports"))
+    if t.platform != "kubernetes":
+        yield f"{where}: NodePorts exist on kubernetes only; fix: remove it, or use platform kubernetes"
+    elif cluster.is_external:
+        yield f"{where}: only a deployed cluster's brokers can be published; fix: remove it"
+    elif cluster.security.secured:
+        # A node's address is known only once a pod is placed: no certificate can name it beforehand.
+        yield (f"{where}: NodePorts are plaintext only (broker certificates cannot name the nodes' addresses); "
+               "fix: remove it, or reach the cluster from inside the cluster")
+    elif cluster.node_ports + cluster.brokers - 1 > 65535:
+        yield f"{where}: {cluster.brokers} brokers need ports up to {cluster.node_ports + cluster.brokers - 1}; fix: lower it"

@@ -211,6 +211,11 @@ class Cluster(_Model):
         None, description="Set to use an existing cluster instead of deploying one.")
     security: Security = Field(Security(), description=(
         "Deployed clusters: TLS and SASL for clients (for an external cluster use external.security)."))
+    node_ports: int | None = Field(None, ge=1, le=65535, examples=[31090], description=(
+        "kubernetes only: also publish the brokers outside the cluster, broker i on NodePort `node_ports + i` "
+        "of every node, each advertised at the address of the node its pod runs on (as Strimzi's nodeport "
+        "listener). Must lie in the API server's NodePort range (30000-32767 by default). The stack output "
+        "`node_ports` lists them. Default: reachable inside the cluster only."))
 
     @model_validator(mode="before")
     @classmethod

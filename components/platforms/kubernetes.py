@@ -60,6 +60,7 @@ SPARK_UID = IMAGE_SPARK_UID
 JOB_TIMEOUT = "2h"
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
+NODE_IP_ENV = "HOST_IP"  # the address of the node a pod runs on (downward API status.hostIP)
 
 
 def mebibytes(heap: str) -> int:
@@ -99,6 +100,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         self._forwards: dict[str, int] = {}  # "service/port_name" → local port of the port-forward
         self._inside: dict[tuple[str, int], tuple[str, int]] = {}  # host address → in-cluster address
         self._with_data: set[str] = set()  # services that asked for a data dir get a volume
+        self._node_ip_env: set[str] = set()  # services told their node's address (NodePort listeners)
         self._namespace: k8s.core.v1.Namespace | None = None
         self._client_secrets: dict[str, tuple[str, pulumi.Output, k8s.core.v1.Secret]] = {}  # alias → name, files, Secret
         self.manifests: list[dict] = []
@@ -143,6 +145,28 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     def in_cluster(self, host: str, port: int) -> tuple[str, int]:
         """A host address (a port-forward) back to the in-cluster one; probes run in the pod."""
         return self._inside.get((host, port), (host, port))
+
+    def node_port(self, service: str, port_name: str, node_port: int,
+                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
+        """Publish a service's port on `node_port` of every node (a NodePort
+        Service); returns (advertised, listen) "host:port" for its listener:
+        advertised at the address of the node the pod runs on (`HOST_IP`, from
+        the downward API, read by the broker at start), bound in the pod."""
+        svc = self._label(service)
+        _, port = self.address(service, port_name)
+        self._node_ip_env.add(svc)
+        self._create(k8s.core.v1.Service, {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": dns_label(f"{svc}-{port_name}"), "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}},
+            # Cluster traffic policy (the default): any node answers a bootstrap, and
+            # the broker then tells the client its own node's address.
+            "spec": {"type": "NodePort",
+                     "selector": {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"},
+                     "ports": [{"name": dns_label(port_name, 15), "port": port, "targetPort": port,
+                                "nodePort": node_port}]}},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
+        return f"${{env:{NODE_IP_ENV}}}:{node_port}", f"{self.listen_host}:{port}"
 
     def service_dir(self, service: str) -> str:
         return f"{FILES_ROOT}/{self._label(service)}"
@@ -300,6 +324,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "volumeMounts": mounts,
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         }
+        if svc in self._node_ip_env:
+            container["env"] = [{"name": NODE_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
         statefulset = self._create(k8s.apps.v1.StatefulSet, {
             "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(svc),
             "spec": {

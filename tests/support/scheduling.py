@@ -22,7 +22,7 @@ WEIGHTS_FILE = Path(__file__).with_name("suite_weights.json")
 SHARED_UNITS = {
     "tests/integration/test_images.py": "docker engine",
     "tests/integration/test_docker_platform.py": "docker engine",
-    "tests/integration/test_kube_cluster.py": "docker engine",
+    "tests/integration/test_kubernetes_platform.py": "docker engine",
 }
 
 

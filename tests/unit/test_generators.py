@@ -44,6 +44,19 @@ def test_overrides_win_over_generated_values():
     assert props["num.partitions"] == "6"
 
 
+def test_an_external_listener_is_added_beside_the_others_and_resolves_its_host_from_the_environment():
+    props = broker.broker_properties(2, host="b.ns.svc", port=9092, voters=VOTERS, log_dir="/d", broker_count=1,
+                                     listen_host="0.0.0.0")
+    out = broker.with_external_listener(props, advertised="${env:HOST_IP}:31090", listen="0.0.0.0:9094")
+    assert out["listeners"] == "PLAINTEXT://0.0.0.0:9092,EXTERNAL://0.0.0.0:9094"
+    assert out["advertised.listeners"] == "PLAINTEXT://b.ns.svc:9092,EXTERNAL://${env:HOST_IP}:31090"
+    assert out["listener.security.protocol.map"].split(",")[-1] == "EXTERNAL:PLAINTEXT"
+    assert out["inter.broker.listener.name"] == "PLAINTEXT"  # brokers keep talking in the cluster
+    assert out["config.providers.env.class"].endswith("EnvVarConfigProvider")
+    plain = broker.with_external_listener(props, advertised="node-1:31090", listen="0.0.0.0:9094")
+    assert "config.providers" not in plain
+
+
 def test_connect_worker_properties_golden():
     props = connect.worker_properties("connect-central", bootstrap_servers="127.0.0.1:9092",
                                       host="127.0.0.1", rest_port=8083, kafka_broker_count=1)

@@ -576,6 +576,35 @@ config:
     flows:
       - {source: us-east, target: central, separator: "-"}
 """, "flows[0].source", "choose another separator", id="separator-inside-alias"),
+    pytest.param("""
+config:
+  mirrorstack:topology:
+    clusters:
+      us: {node_ports: 31090}
+      central: {}
+    flows:
+      - {source: us, target: central}
+""", "clusters.us.node_ports", "use platform kubernetes", id="node-ports-off-kubernetes"),
+    pytest.param("""
+config:
+  mirrorstack:topology:
+    platform: kubernetes
+    clusters:
+      us: {node_ports: 31090, security: {protocol: SSL}}
+      central: {}
+    flows:
+      - {source: us, target: central}
+""", "clusters.us.node_ports", "reach the cluster from inside", id="node-ports-secured"),
+    pytest.param("""
+config:
+  mirrorstack:topology:
+    platform: kubernetes
+    clusters:
+      us: {node_ports: 65535, brokers: 3}
+      central: {}
+    flows:
+      - {source: us, target: central}
+""", "clusters.us.node_ports", "lower it", id="node-ports-past-the-last-port"),
 ]
 
 def flow_stack(flow: str, clusters: str = "us: {}\n      central: {}", extra: str = "") -> str:
