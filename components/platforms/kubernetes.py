@@ -47,7 +47,7 @@ from mirrorstack.platforms.containers import (
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
-from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -221,7 +221,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
-                       opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
         `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
         options) is the folder the ConfigMap with `files` is
