@@ -54,7 +54,8 @@ own = own_stack(stack)  # the stack's last outputs: Connect group ids, the last 
 platform = make_platform(topology.platform, stack,
                          local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
                          port_base=config.get_int("portBase"), namespace=config.get("namespace"),
-                         rest_access=config.get("restAccess"), images=topology.images)
+                         rest_access=config.get("restAccess"), images=topology.images,
+                         kubernetes=topology.kubernetes)
 replication = ReplicationTopology(stack, ReplicationTopologyArgs(
     topology=topology, platform=platform, stack=stack,
     validation_run_id=config.get("validationRunId"),

@@ -7,6 +7,7 @@ from mirrorstack import naming
 from mirrorstack.connect import worker as connect
 from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.platforms import jvm
+from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.monitoring.prometheus import ScrapeTarget
 from mirrorstack.properties import render_properties
@@ -89,7 +90,7 @@ class ConnectCluster(pulumi.ComponentResource):
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,
                 uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=metrics,
-                resources=spec.resources,
+                resources=spec.resources, group=ServiceGroup.workers(name, spec.kafka),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)

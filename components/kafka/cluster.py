@@ -12,6 +12,7 @@ from mirrorstack.certificates.resource import ClusterCertificates
 from mirrorstack.kafka import broker
 from mirrorstack.kafka.args import KafkaClusterArgs
 from mirrorstack.platforms import jvm
+from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.certificates.lifecycle import CLIENT
 from mirrorstack.monitoring.prometheus import ScrapeTarget
@@ -117,7 +118,8 @@ class KafkaCluster(pulumi.ComponentResource):
                 controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
                 files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
-                metrics=metrics, health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
+                metrics=metrics, health=health, group=ServiceGroup.controllers(alias),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
             self._scrape(platform, controller, "controller", metrics)
 
         brokers, addresses = [], []
@@ -146,8 +148,8 @@ class KafkaCluster(pulumi.ComponentResource):
                 files={"server.properties": self._guarded(render_properties(props)), **extra_files},
                 secret_files=secret_files,
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
-                resources=cluster.resources,
-                health=health, opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
+                resources=cluster.resources, health=health, group=ServiceGroup.brokers(alias),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
             self._scrape(platform, name, "broker", metrics)
         self.ready = [*ctrls, *brokers]
         if certs:

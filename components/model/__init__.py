@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mirrorstack.model.spec import (Certificates, ClientSecurity, Cluster, ConnectCluster, ConnectorNames,
                                         ConnectorOverrides, ExternalCluster, ExternalConnect, Failover,
-                                        FailoverGate, Flow, Images, Monitoring, Resources, Security, StackOutput,
-                                        Throughput, Tolerance, Topology, TopologyError, Validation, load_topology,
-                                        topology_json_schema)
+                                        FailoverGate, Flow, Images, KubernetesSettings, Monitoring, Resources,
+                                        Security, StackOutput, Throughput, Tolerance, Topology, TopologyError,
+                                        Validation, load_topology, topology_json_schema)
 
 __all__ = ["Certificates", "ClientSecurity", "Cluster", "ConnectCluster", "ConnectorNames", "ConnectorOverrides",
-           "ExternalCluster", "ExternalConnect", "Failover", "FailoverGate", "Flow", "Images", "Monitoring",
-           "Resources", "Security", "StackOutput", "Throughput", "Tolerance", "Topology", "TopologyError",
+           "ExternalCluster", "ExternalConnect", "Failover", "FailoverGate", "Flow", "Images", "KubernetesSettings",
+           "Monitoring", "Resources", "Security", "StackOutput", "Throughput", "Tolerance", "Topology", "TopologyError",
            "Validation", "load_topology", "topology_json_schema"]
 
 

@@ -64,6 +64,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _topic_name_problems(t, origins)
     yield from _validation_problems(t)
     yield from _image_problems(t)
+    yield from _kubernetes_problems(t)
     yield from _failover_problems(t, origins)
     yield from _plaintext_secrets(t, origins)
     yield from _security_problems(t)
@@ -191,6 +192,12 @@ def _image_problems(t: Topology) -> Iterator[str]:
     if t.validation is not None and t.images.spark is None:
         yield (f"{_path(('images', 'spark'))}: validation on kubernetes needs the spark-sql-kafka jars in the Spark "
                f"image, which apache/spark lacks; fix: set it to {built.format(key='spark')}")
+
+
+def _kubernetes_problems(t: Topology) -> Iterator[str]:
+    if t.kubernetes is not None and t.platform != "kubernetes":
+        yield (f"{_path(('kubernetes',))}: applies to platform kubernetes only (storage, pods, NetworkPolicy); "
+               f"fix: remove the section, or set platform: kubernetes")
 
 
 def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:

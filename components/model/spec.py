@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
@@ -21,6 +21,8 @@ from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
 from mirrorstack.model.rules import rule_problems
+from mirrorstack.model.strict import StrictModel as _Model
+from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.versions import official_image
 from mirrorstack.spark.flows import FlowSelection
 
@@ -48,13 +50,6 @@ def _string_value(value: Any) -> Any:
 
 
 Properties = dict[str, Annotated[str, BeforeValidator(_string_value)]]
-
-
-class _Model(BaseModel):
-    # strict: the stack file's YAML already typed every value (Pulumi hands ints
-    # and bools over as such), so `"yes"` is no boolean and `"2"` no integer, as
-    # the JSON Schema says; ints still pass as floats (wait_seconds: 60).
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 SASL_MECHANISMS = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
@@ -597,6 +592,9 @@ class Topology(_Model):
     failover: Failover | None = Field(None, description=(
         "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
     images: Images = Field(Images(), description="docker/kubernetes: the images run; default the pinned official ones.")
+    kubernetes: KubernetesSettings | None = Field(None, description=(
+        "platform kubernetes only: storage class, size and deletion policy, pod shutdown time, the "
+        "NetworkPolicy and its clients (omit for the defaults)."))
 
     @model_validator(mode="before")
     @classmethod

@@ -9,9 +9,11 @@ from mirrorstack.platforms.base import Platform
 
 
 def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | None = None,
-                  namespace: str | None = None, rest_access: str | None = None, images=None) -> Platform:
+                  namespace: str | None = None, rest_access: str | None = None, images=None,
+                  kubernetes=None) -> Platform:
     """The platform a topology names, with its stack-level options; `images`:
-    the topology's `images:` (docker and kubernetes)."""
+    the topology's `images:` (docker and kubernetes), `kubernetes` its
+    `kubernetes:` section (storage, shutdown, NetworkPolicy; None: the defaults)."""
     if name == "local":
         from mirrorstack.platforms.local.platform import LocalPlatform
         return LocalPlatform(stack, local_dir, port_base=port_base)
@@ -23,5 +25,5 @@ def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | Non
     if name == "kubernetes":
         from mirrorstack.platforms.kubernetes import KubernetesPlatform
         return KubernetesPlatform(stack, namespace=namespace, rest_access=rest_access or "port-forward",
-                                  images=images, port_base=port_base)
+                                  settings=kubernetes, images=images, port_base=port_base)
     raise ValueError(f"unknown platform {name!r}: use local, docker or kubernetes")

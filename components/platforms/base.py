@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from mirrorstack.validation.package import JobPackage
@@ -41,6 +42,57 @@ def fill_dir(content, folder: str):
     return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
 
 
+class NodePortsUnsupported(ValueError):
+    def __init__(self, platform: str):
+        super().__init__(f"NodePorts exist on kubernetes only, not on {platform}: remove clusters.<alias>.node_ports")
+
+
+def no_node_ports(platform: str):
+    """`node_port` of a platform without NodePorts."""
+    def node_port(self, service: str, port_name: str, node_port: int,
+                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
+        raise NodePortsUnsupported(platform)
+    return node_port
+
+
+@dataclass(frozen=True)
+class ServiceGroup:
+    """The set a service is one member of: a cluster's brokers or controllers,
+    or a Connect group's workers. A platform that schedules (kubernetes) labels
+    the members, keeps them apart (nodes, zones) and lets at most one be
+    disrupted at a time; the others ignore it."""
+
+    role: Literal["broker", "controller", "connect"]
+    cluster: str  # the Kafka cluster's alias (workers: the cluster they bootstrap to)
+    connect: str | None = None  # the Connect group's name (workers only)
+
+    @classmethod
+    def brokers(cls, alias: str) -> ServiceGroup:
+        return cls("broker", alias)
+
+    @classmethod
+    def controllers(cls, alias: str) -> ServiceGroup:
+        return cls("controller", alias)
+
+    @classmethod
+    def workers(cls, name: str, kafka: str) -> ServiceGroup:
+        return cls("connect", kafka, name)
+
+    @property
+    def name(self) -> str:
+        """One name per set, never another set's: `<alias>-brokers`,
+        `<alias>-controllers`, `connect-<name>-workers`."""
+        return f"connect-{self.connect}-workers" if self.connect is not None else f"{self.cluster}-{self.role}s"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """What every member carries, and nothing outside the set does."""
+        labels = {"mirrorstack.io/cluster": self.cluster, "mirrorstack.io/role": self.role}
+        if self.connect is not None:
+            labels["mirrorstack.io/connect"] = self.connect
+        return labels
+
+
 @runtime_checkable
 class Platform(Protocol):
     """Where a topology's services run. Addresses are (host, port) pairs;
@@ -63,6 +115,12 @@ class Platform(Protocol):
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
 
+    def node_port(self, service: str, port_name: str, node_port: int,
+                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
+        """kubernetes: publish the port on `node_port` of every node; returns the
+        listener's (advertised, listen) "host:port". Other platforms raise
+        NodePortsUnsupported (the model allows `node_ports` on kubernetes only)."""
+
     def service_dir(self, service: str) -> str:
         """The service's own folder (its files, `{dir}`)."""
 
@@ -79,9 +137,10 @@ class Platform(Protocol):
                        health: dict[str, str], resources=None, prepare: Sequence[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: Sequence[tuple[str, list[str]]] = (),
                        uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: bool = False,
-                       opts=None) -> Any:
+                       group: ServiceGroup | None = None, opts=None) -> Any:
         """Run one of Kafka's main classes (the command line `java_service` makes)
-        until `health` holds; `after_start` steps run once it does."""
+        until `health` holds; `after_start` steps run once it does. `group`: the
+        set the service is a member of (see ServiceGroup)."""
 
     def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:

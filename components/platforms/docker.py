@@ -34,7 +34,7 @@ from mirrorstack.platforms.containers import (
     image_runtime, image_spark_jars, probe_command,
 )
 from mirrorstack.platforms.java_service import java_service
-from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -83,6 +83,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         if port_name not in ports:
             ports[port_name] = container_port(port_name, set(ports.values()))
         return host, ports[port_name]
+
+    node_port = no_node_ports("docker")
 
     def host_url(self, service: str, port_name: str) -> str:
         return "http://%s:%d" % self.host_address(service, port_name)
@@ -162,7 +164,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
-                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
+                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run one of Kafka's main classes in a container: the java command
         lines of `java_service` (as the local platform runs them) under
         `container_script`. `{dir}` in `args`, `prepare`, `after_start` and
@@ -172,7 +174,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         waits for them. `uses_clients`: aliases whose client files are uploaded
         to `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
         (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
-        serves on `metrics_address(service)` inside the network."""
+        serves on `metrics_address(service)` inside the network. `group` is
+        not used: one engine has nothing to spread over, and a container's
+        labels cannot change without replacing it."""
         network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
         spec = java_service(

@@ -23,6 +23,16 @@ a Deployment's rolling update (two pods for a while) does not.
 Every object has a fixed name: pulumi-kubernetes replaces such an object by
 deleting it first (its rule for named objects), so a replacement never meets
 "already exists".
+
+Sets of services (a cluster's brokers, its controllers, a Connect group's
+workers; `ServiceGroup`) are labelled `mirrorstack.io/cluster`, `/role` and
+`/connect`; each set gets a PodDisruptionBudget (maxUnavailable 1), made with
+its first member, and its members prefer other nodes and zones than each
+other's (preferences: a 1-node cluster still runs them all). The topology's
+`kubernetes:` section (components/model/kubernetes.py) sets the volumes'
+class and size, the pods' termination grace, what `destroy` does with data
+(claims are always kept when a StatefulSet goes; the namespace, holding them,
+is deleted or retained) and the stack's one NetworkPolicy.
 """
 from __future__ import annotations
 
@@ -39,6 +49,7 @@ from mirrorstack import naming
 from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.validation.job_config import spark_submit_argv
 from mirrorstack.validation.package import JobPackage
+from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
@@ -47,7 +58,7 @@ from mirrorstack.platforms.containers import (
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
-from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -61,6 +72,7 @@ JOB_TIMEOUT = "2h"
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
 NODE_IP_ENV = "HOST_IP"  # the address of the node a pod runs on (downward API status.hostIP)
+NETWORK_POLICY = "mirrorstack-ingress"  # the stack's one NetworkPolicy (kubernetes.network_policy)
 
 
 def mebibytes(heap: str) -> int:
@@ -86,15 +98,15 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     listen_host = "0.0.0.0"  # inside the pod; advertised by its DNS name
 
     def __init__(self, stack: str, namespace: str | None = None, rest_access: str = "port-forward", *,
-                 cluster_domain: str = "cluster.local", storage_size: str = "1Gi",
-                 storage_class: str | None = None, images: Images | None = None, port_base: int | None = None):
+                 cluster_domain: str = "cluster.local", settings: KubernetesSettings | None = None,
+                 images: Images | None = None, port_base: int | None = None):
         if rest_access not in REST_ACCESS:
             raise ValueError(f"rest_access must be one of {REST_ACCESS}, not {rest_access!r}")
         self.stack, self.rest_access, self.cluster_domain = stack, rest_access, cluster_domain
         self.namespace = dns_label(namespace or f"mirrorstack-{stack}")
         self.images = images or Images()  # the topology's `images:`, else the official ones
         self.image = self.images.of("kafka")
-        self.storage_size, self.storage_class = storage_size, storage_class
+        self.settings = settings or KubernetesSettings()  # the topology's `kubernetes:`, else its defaults
         self.port_base = port_base if port_base is not None else default_port_base(stack)
         self._ports: dict[str, dict[str, int]] = {}  # service → port name → container port
         self._forwards: dict[str, int] = {}  # "service/port_name" → local port of the port-forward
@@ -102,6 +114,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         self._with_data: set[str] = set()  # services that asked for a data dir get a volume
         self._node_ip_env: set[str] = set()  # services told their node's address (NodePort listeners)
         self._namespace: k8s.core.v1.Namespace | None = None
+        self._budgets: set[str] = set()  # the ServiceGroups that have their PodDisruptionBudget
         self._client_secrets: dict[str, tuple[str, pulumi.Output, k8s.core.v1.Secret]] = {}  # alias → name, files, Secret
         self.manifests: list[dict] = []
 
@@ -225,13 +238,33 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
 
     def _ns(self, opts: pulumi.ResourceOptions | None) -> k8s.core.v1.Namespace:
         # Shared by every service of the stack: created under the first one's parent,
-        # so a provider passed to the component reaches it.
+        # so a provider passed to the component reaches it; the NetworkPolicy with it.
         if self._namespace is None:
+            parent = opts.parent if opts else None
+            # on_destroy retain: `destroy` leaves the namespace, so the claims in it survive.
+            keep = self.settings.storage.on_destroy == "retain"
             self._namespace = self._create(k8s.core.v1.Namespace, {
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}}},
-                pulumi.ResourceOptions(parent=opts.parent if opts else None), was_root="kubernetes:core/v1:Namespace")
+                pulumi.ResourceOptions(parent=parent, retain_on_delete=keep), was_root="kubernetes:core/v1:Namespace")
+            if self.settings.network_policy.enabled:
+                self._create(k8s.networking.v1.NetworkPolicy,
+                             network_policy(self.namespace, self.settings.network_policy),
+                             pulumi.ResourceOptions(parent=parent, depends_on=[self._namespace]))
         return self._namespace
+
+    def _disruption_budget(self, group: ServiceGroup, labels: dict[str, str],
+                           opts: pulumi.ResourceOptions) -> None:
+        """One PodDisruptionBudget per set, made with its first member: a drain
+        takes at most one broker, controller or worker of a set at a time."""
+        if group.name in self._budgets:
+            return
+        self._budgets.add(group.name)
+        self._create(k8s.policy.v1.PodDisruptionBudget, {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": dns_label(group.name), "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "mirrorstack", **labels}},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}}, opts)
 
     def _probe(self, health: dict, ready_file: str | None = None) -> dict:
         target = tcp_target(health, self.in_cluster)
@@ -245,7 +278,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
-                       opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
         `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
         options) is the folder the ConfigMap with `files` is
@@ -265,12 +298,16 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
         files = spec.files
         clients = self._clients(uses_clients, service)
+        members = group_labels(group) if group is not None else {}
         labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
-                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
+                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi", **members}
+        # The selector never changes (a StatefulSet's is immutable): the group labels are not in it.
         selector = {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}
         meta = lambda name: {"name": name, "namespace": self.namespace, "labels": labels}  # noqa: E731
         ports = self._ports.get(svc, {})
         child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
+        if group is not None:
+            self._disruption_budget(group, members, child)
 
         config_map = self._create(k8s.core.v1.ConfigMap, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"), "data": files}, child)
@@ -293,9 +330,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         claims = []
         if svc in self._with_data:
             mounts.append({"name": "data", "mountPath": DATA_MOUNT})
-            claims.append({"metadata": {"name": "data"}, "spec": {
-                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.storage_size}},
-                **({"storageClassName": self.storage_class} if self.storage_class else {})}})
+            claims.append(data_claim(self.settings.storage.size, self.settings.storage.class_name))
         # The pods restart when a file changes: a ConfigMap update alone would not.
         checksum = pulumi.Output.all(**files).apply(
             lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
@@ -335,10 +370,15 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                     "spec": {
                         "securityContext": {"runAsUser": APPUSER, "runAsGroup": APPUSER, "runAsNonRoot": True,
                                             "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
-                        "terminationGracePeriodSeconds": 60,  # a broker's controlled shutdown
+                        # A broker's controlled shutdown (leadership moved, logs closed cleanly).
+                        "terminationGracePeriodSeconds": self.settings.termination_grace_seconds,
+                        **(spread_apart(members) if members else {}),
                         "containers": [container],
                         "volumes": volumes}},
-                **({"volumeClaimTemplates": claims} if claims else {})}},
+                # Kept when the StatefulSet is deleted or replaced (a changed claim template):
+                # only the namespace's deletion at `destroy` deletes data (storage.on_destroy).
+                **({"volumeClaimTemplates": claims, "persistentVolumeClaimRetentionPolicy": {
+                    "whenDeleted": "Retain", "whenScaled": "Retain"}} if claims else {})}},
             # pulumi-kubernetes waits for the StatefulSet's pods to be ready, so
             # `depends_on` on it means "the service answers", as on the other platforms.
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[
@@ -499,6 +539,41 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 targets.append(ScrapeTarget(f"kafka-exporter-{alias}", url.removeprefix("http://"),
                                             {"cluster": alias, "role": "kafka-exporter"}))
         return targets
+
+
+def group_labels(group: ServiceGroup) -> dict[str, str]:
+    """The set's labels, with values Kubernetes accepts (an alias may hold '_')."""
+    return {key: dns_label(value) for key, value in group.labels.items()}
+
+
+def spread_apart(members: dict[str, str]) -> dict:
+    """Pod spec fields keeping a set's members on different nodes and zones
+    where the cluster has several; preferences only, so a 1-node cluster still
+    runs them all."""
+    selector = {"matchLabels": members}
+    return {
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}}]}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]}
+
+
+def data_claim(size: str, storage_class: str | None) -> dict:
+    """The claim template of a service's data volume (mounted at DATA_MOUNT)."""
+    return {"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}},
+        **({"storageClassName": storage_class} if storage_class else {})}}
+
+
+def network_policy(namespace: str, settings: KubernetesNetworkPolicy) -> dict:
+    """Ingress to every pod of the stack's namespace only from pods of that
+    namespace and the declared clients; egress is left open."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": NETWORK_POLICY, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": {}}, *(c.policy_peer() for c in settings.clients)]}]}}
 
 
 def _versions(secrets: list) -> pulumi.Output[str]:

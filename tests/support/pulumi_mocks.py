@@ -58,6 +58,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[Registration] = []
         self.prefix = None  # "<topology>-", from the (first) ReplicationTopology registered
         self.delete_before_replace: dict[tuple[str, str], bool] = {}  # (type, registered name) → option
+        self.retain_on_delete: dict[tuple[str, str], bool] = {}  # (type, registered name) → option
         self.dependencies: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (type, registered name) → its dependencies
         self._lock = threading.Lock()
 
@@ -85,10 +86,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
 class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
     """The mock engine, also recording the options the real engine would get
-    with each registration (delete-before-replace), which Mocks do not see."""
+    with each registration (delete-before-replace, retain-on-delete), which Mocks do not see."""
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
         self.mocks.delete_before_replace[(request.type, request.name)] = request.deleteBeforeReplace
+        self.mocks.retain_on_delete[(request.type, request.name)] = request.retainOnDelete
         self.mocks.dependencies[(request.type, request.name)] = {  # urn:pulumi:<stack>::<project>::<parents$type>::<name>
             (urn.split("::")[2].rsplit("$", 1)[-1], urn.rsplit("::", 1)[1]) for urn in request.dependencies}
         return super().RegisterResource(request)

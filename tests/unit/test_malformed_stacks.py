@@ -37,6 +37,21 @@ def fixes(problem: str) -> str:
 
 SECRET_FIX = "pulumi config set --secret --path 'mirrorstack:clusterSecrets."
 
+
+def kubernetes_stack(section: str, platform: str = "kubernetes") -> str:
+    """A whole stack file whose `kubernetes:` section is `section` (flow-style YAML)."""
+    return f"""
+config:
+  mirrorstack:topology:
+    platform: {platform}
+    clusters:
+      us: {{}}
+      central: {{}}
+    flows:
+      - {{source: us, target: central}}
+    kubernetes: {{{section}}}
+"""
+
 # (stack file, field path the problem starts with, fragment of its fix)
 CASES = [
     # ------------------------------------------------------------ unknown keys
@@ -532,6 +547,35 @@ config:
       - {source: old, target: new}
 """, 'connect.new.settings["sasl.oauthbearer.assertion.private.key"]',
         SECRET_FIX + 'new["sasl.oauthbearer.assertion.private.key"]', id="private-key-in-connect-settings"),
+    # ------------------------------------------------------------ kubernetes:
+    *(pytest.param(kubernetes_stack(section), path, fix, id=ident) for section, path, fix, ident in [
+        ("network_policy: {clients: [{cidr: 10.20.0.1/16}]}",
+         "kubernetes.network_policy.clients[0].cidr", "write '10.20.0.0/16'", "k8s-cidr-with-host-bits"),
+        ("network_policy: {clients: [{cidr: 10.20.0.0/33}]}",
+         "kubernetes.network_policy.clients[0].cidr", "write e.g. '10.20.0.0/16'", "k8s-cidr-not-a-network"),
+        ("network_policy: {clients: [{namespace: analytics, cidr: 10.20.0.0/16}]}",
+         "kubernetes.network_policy.clients[0]", "give exactly one of namespace, namespace_labels and cidr",
+         "k8s-client-of-two-kinds"),
+        ("network_policy: {clients: [{cidr: 10.20.0.0/16, except_cidrs: [10.30.0.0/24]}]}",
+         "kubernetes.network_policy.clients[0]", "list only parts of 10.20.0.0/16", "k8s-except-outside-cidr"),
+        ("network_policy: {clients: [{namespace: Analytics}]}",
+         "kubernetes.network_policy.clients[0].namespace", "match the pattern", "k8s-namespace-not-a-dns-label"),
+        ('network_policy: {clients: [{namespace_labels: {"team/a/b": payments}}]}',
+         "kubernetes.network_policy.clients[0].namespace_labels", "optionally after a DNS prefix and '/'",
+         "k8s-bad-label-key"),
+        ("network_policy: {enabled: false, clients: [{namespace: analytics}]}",
+         "kubernetes.network_policy", "remove clients, or remove enabled: false", "k8s-clients-without-policy"),
+        ("storage: {size: 100GB}", "kubernetes.storage.size", "e.g. '100Gi'", "k8s-storage-size-in-gb"),
+        ("storage: {on_destroy: keep}", "kubernetes.storage.on_destroy", "use one of 'delete', 'retain'",
+         "k8s-unknown-on-destroy"),
+        ("storage: {class_name: Fast_SSD}", "kubernetes.storage.class_name", "match the pattern",
+         "k8s-storage-class-not-a-name"),
+        ("termination_grace_seconds: 5", "kubernetes.termination_grace_seconds",
+         "use a whole number >= 10 (at most 3600)", "k8s-grace-too-short"),
+        ("storage_class: gp3", "kubernetes.storage_class", "allowed keys here are", "k8s-unknown-key"),
+    ]),
+    pytest.param(kubernetes_stack("storage: {size: 10Gi}", platform="docker"), "kubernetes",
+                 "remove the section, or set platform: kubernetes", id="k8s-section-on-docker"),
     # ------------------------------------------------------------ not on this platform
     pytest.param("""
 config:

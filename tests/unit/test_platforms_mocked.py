@@ -30,6 +30,10 @@ CONTROLLERS = {"us-controller", "uk-controller", "central-controller"}
 BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
 WORKERS = {"connect-central-0"}
 SERVICES = CONTROLLERS | BROKERS | WORKERS
+# The sets of the aggregation stack (kubernetes: one PodDisruptionBudget each) → their members.
+GROUPS = {**{f"{a}-controllers": {f"{a}-controller"} for a in ("us", "uk", "central")},
+          **{f"{a}-brokers": {f"{a}-broker-0"} for a in ("us", "uk", "central")},
+          "connect-central-workers": WORKERS}
 JOB = "validation-job"  # the Spark validation job the aggregation stack runs
 
 
@@ -280,6 +284,19 @@ def test_service_names_become_dns_1035_labels(name, ok):
     assert dns_label("us_east") != dns_label("us-east")  # sanitised names cannot collide
 
 
+def test_service_groups_name_and_label_each_set_apart():
+    from mirrorstack.platforms.base import ServiceGroup
+    from mirrorstack.platforms.kubernetes import group_labels
+    groups = [ServiceGroup.brokers("connect"), ServiceGroup.controllers("connect"),
+              ServiceGroup.workers("brokers", "connect"), ServiceGroup.workers("x", "connect")]
+    assert len({g.name for g in groups}) == len({tuple(sorted(g.labels.items())) for g in groups}) == len(groups)
+    assert ServiceGroup.workers("central", "us").labels == {
+        "mirrorstack.io/cluster": "us", "mirrorstack.io/role": "connect", "mirrorstack.io/connect": "central"}
+    # An alias may hold '_', which no DNS label does: Kubernetes gets a label-safe value, still one per alias.
+    assert group_labels(ServiceGroup.brokers("us_east"))["mirrorstack.io/cluster"] != \
+        group_labels(ServiceGroup.brokers("us-east"))["mirrorstack.io/cluster"]
+
+
 def test_http_probe_checks_the_status_line():
     command = probe_command({"kind": "http", "url": "http://127.0.0.1:9999/-/ready"}, lambda h, p: ("prom", 9090))
     assert command[:2] == ["bash", "-c"]
@@ -296,6 +313,25 @@ FQDN = "{}.mirrorstack-aggregation.svc.cluster.local"
 @pytest.fixture(scope="module")
 def k8s_run():
     return deploy(lambda: KubernetesPlatform(STACK))
+
+
+# The aggregation stack with a `kubernetes:` section set in full.
+PRODUCTION = {"storage": {"class_name": "fast-ssd", "size": "50Gi", "on_destroy": "retain"},
+              "termination_grace_seconds": 180,
+              "network_policy": {"clients": [{"namespace": "analytics"}, {"namespace_labels": {"team": "payments"}},
+                                             {"cidr": "10.20.0.0/16", "except_cidrs": ["10.20.5.0/24"]}]}}
+
+
+def kubernetes_topology(section: dict | None):
+    """The aggregation stack on kubernetes (its validation job needs a Spark image with the jars)."""
+    return stack_topology("aggregation", platform="kubernetes", kubernetes=section,
+                          images={"spark": "registry.example.com/mirrorstack/spark:1"})
+
+
+@pytest.fixture(scope="module")
+def k8s_production_run():
+    topology = kubernetes_topology(PRODUCTION)
+    return deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes), topology)
 
 
 @pytest.fixture(scope="module")
@@ -353,14 +389,17 @@ def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run
     assert set(mocks.of_type("kubernetes:core/v1:Secret")) == {f"{JOB}-flows"}
     assert set(mocks.of_type("kubernetes:batch/v1:Job")) == {JOB}
     assert not mocks.of_type("kubernetes:batch/v1:CronJob")  # only with validation.schedule
-    assert len(built["manifests"]) == 1 + 3 * len(SERVICES) + 3
+    assert set(mocks.of_type("kubernetes:policy/v1:PodDisruptionBudget")) == set(GROUPS)
+    assert set(mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")) == {"mirrorstack-ingress"}
+    assert len(built["manifests"]) == 1 + 1 + 3 * len(SERVICES) + len(GROUPS) + 3
     for manifest in built["manifests"][1:]:
         assert manifest["metadata"]["namespace"] == NAMESPACE
 
 
 @pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])
-def test_k8s_every_manifest_validates_strictly(k8s_run, version):
-    _, built = k8s_run
+@pytest.mark.parametrize("run", ["k8s_run", "k8s_production_run"])
+def test_k8s_every_manifest_validates_strictly(run, version, request):
+    _, built = request.getfixturevalue(run)
     for manifest in built["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=version, strict=True)
 
@@ -451,6 +490,135 @@ def test_k8s_in_cluster_access(k8s_in_cluster_run):
     assert us["connect_url"] == f"http://{rest[0]}:8083"
     for config in us["connectors"].values():
         assert config["source.cluster.bootstrap.servers"] == f"{FQDN.format('us-broker-0')}:9092"
+
+
+def pod_specs(built) -> dict[str, dict]:
+    """StatefulSet name → its pod template."""
+    return {name: sts["spec"]["template"] for name, sts in manifests_of(built, "StatefulSet").items()}
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return selector["matchLabels"].items() <= labels.items()
+
+
+def test_k8s_pods_carry_the_labels_of_their_set(k8s_run):
+    _, built = k8s_run
+    pods = pod_specs(built)
+    assert {k: v for k, v in pods["us-broker-0"]["metadata"]["labels"].items() if k.startswith("mirrorstack.io/")} \
+        == {"mirrorstack.io/cluster": "us", "mirrorstack.io/role": "broker"}
+    assert pods["uk-controller"]["metadata"]["labels"]["mirrorstack.io/role"] == "controller"
+    worker = pods["connect-central-0"]["metadata"]["labels"]
+    assert (worker["mirrorstack.io/role"], worker["mirrorstack.io/connect"], worker["mirrorstack.io/cluster"]) \
+        == ("connect", "central", "central")  # the cluster its workers bootstrap to
+    # The StatefulSets' selectors are as before (immutable): the set's labels are not in them.
+    for sts in manifests_of(built, "StatefulSet").values():
+        assert sts["spec"]["selector"]["matchLabels"].keys() == {"app.kubernetes.io/instance",
+                                                                 "app.kubernetes.io/part-of"}
+
+
+def test_k8s_one_disruption_budget_per_set_selecting_exactly_its_members(k8s_run):
+    _, built = k8s_run
+    budgets = manifests_of(built, "PodDisruptionBudget")
+    assert set(budgets) == set(GROUPS)
+    pods = pod_specs(built)
+    for name, budget in budgets.items():
+        assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
+        members = {pod for pod, spec in pods.items() if selects(budget["spec"]["selector"], spec["metadata"]["labels"])}
+        assert members == GROUPS[name], name
+
+
+def test_k8s_disruption_budgets_come_once_per_set_after_the_namespace(k8s_run):
+    mocks, _ = k8s_run
+    budgets = [r for r in mocks.resources if r.typ == "kubernetes:policy/v1:PodDisruptionBudget"]
+    assert len(budgets) == len(GROUPS)  # once per set, not per member
+    namespace = next(r for r in mocks.resources if r.typ == "kubernetes:core/v1:Namespace")
+    for budget in budgets:
+        assert (namespace.typ, namespace.registered_name) in mocks.dependencies[(budget.typ, budget.registered_name)]
+
+
+def test_k8s_members_of_a_set_prefer_other_nodes_and_zones(k8s_run):
+    _, built = k8s_run
+    for name, pod in pod_specs(built).items():
+        spec, labels = pod["spec"], pod["metadata"]["labels"]
+        (term,) = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+        assert "requiredDuringSchedulingIgnoredDuringExecution" not in spec["affinity"]["podAntiAffinity"]
+        (spread,) = spec["topologySpreadConstraints"]
+        assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == (
+            "topology.kubernetes.io/zone", 1, "ScheduleAnyway")  # a 1-node, zoneless cluster still schedules
+        for selector in (term["podAffinityTerm"]["labelSelector"], spread["labelSelector"]):
+            assert selects(selector, labels)  # against its own set...
+            others = {n for n, p in pod_specs(built).items() if selects(selector, p["metadata"]["labels"])}
+            group = next(members for members in GROUPS.values() if name in members)
+            assert others == group  # ...and only its own set
+
+
+def retained(mocks) -> set[str]:
+    """The resources `pulumi destroy` would leave (retainOnDelete), by name in the topology."""
+    return {r.name for r in mocks.resources if mocks.retain_on_delete.get((r.typ, r.registered_name))}
+
+
+def test_k8s_defaults_grace_storage_and_retention(k8s_run):
+    mocks, built = k8s_run
+    for name, sts in manifests_of(built, "StatefulSet").items():
+        assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
+        if name in WORKERS:
+            assert "persistentVolumeClaimRetentionPolicy" not in sts["spec"]
+            continue
+        (claim,) = sts["spec"]["volumeClaimTemplates"]
+        assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+        assert "storageClassName" not in claim["spec"]  # the cluster's default class
+        assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    # on_destroy delete: `destroy` deletes the namespace, and the claims with it
+    assert not retained(mocks)
+
+
+def test_k8s_grace_storage_and_retention_come_from_the_model(k8s_production_run):
+    mocks, built = k8s_production_run
+    for name, sts in manifests_of(built, "StatefulSet").items():
+        assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 180
+        if name not in WORKERS:
+            (claim,) = sts["spec"]["volumeClaimTemplates"]
+            assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
+            assert claim["spec"]["storageClassName"] == "fast-ssd"
+            # Retain whatever on_destroy says: a replaced StatefulSet finds its claim again.
+            assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+    # on_destroy retain: the namespace (holding the claims) outlives `destroy`; nothing else does
+    assert retained(mocks) == {NAMESPACE}
+
+
+def test_k8s_network_policy_admits_the_namespace_only_by_default(k8s_run):
+    _, built = k8s_run
+    (policy,) = manifests_of(built, "NetworkPolicy").values()
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"]["podSelector"] == {}  # every pod of the stack
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress unrestricted
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+
+
+def test_k8s_network_policy_admits_the_declared_clients(k8s_production_run):
+    _, built = k8s_production_run
+    (policy,) = manifests_of(built, "NetworkPolicy").values()
+    assert policy["spec"]["ingress"] == [{"from": [
+        {"podSelector": {}},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "analytics"}}},
+        {"namespaceSelector": {"matchLabels": {"team": "payments"}}},
+        {"ipBlock": {"cidr": "10.20.0.0/16", "except": ["10.20.5.0/24"]}}]}]
+
+
+def test_k8s_network_policy_can_be_turned_off():
+    topology = kubernetes_topology({"network_policy": {"enabled": False}})
+    mocks, built = deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes), topology)
+    assert not manifests_of(built, "NetworkPolicy")
+    assert not mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+
+
+def test_make_platform_hands_the_kubernetes_section_to_the_platform(tmp_path):
+    from mirrorstack.platforms import make_platform
+    topology = kubernetes_topology(PRODUCTION)
+    platform = make_platform("kubernetes", "s", local_dir=str(tmp_path), kubernetes=topology.kubernetes)
+    assert platform.settings is topology.kubernetes
+    assert make_platform("kubernetes", "s", local_dir=str(tmp_path)).settings.storage.size == "1Gi"
 
 
 def test_k8s_rejects_unknown_rest_access():

@@ -152,15 +152,23 @@ def expected_secrets(topology) -> int:
             + sum(cc.workers for cc in topology.connect.values() if cc.kafka in secured))
 
 
+def expected_budgets(topology) -> int:
+    """PodDisruptionBudgets: a deployed cluster's brokers and its controllers, a deployed Connect group."""
+    return (2 * sum(not c.is_external for c in topology.clusters.values())
+            + sum(not cc.is_external for cc in topology.connect.values()))
+
+
 def test_kubernetes_manifests_validate_strictly(built):
     topology, _, out = built
     if topology.platform != "kubernetes":
         assert not out["manifests"]
         return
-    # namespace; per service configmap, service, statefulset; the validation job's secret, configmap, job
+    # namespace and its NetworkPolicy; per service configmap, service, statefulset; a PodDisruptionBudget
+    # per set; the validation job's secret, configmap, job
     # monitoring: prometheus configmap, service, deployment; grafana secret, configmap, service, deployment
     # secured clusters: a Secret per node and Connect worker, a client Secret per cluster
-    assert len(out["manifests"]) == (1 + 3 * len(expected_services(topology)) + 3 * (topology.validation is not None)
+    assert len(out["manifests"]) == (2 + 3 * len(expected_services(topology)) + expected_budgets(topology)
+                                     + 3 * (topology.validation is not None)
                                      + 7 * (topology.monitoring is not None) + expected_secrets(topology))
     for manifest in out["manifests"]:
         kubernetes_validate.validate(manifest, desired_version=KUBERNETES_VERSION, strict=True)

@@ -12,7 +12,7 @@ import pulumi
 from mirrorstack import toolchain
 from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.model.spec import Resources
-from mirrorstack.platforms.base import default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
@@ -38,6 +38,8 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         if key not in self._ports:
             self._ports[key] = hashed_host_port(self.port_base, key, set(self._ports.values()))
         return HOST, self._ports[key]
+
+    node_port = no_node_ports("local")
 
     def host_url(self, service: str, port_name: str) -> str:
         return "http://%s:%d" % self.host_address(service, port_name)
@@ -69,7 +71,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
-                       opts: pulumi.ResourceOptions | None = None) -> LocalService:
+                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> LocalService:
         """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
         (run once healthy) may use `{dir}` for the service's own folder, where
         `files` and the 0600 `secret_files` (a secret dict) are written.
@@ -77,7 +79,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         host; containers mount them). `jvm_options`: `-D...` system properties
         of the service's JVM (`{dir}` allowed). With `metrics`, the JMX exporter
         serves on `metrics_address(service)`. Of `resources` only the heap
-        applies here (no container)."""
+        applies here (no container); `group` does not (one host, no scheduler)."""
         folder = self.service_dir(service)
         spec = java_service(
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
