@@ -35,3 +35,20 @@ def render_properties(values: Mapping[str, str], header: str | None = None) -> s
             raise TypeError(f"property {key!r} must be a string, got {type(value).__name__}")
         lines.append(f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}")
     return "\n".join(lines) + "\n"
+
+
+ENV_PROVIDER_CLASS = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+
+
+def with_config_provider(props: Mapping[str, str], name: str, class_name: str) -> dict[str, str]:
+    """`props` with one more Kafka config provider (`${name:...}` references),
+    keeping the ones already listed in `config.providers`."""
+    listed = [p for p in props.get("config.providers", "").split(",") if p]
+    return {**props, "config.providers": ",".join(dict.fromkeys([*listed, name])),
+            f"config.providers.{name}.class": class_name}
+
+
+def with_env_provider(props: Mapping[str, str]) -> dict[str, str]:
+    """`${env:NAME}` resolved from the process's environment when Kafka reads the config
+    (a value known only at start: a pod's node address or zone)."""
+    return with_config_provider(props, "env", ENV_PROVIDER_CLASS)

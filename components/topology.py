@@ -97,7 +97,9 @@ class ReplicationTopology(pulumi.ComponentResource):
                     flow, replication_factor=topology.replication_factor(flow),
                     source_bootstrap=args[0], target_bootstrap=args[1],
                     source_client=clients[flow.source], target_client=clients[flow.target],
-                    owner=stack, push=push, offsets_topic=f"{args[2]}-offsets"))
+                    owner=stack, push=push, offsets_topic=f"{args[2]}-offsets",
+                    # foreign workers have no provider for the reference
+                    consumer_rack=None if spec.is_external else platform.rack()))
             self.flows[flow.name] = MirrorMaker2(flow.name, MirrorMaker2Args(
                 flow=flow, connect_url=connect.rest_url, connectors=configs,
                 secrets_digest=None if spec.is_external else _secrets_digest(source, target),

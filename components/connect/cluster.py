@@ -10,7 +10,7 @@ from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.monitoring.prometheus import ScrapeTarget
-from mirrorstack.properties import render_properties
+from mirrorstack.properties import render_properties, with_env_provider
 from mirrorstack.secrets import GeneratedPassword
 
 CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")  # the worker's own clients, then its tasks'
@@ -66,6 +66,8 @@ class ConnectCluster(pulumi.ComponentResource):
             host, port = platform.address(worker, "rest")
             urls.append(platform.host_url(worker, "rest"))
             extra, secret_files = self._client_overrides(worker, kafka, clients, platform, exactly_once)
+            if platform.rack() is not None:  # the connectors' `${env:...}` rack of their consumers
+                extra = with_env_provider(extra)
             if override_allowlist:  # push flows: their connectors may override exactly these client settings
                 extra.update({"connector.client.config.override.policy": "Allowlist",
                               "connector.client.config.override.allowlist": ",".join(override_allowlist)})

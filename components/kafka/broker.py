@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mirrorstack.properties import with_env_provider
+
 CONTROLLER_LISTENER = "CONTROLLER"
 BROKER_LISTENER = "PLAINTEXT"
 
@@ -71,10 +73,7 @@ def broker_properties(
 
 
 EXTERNAL_LISTENER = "EXTERNAL"
-# Kafka's own provider: `${env:NAME}` in server.properties is read from the
-# broker's environment at start (a value known only then, as a pod's node address).
-ENV_PROVIDER = {"config.providers": "env",
-                "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider"}
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 def with_external_listener(props: Mapping[str, str], *, advertised: str, listen: str) -> dict[str, str]:
@@ -85,6 +84,12 @@ def with_external_listener(props: Mapping[str, str], *, advertised: str, listen:
     out["listeners"] += f",{EXTERNAL_LISTENER}://{listen}"
     out["advertised.listeners"] += f",{EXTERNAL_LISTENER}://{advertised}"
     out["listener.security.protocol.map"] += f",{EXTERNAL_LISTENER}:PLAINTEXT"
-    if "${env:" in advertised:
-        out.update(ENV_PROVIDER)
-    return out
+    return with_env_provider(out) if "${env:" in advertised else out
+
+
+def with_rack(props: Mapping[str, str], rack: str) -> dict[str, str]:
+    """A broker in `rack` (an `${env:...}` reference: the zone of its pod's
+    node), serving consumers from the replica in their own rack (KIP-392),
+    so a flow's consumer in a zone reads from the broker there."""
+    out = {"broker.rack": rack, "replica.selector.class": RACK_AWARE_SELECTOR, **props}  # settings win
+    return with_env_provider(out) if "${env:" in out["broker.rack"] else out

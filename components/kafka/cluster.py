@@ -136,6 +136,8 @@ class KafkaCluster(pulumi.ComponentResource):
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
                                              listen_host=platform.listen_host, overrides=overrides)
+            if (rack := platform.rack()) is not None:
+                props = broker.with_rack(props, rack)
             if cluster.node_ports is not None:  # the model allows it on kubernetes only
                 advertised, listen = platform.node_port(name, "external", cluster.node_ports + i, opts=child)
                 props = broker.with_external_listener(props, advertised=advertised, listen=listen)

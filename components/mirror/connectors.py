@@ -99,13 +99,17 @@ def mirror_connector_configs(
     source_bootstrap: str, target_bootstrap: str,
     source_client: Mapping[str, str] | None = None, target_client: Mapping[str, str] | None = None,
     owner: str | None = None, push: bool = False, offsets_topic: str | None = None,
+    consumer_rack: str | None = None,
 ) -> dict[str, dict[str, str]]:
     """Configs for the connectors this flow enables (source always; checkpoint
     and heartbeat when switched on), in that order, under the flow's connector
     names. `owner`: the stack (OWNER_KEY). `push`: the Connect cluster's Kafka
     is not the target, so every connector produces to the target through
     producer overrides; an exactly-once source then keeps its offsets in
-    `offsets_topic` on the target, in the same transactions as the records."""
+    `offsets_topic` on the target, in the same transactions as the records.
+    `consumer_rack`: the rack (zone) of the worker running a source task, as
+    a reference the worker resolves (`${env:...}`): the task's consumer then
+    reads from the source broker in its own zone where one has a replica."""
     rf = str(replication_factor)
     common = {
         "source.cluster.alias": flow.source,
@@ -136,6 +140,7 @@ def mirror_connector_configs(
         "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
         "topics.exclude": ",".join(topics_exclude(flow)),
         **throughput_settings(flow),
+        **({"source.consumer.client.rack": consumer_rack} if consumer_rack else {}),
     }
     if flow.exactly_once:  # KIP-618; the workers enable exactly.once.source.support
         source["exactly.once.support"] = "required"

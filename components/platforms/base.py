@@ -115,6 +115,10 @@ class Platform(Protocol):
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
 
+    def rack(self) -> str | None:
+        """The rack (zone) of the node a service runs on, as a `${env:...}`
+        reference its JVM resolves at start; None where there are no zones."""
+
     def node_port(self, service: str, port_name: str, node_port: int,
                   opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
         """kubernetes: publish the port on `node_port` of every node; returns the

@@ -86,6 +86,10 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     node_port = no_node_ports("docker")
 
+    def rack(self) -> str | None:
+        return None  # one machine: no zones
+
+
     def host_url(self, service: str, port_name: str) -> str:
         return "http://%s:%d" % self.host_address(service, port_name)
 

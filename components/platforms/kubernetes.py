@@ -69,9 +69,12 @@ APPUSER = IMAGE_KAFKA_UID  # the image's user; fsGroup makes the volume writable
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
 JOB_TIMEOUT = "2h"
+JOB_CPU_REQUEST = "250m"  # as a broker's default request
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
 NODE_IP_ENV = "HOST_IP"  # the address of the node a pod runs on (downward API status.hostIP)
+ZONE_ENV = "NODE_ZONE"  # the zone label of that node, copied onto the pod when it is bound (see rack())
+ZONE_LABEL = "topology.kubernetes.io/zone"
 NETWORK_POLICY = "mirrorstack-ingress"  # the stack's one NetworkPolicy (kubernetes.network_policy)
 
 
@@ -180,6 +183,15 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                 "nodePort": node_port}]}},
             pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
         return f"${{env:{NODE_IP_ENV}}}:{node_port}", f"{self.listen_host}:{port}"
+
+    def rack(self) -> str:
+        """The node's zone, read at start from the pod's own label: Kubernetes
+        1.35+ copies the node's topology labels onto a pod when it binds it
+        (KEP-4742, PodTopologyLabelsAdmission; a feature gate on 1.33-1.34).
+        No API access and no cluster-wide role are needed, unlike an init
+        container reading the Node. Where the label is not copied it is empty:
+        every broker is then in rack "" (rack awareness off, nothing breaks)."""
+        return f"${{env:{ZONE_ENV}}}"
 
     def service_dir(self, service: str) -> str:
         return f"{FILES_ROOT}/{self._label(service)}"
@@ -359,8 +371,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "volumeMounts": mounts,
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         }
+        container["env"] = [{"name": ZONE_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{ZONE_LABEL}']"}}}]
         if svc in self._node_ip_env:
-            container["env"] = [{"name": NODE_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
+            container["env"].append({"name": NODE_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
         statefulset = self._create(k8s.apps.v1.StatefulSet, {
             "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(svc),
             "spec": {
@@ -428,7 +441,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 "containers": [{
                     "name": "validate", "image": self.images.of("spark"),
                     "imagePullPolicy": "IfNotPresent", "command": argv,
-                    "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
+                    # Spark in local mode uses what CPU the node has free; the request only places
+                    # the pod (a whole core kept it Pending on a small, busy node).
+                    "resources": {"requests": {"cpu": JOB_CPU_REQUEST, "memory": memory}, "limits": {"memory": memory}},
                     "volumeMounts": [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
                                      {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
                                      {"name": "tmp", "mountPath": "/tmp"}, *client_mounts],

@@ -67,3 +67,14 @@ def test_log4j2_config_golden():
     assert_golden("log4j2.properties", log4j2_properties())
 
 
+
+
+def test_a_rack_comes_with_the_rack_aware_replica_selector_and_keeps_the_file_provider():
+    props = broker.broker_properties(2, host="h", port=1, voters=VOTERS, log_dir="/d", broker_count=1,
+                                     overrides={"config.providers": "file", "config.providers.file.class": "F"})
+    out = broker.with_rack(props, "${env:NODE_ZONE}")
+    assert (out["broker.rack"], out["replica.selector.class"]) == ("${env:NODE_ZONE}", broker.RACK_AWARE_SELECTOR)
+    assert out["config.providers"] == "file,env" and out["config.providers.file.class"] == "F"
+    assert broker.with_env_provider(out) == out  # listed once
+    mine = broker.with_rack({**props, "broker.rack": "rack-7"}, "${env:NODE_ZONE}")
+    assert mine["broker.rack"] == "rack-7" and mine["config.providers"] == "file"  # a setting wins, no env needed

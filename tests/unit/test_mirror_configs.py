@@ -62,3 +62,14 @@ def test_the_task_producer_takes_a_record_as_large_as_its_buffer_and_compresses_
     assert source["producer.override.compression.type"] == "zstd"
     larger = _configs({"throughput": {"max_record_bytes": 64 * 2**20}})["us->central.MirrorSourceConnector"]
     assert larger["producer.override.max.request.size"] == larger["producer.override.buffer.memory"] == str(64 * 2**20)
+
+
+def test_a_zoned_platform_gives_the_source_consumer_its_workers_rack_and_nothing_else_one():
+    topology = load_topology({**BASE, "flows": [{"source": "us", "target": "central"}]})
+    flow = topology.flows[0]
+    configs = mirror_connector_configs(flow, replication_factor=1, source_bootstrap="s:1", target_bootstrap="t:1",
+                                       consumer_rack="${env:NODE_ZONE}")
+    racks = {name: {k: v for k, v in config.items() if "rack" in k} for name, config in configs.items()}
+    assert racks == {"us->central.MirrorSourceConnector": {"source.consumer.client.rack": "${env:NODE_ZONE}"},
+                     "us->central.MirrorCheckpointConnector": {}, "us->central.MirrorHeartbeatConnector": {}}
+    assert not any("rack" in k for c in _configs({}).values() for k in c)  # no zones (local, docker): none

@@ -462,7 +462,7 @@ def test_k8s_statefulsets_probe_mount_and_size_from_heap(k8s_run):
     assert broker["resources"]["limits"]["memory"] == "2304Mi"  # 2 x 1g heap + 256Mi
     assert {"name": "data", "mountPath": "/var/lib/kafka/data"} in broker["volumeMounts"]
     assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec java " in broker["command"][2]
-    assert "env" not in broker  # heap, log4j and options are on the java command line
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in broker["env"]] == ["metadata.labels['topology.kubernetes.io/zone']"]  # only the node's zone: no value, no secret  # heap, log4j and options are on the java command line
     # The probe runs in the pod: it targets the in-cluster name even with port-forward access.
     worker = sets["connect-central-0"]["spec"]["template"]["spec"]["containers"][0]
     assert f"/dev/tcp/{FQDN.format('connect-central-0')}/8083" in worker["readinessProbe"]["exec"]["command"][-1]

@@ -257,7 +257,7 @@ def test_k8s_connect_mounts_the_client_secrets_at_client_dir(k8s_secure):
         volume = volumes[mounts[f"{CLIENTS}/{alias}"]]
         assert volume["secret"] == {"secretName": f"{alias}-client", "defaultMode": 0o400}
     assert f"-Djava.security.auth.login.config={folder(WORKER)}/rest-jaas.conf" in service_line(container["command"][2])
-    assert "env" not in container
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]] == ["metadata.labels['topology.kubernetes.io/zone']"]  # only the node's zone: no value, no secret
     probe = container["readinessProbe"]["exec"]["command"][-1]
     assert f"{folder(WORKER)}/secrets/rest-credentials.properties" in probe
 

@@ -84,7 +84,10 @@ def apiserver_argv() -> list[str]:
             f"--kubelet-certificate-authority={PKI / 'ca.crt'}", "--kubelet-preferred-address-types=InternalIP",
             f"--service-account-key-file={PKI / 'sa.pub'}", f"--service-account-signing-key-file={PKI / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--enable-admission-plugins=NodeRestriction", "--profiling=false", "--v=1"]
+            # Pods get their node's zone label when bound (KEP-4742: beta and on from 1.35),
+            # which the kubernetes platform's brokers read as broker.rack.
+            "--feature-gates=PodTopologyLabelsAdmission=true",
+            "--enable-admission-plugins=NodeRestriction,PodTopologyLabels", "--profiling=false", "--v=1"]
 
 
 def controller_manager_argv() -> list[str]:

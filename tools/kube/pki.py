@@ -20,6 +20,8 @@ CLIENTS = {
     "scheduler": ("system:kube-scheduler", "system:kube-scheduler"),
     "proxy": ("system:kube-proxy", "system:node-proxier"),
     "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", "system:masters"),
+    # A group bound to nothing: exactly the rights a test binds to it (the docs' deployer role).
+    "deployer": ("mirrorstack-deployer", "mirrorstack-deployers"),
 }
 
 
@@ -31,9 +33,11 @@ def _write(path: Path, text: str, mode: int = 0o600) -> None:
 
 
 def ensure() -> None:
-    """Make what is missing (a second start reuses the first's)."""
+    """Make what is missing (a second start reuses the first's; a client added
+    since gets its certificate from the same CA)."""
     pki = layout.PKI
     if (pki / ".complete").exists():
+        _add_clients([c for c in CLIENTS if not kubeconfig_path(c).exists()])
         return
     ca_key, ca_cert = tls.new_ca("mirrorstack-kube-ca")
     _write(pki / "ca.key", ca_key)
@@ -54,6 +58,15 @@ def ensure() -> None:
     for client in CLIENTS:
         _write(kubeconfig_path(client), kubeconfig(client))
     (pki / ".complete").touch()
+
+
+def _add_clients(clients: list[str]) -> None:
+    ca_key, ca_cert = ((layout.PKI / f).read_text() for f in ("ca.key", "ca.crt"))
+    for name in clients:
+        key, cert = tls.issue(ca_key, ca_cert, CLIENTS[name][0], [], organization=CLIENTS[name][1])
+        _write(layout.PKI / f"{name}.key", key)
+        _write(layout.PKI / f"{name}.crt", cert, 0o644)
+        _write(kubeconfig_path(name), kubeconfig(name))
 
 
 def kubeconfig_path(client: str) -> Path:

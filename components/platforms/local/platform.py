@@ -41,6 +41,10 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
 
     node_port = no_node_ports("local")
 
+    def rack(self) -> str | None:
+        return None  # one machine: no zones
+
+
     def host_url(self, service: str, port_name: str) -> str:
         return "http://%s:%d" % self.host_address(service, port_name)
 
