@@ -22,9 +22,13 @@ from __future__ import annotations
 import re
 import shlex
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mirrorstack import toolchain
+from mirrorstack.kafka import security
+from mirrorstack.properties import render_properties
 from mirrorstack.platforms.java_service import JavaRuntime
 from mirrorstack.versions import jmx_exporter_version
 
@@ -48,6 +52,7 @@ IMAGE_SPARK_JARS = f"{IMAGE_LIB}/spark-kafka"
 AFTER_START_DONE = "/tmp/mirrorstack-after-start.done"
 AFTER_START_ATTEMPTS = 36
 AFTER_START_PAUSE = 5  # seconds between attempts: 3 minutes in all, plus the attempts themselves
+READY_PAUSE = 5  # seconds between readiness checks (two short JVMs each)
 
 
 def image_jmx_agent() -> str:
@@ -86,7 +91,86 @@ def container_port(port_name: str, taken: set[int]) -> int:
     return port
 
 
-def container_script(service: list[str], prepare: list[list[str]] = (), after_start: list[list[str]] = ()) -> str:
+def rejoined_check(node_id: str, brokers: list[str], describe: list[str]) -> str:
+    """POSIX sh (the image's /bin/sh) that succeeds once broker `node_id` is
+    registered, every partition with a replica on a registered broker has it
+    in its ISR, and every partition whose ISR holds a registered broker has a
+    leader: local/health.py's rule for a rolling restart, asked with Kafka's
+    own tools (`brokers`: kafka-broker-api-versions, `describe`: kafka-topics
+    --describe). Replicas on brokers that are down do not count."""
+    # kafka-topics separates a partition's fields by tabs ("\tReplicas: 1,2\tIsr: 1"), so a
+    # tab before the name tells "Replicas:" from "Adding Replicas:" during a reassignment.
+    field = "printf '%s\\n' \"$line\" | sed -n \"s/.*\t$1: \\([^\t]*\\).*/\\1/p\""
+    return "\n".join([
+        f"live=\" $({shlex.join(brokers)} 2>/dev/null | sed -n 's/.*(id: \\([0-9][0-9]*\\) rack.*/\\1/p' "
+        "| tr '\\n' ' ')\"",
+        f"case \"$live\" in *\" {node_id} \"*) ;; *) exit 1 ;; esac",
+        f"out=$({shlex.join(describe)} 2>/dev/null) || exit 1",
+        f"field() {{ {field}; }}",
+        "printf '%s\\n' \"$out\" | while IFS= read -r line; do",
+        "  case \"$line\" in *'Partition: '*) ;; *) continue ;; esac",
+        "  leader=$(field Leader); isr=$(field Isr)",
+        "  for r in $(field Replicas | tr ',' ' '); do",  # a live replica out of the ISR: catching up
+        "    case \"$live\" in *\" $r \"*) case \",$isr,\" in *\",$r,\"*) ;; *) exit 1 ;; esac ;; esac",
+        "  done",
+        "  case \"$live\" in *\" $leader \"*) continue ;; esac",  # no live leader while a live replica is in the ISR
+        "  for r in $(printf '%s' \"$isr\" | tr ',' ' '); do case \"$live\" in *\" $r \"*) exit 1 ;; esac; done",
+        "done"])
+
+
+READY_CHECK_CONFIG = "ready-check.properties"  # the Kafka tools' client settings on a secured listener
+BROKER_VERSIONS_MAIN = "org.apache.kafka.tools.BrokerApiVersionsCommand"  # kafka-broker-api-versions.sh
+TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
+
+
+def tasks_running_check(host: str, port: int, auth_file: str | None = None) -> str:
+    """sh that succeeds once Connect answers `/connectors?expand=status` and every
+    connector and task there is RUNNING, or deliberately PAUSED or STOPPED:
+    local/health.py's connect_ready after a worker's restart (the group
+    rebalanced, its tasks run again; a group without connectors passes).
+    bash for /dev/tcp (the image's /bin/sh may be dash)."""
+    get = _http_get(host, port, "/connectors?expand=status", auth_file)
+    script = (f"out=$({get}) && printf '%s' \"$out\" | head -n 1 | grep -q ' 200 ' && "
+              "! printf '%s' \"$out\" | grep -o '\"state\":\"[A-Z_]*\"' "
+              "| grep -qv -e '\"RUNNING\"' -e '\"PAUSED\"' -e '\"STOPPED\"'")
+    return f"bash -c {shlex.quote(script)}"
+
+
+@dataclass(frozen=True)
+class ReadyGate:
+    """A readiness check the start script runs after the service answers
+    (container_script's `ready_check`): Kafka tools it needs (java_service
+    makes their command lines, passed to `script`) and files they read."""
+    tools: list[tuple[str, list[str]]]
+    files: dict[str, str]
+    script: Callable[[list[list[str]]], str]
+
+
+def ready_gate(health: dict, in_network, folder: str) -> ReadyGate | None:
+    """What a rolling restart waits for on local, for a service in a container:
+    a broker (health kind kafka with its node id) rejoined every ISR, asked with
+    Kafka's tools on its own listener (with the node's own certificate on a
+    secured one: the health's client.* TLS paths); a Connect worker's group
+    runs every task. None for other services (their probe is enough)."""
+    if health.get("kind") == "connect":
+        url = urlsplit(health["url"])
+        host, port = in_network(url.hostname, url.port or 80)
+        return ReadyGate([], {}, lambda _: tasks_running_check(host, port, health.get("auth_file")))
+    if health.get("kind") != "kafka" or "node_id" not in health:
+        return None
+    host, port = tcp_target(health, in_network)
+    common, files = ["--bootstrap-server", f"{host}:{port}"], {}
+    if health.get("client.security.protocol", "").lower() == "ssl":
+        files[READY_CHECK_CONFIG] = render_properties(security.admin_properties(
+            health["client.ssl.certificate.location"], health["client.ssl.ca.location"]))
+        common += ["--command-config", f"{folder}/{READY_CHECK_CONFIG}"]
+    node_id = health["node_id"]
+    return ReadyGate([(BROKER_VERSIONS_MAIN, common), (TOPICS_MAIN, [*common, "--describe"])], files,
+                     lambda argvs: rejoined_check(node_id, *argvs))
+
+
+def container_script(service: list[str], prepare: list[list[str]] = (), after_start: list[list[str]] = (),
+                     ready_check: str | None = None) -> str:
     """The `sh -c` script running a `java_service`'s command lines: the
     one-time preparation steps (idempotent), then `exec` the service, so the
     JVM replaces the shell as PID 1 and receives the stop signal itself (a
@@ -98,9 +182,15 @@ def container_script(service: list[str], prepare: list[list[str]] = (), after_st
     touches AFTER_START_DONE (which the health check requires), then waits
     for the service, forwarding TERM/INT to it, and exits with its status.
     A step that never succeeds stops the service (exit 1, so the container
-    restarts and the steps run again)."""
+    restarts and the steps run again).
+
+    `ready_check` (a sh script, e.g. `rejoined_check`) then runs every
+    READY_PAUSE seconds, with no cap, until it succeeds; only then is the
+    marker touched: the service is not ready (a roll does not go on) while,
+    say, its partitions catch up, however long that takes, and it is never
+    stopped for it."""
     steps = [shlex.join(argv) for argv in prepare]
-    if not after_start:
+    if not after_start and not ready_check:
         return " && ".join([*steps, "exec " + shlex.join(service)])
     lines = [f"rm -f {AFTER_START_DONE}", *(f"{step} || exit $?" for step in steps),
              f"{shlex.join(service)} &",
@@ -121,6 +211,10 @@ def container_script(service: list[str], prepare: list[list[str]] = (), after_st
             "  fi",
             f"  sleep {AFTER_START_PAUSE}",
             "done"]
+    if ready_check:
+        lines += ["until [ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || (",
+                  ready_check,
+                  f"); do sleep {READY_PAUSE}; done"]
     lines += [f"[ -n \"$stopping$failed\" ] || ! kill -0 \"$pid\" 2>/dev/null || touch {AFTER_START_DONE}",
               # `wait` returns early when a trapped signal arrives: wait again until the JVM is gone.
               "wait \"$pid\"; status=$?",

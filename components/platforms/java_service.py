@@ -42,12 +42,14 @@ class JavaService:
     argv: list[str]
     prepare: list[list[str]]
     after_start: list[list[str]]
+    checks: list[list[str]] = ()  # tools a readiness check runs (containers.rejoined_check)
 
 
 def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence[str], files: dict,
                  heap: str, prepare: Sequence[tuple[str, Sequence[str]]] = (),
                  after_start: Sequence[tuple[str, Sequence[str]]] = (), jvm_options: Sequence[str] = (),
-                 metrics: tuple[str, int] | None = None) -> JavaService:
+                 metrics: tuple[str, int] | None = None,
+                 checks: Sequence[tuple[str, Sequence[str]]] = ()) -> JavaService:
     """`folder`: the service's folder as the service sees it (`{dir}`).
     `metrics`: the (host, port) the JMX exporter agent serves on; it reads
     `jmx-exporter.yaml` from the folder. Tools (prepare, after start) get
@@ -68,4 +70,4 @@ def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence
 
     tools = lambda steps: [java(m, a, TOOL_HEAP, short_lived=True) for m, a in steps]  # noqa: E731
     return JavaService(files=files, argv=java(main, args, heap, jmx_agent=agent, system_properties=fill(jvm_options)),
-                       prepare=tools(prepare), after_start=tools(after_start))
+                       prepare=tools(prepare), after_start=tools(after_start), checks=tools(checks))

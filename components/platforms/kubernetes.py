@@ -54,7 +54,7 @@ from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
     container_port, container_script, dns_label, image_runtime, image_spark_jars,
-    probe_command, tcp_target,
+    probe_command, ready_gate, tcp_target,
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
@@ -176,8 +176,10 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "metadata": {"name": dns_label(f"{svc}-{port_name}"), "namespace": self.namespace,
                          "labels": {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"}},
             # Cluster traffic policy (the default): any node answers a bootstrap, and
-            # the broker then tells the client its own node's address.
-            "spec": {"type": "NodePort",
+            # the broker then tells the client its own node's address. Published before
+            # ready, as the headless Service: a broker serves while its readiness still waits
+            # for its replicas to catch up (readiness paces a roll, it does not gate clients).
+            "spec": {"type": "NodePort", "publishNotReadyAddresses": True,
                      "selector": {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"},
                      "ports": [{"name": dns_label(port_name, 15), "port": port, "targetPort": port,
                                 "nodePort": node_port}]}},
@@ -304,11 +306,16 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         agent the image carries (`image_jmx_agent()`, see containers.py)
         serves on `metrics_address(service)`: nothing is downloaded."""
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
+        gate = ready_gate(health, self.in_cluster, folder)
+        if gate is not None:
+            files = {**files, **gate.files}
         spec = java_service(  # registers the metrics port before the manifests list ports
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
+            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None,
+            checks=gate.tools if gate is not None else ())
         files = spec.files
+        ready_check = gate.script(spec.checks) if gate is not None else None
         clients = self._clients(uses_clients, service)
         members = group_labels(group) if group is not None else {}
         labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
@@ -362,9 +369,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         container = {
             "name": "kafka", "image": self.image, "imagePullPolicy": "IfNotPresent",
             # The local platform's java command lines; the JMX agent is the image's own (image_jmx_agent).
-            "command": ["/bin/sh", "-c", container_script(spec.argv, spec.prepare, spec.after_start)],
+            "command": ["/bin/sh", "-c", container_script(spec.argv, spec.prepare, spec.after_start, ready_check)],
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
-            "readinessProbe": self._probe(health, AFTER_START_DONE if after_start else None),
+            "readinessProbe": self._probe(health, AFTER_START_DONE if after_start or ready_check else None),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
             "resources": {"requests": {"cpu": format(resources.cpus, "g") if resources.cpus else "250m",
                                        "memory": memory}, "limits": {"memory": memory}},

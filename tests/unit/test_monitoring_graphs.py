@@ -18,7 +18,7 @@ from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatf
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.secrets import GeneratedPasswordProvider
 from mirrorstack.versions import jmx_exporter_version, official_image
-from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_steps
+from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_commands, script_steps
 
 STACK = "active-passive"
 JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
@@ -171,7 +171,7 @@ def test_k8s_agent_is_the_images_nothing_is_downloaded(k8s):
         (container,) = spec["containers"]
         assert container["image"] == K8S_KAFKA_IMAGE
         port = built["platform"].metrics_address(name)[1]
-        service = script_steps(container["command"][2])[-1]
+        service = script_commands(container["command"][2])["service"]
         assert f"-javaagent:{image_jmx_agent()}=0.0.0.0:{port}:/opt/mirrorstack/{name}/jmx-exporter.yaml" in service
         assert "metrics" in {p["name"] for p in container["ports"]}
         assert "wget" not in container["command"][2] and "maven" not in json.dumps(sts).lower()

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 
 from mirrorstack import toolchain
-from mirrorstack.platforms.containers import JOB_DIR, dns_label, probe_command
+from mirrorstack.platforms.containers import AFTER_START_DONE, JOB_DIR, dns_label, probe_command
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
@@ -458,10 +458,15 @@ def test_k8s_statefulsets_probe_mount_and_size_from_heap(k8s_run):
     assert controller["readinessProbe"]["tcpSocket"] == {"port": 9093}
     assert controller["resources"]["limits"]["memory"] == "768Mi"  # 2 x 256m heap + 256Mi
     broker = sets["us-broker-0"]["spec"]["template"]["spec"]["containers"][0]
-    assert broker["readinessProbe"]["tcpSocket"] == {"port": 9092}  # the kubelet's check: no JVM, no shell
+    # ready once the start script's rejoin check passed (no partition waits for it), then its listener
+    assert broker["readinessProbe"]["exec"]["command"] == [
+        "bash", "-c", f"test -f {AFTER_START_DONE} && exec 3<>/dev/tcp/{FQDN.format('us-broker-0')}/9092"]
+    script = broker["command"][2]
+    assert "org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server " in script
+    assert f"org.apache.kafka.tools.TopicCommand --bootstrap-server {FQDN.format('us-broker-0')}:9092 --describe" in script
     assert broker["resources"]["limits"]["memory"] == "2304Mi"  # 2 x 1g heap + 256Mi
     assert {"name": "data", "mountPath": "/var/lib/kafka/data"} in broker["volumeMounts"]
-    assert broker["command"][:2] == ["/bin/sh", "-c"] and " && exec java " in broker["command"][2]
+    assert broker["command"][:2] == ["/bin/sh", "-c"]
     assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in broker["env"]] == ["metadata.labels['topology.kubernetes.io/zone']"]  # only the node's zone: no value, no secret  # heap, log4j and options are on the java command line
     # The probe runs in the pod: it targets the in-cluster name even with port-forward access.
     worker = sets["connect-central-0"]["spec"]["template"]["spec"]["containers"][0]
@@ -659,7 +664,7 @@ def script_commands(script: str) -> dict[str, list[list[str]]]:
     return {"prepare": [shlex.split(line) for line in prepare],
             "service": shlex.split(next(line for line in lines if line.endswith(" &")).removesuffix(" &")),
             "after_start": [shlex.split(line.rsplit(" 2>/dev/null || ", 1)[1].removesuffix("; do"))
-                            for line in lines if line.startswith("until ")]}
+                            for line in lines if line.startswith("until ") and not line.endswith("(")]}
 
 
 def local_commands(mocks, folder: Path, services, local=None, other=None) -> dict[str, dict[str, list[list[str]]]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import kubernetes_validate
@@ -274,10 +275,16 @@ def test_k8s_scram_broker_script_and_probe(k8s_secure):
     port = internal_port(built["platform"], "edge-broker-0")
     assert probe == ["bash", "-c", f"test -f {AFTER_START_DONE} && exec 3<>/dev/tcp/{internal_host}/{port}"]
     files = manifests(built, "ConfigMap")["edge-broker-0-files"]["data"]
-    assert set(files) == {"server.properties", "admin.properties", "log4j2.properties"}
-    # Without after-start steps (PLAIN on central) the kubelet checks the INTERNAL port itself.
+    assert set(files) == {"server.properties", "admin.properties", "log4j2.properties", "ready-check.properties"}
+    # the rejoin check's tools use the node's own certificate on INTERNAL, as the probe does
+    check = files["ready-check.properties"].splitlines()
+    assert "security.protocol=SSL" in check and "ssl.keystore.type=PEM" in check
+    assert f"--command-config /opt/mirrorstack/edge-broker-0/ready-check.properties" in broker["command"][2]
+    # Without after-start steps (PLAIN on central) the rejoin check alone gates the INTERNAL port.
     (central,) = pod_of(built, "central-broker-0")["spec"]["containers"]
-    assert central["readinessProbe"]["tcpSocket"] == {"port": internal_port(built["platform"], "central-broker-0")}
+    central_host = f"central-broker-0.mirrorstack-{STACK}.svc.cluster.local"
+    assert central["readinessProbe"]["exec"]["command"][-1] == (
+        f"test -f {AFTER_START_DONE} && exec 3<>/dev/tcp/{central_host}/{internal_port(built['platform'], 'central-broker-0')}")
     # The controller keeps the kubelet's TCP check; the internal port is listed on the broker.
     (controller,) = pod_of(built, "edge-controller")["spec"]["containers"]
     assert "tcpSocket" in controller["readinessProbe"]
@@ -341,3 +348,93 @@ def test_script_without_after_start_prepares_then_execs():
                               [["java", "-cp", "/l/*", "kafka.tools.StorageTool", "format"]])
     assert script == ("java -cp '/l/*' kafka.tools.StorageTool format"
                       " && exec java -cp '/l/*' kafka.Kafka /d/server.properties")
+
+
+BROKERS_OUT = """b-0.ns:9092 (id: 1 rack: zone-a isFenced: false) -> (
+\tProduce(0): 0 to 12 [usable: 12],
+)
+b-1.ns:9092 (id: 2 rack: zone-a isFenced: false) -> (
+)
+"""
+
+
+def _partition(leader: str, replicas: str, isr: str, extra: str = "") -> str:
+    return f"\tTopic: orders\tTopicId: x\tPartition: 0\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}{extra}\tElr: \tLastKnownElr: "
+
+
+@pytest.mark.parametrize("node, describe, ready", [
+    ("2", [_partition("1", "1,2", "1,2")], True),
+    ("2", [_partition("1", "1,2", "1")], False),  # this broker still catching up
+    ("1", [_partition("1", "1,3", "1")], True),  # broker 3 is down: its replica does not hold the roll
+    ("3", [_partition("1", "1,2", "1,2")], False),  # not registered yet
+    ("2", [_partition("none", "1,2", "2")], False),  # a live replica in the ISR but no leader yet
+    ("2", [_partition("none", "3", "3")], True),  # offline only because broker 3 is down
+    ("2", [_partition("1", "1,2", "1,2", "\tAdding Replicas: 3\tRemoving Replicas: 2"), _partition("2", "2,1", "2")], False),
+])
+def test_the_rejoined_check_is_the_local_platforms_rule_in_posix_sh(tmp_path, node, describe, ready):
+    from mirrorstack.platforms.containers import rejoined_check
+    brokers, topics = tmp_path / "brokers", tmp_path / "topics"
+    (tmp_path / "brokers.out").write_text(BROKERS_OUT)
+    (tmp_path / "topics.out").write_text("Topic: orders\tPartitionCount: 1\n" + "\n".join(describe) + "\n")
+    for tool, out in ((brokers, "brokers.out"), (topics, "topics.out")):
+        tool.write_text(f"#!/bin/sh\ncat {tmp_path / out}\n")
+        tool.chmod(0o755)
+    check = rejoined_check(node, [str(brokers)], [str(topics)])
+    done = subprocess.run(["dash", "-c", f"({check})"], capture_output=True, text=True)
+    assert (done.returncode == 0) is ready, done.stderr
+
+
+def test_the_rejoined_check_fails_when_kafka_does_not_answer(tmp_path):
+    from mirrorstack.platforms.containers import rejoined_check
+    check = rejoined_check("1", ["false"], ["false"])
+    assert subprocess.run(["dash", "-c", f"({check})"]).returncode != 0
+
+
+def _serve(body: str, status: int = 200):
+    """A stand-in for Connect's REST API on 127.0.0.1: answers every GET with `body`, records the requests."""
+    import http.server
+    import threading
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def _status(*states: str) -> str:
+    tasks = ",".join(f'{{"id":{i},"state":"{s}","worker_id":"w:8083"}}' for i, s in enumerate(states[1:]))
+    return ('{"us->central.MirrorSourceConnector":{"status":{"name":"x","connector":{"state":"%s","worker_id":"w"},'
+            '"tasks":[%s],"type":"source"}}}' % (states[0], tasks))
+
+
+@pytest.mark.parametrize("body, status, ready", [
+    ("{}", 200, True),  # a group without connectors
+    (_status("RUNNING", "RUNNING", "RUNNING"), 200, True),
+    (_status("STOPPED"), 200, True),  # stopped on purpose (failover)
+    (_status("RUNNING", "RUNNING", "UNASSIGNED"), 200, False),  # the group still rebalancing
+    (_status("RUNNING", "FAILED"), 200, False),
+    ("", 409, False),  # rebalancing: Connect refuses the request
+])
+def test_a_worker_is_ready_once_its_group_runs_every_task(tmp_path, body, status, ready):
+    from mirrorstack.platforms.containers import tasks_running_check
+    server, seen = _serve(body, status)
+    try:
+        credentials = tmp_path / "rest-credentials"
+        credentials.write_text("admin: s3cret\n")
+        check = tasks_running_check("127.0.0.1", server.server_address[1], str(credentials))
+        done = subprocess.run(["dash", "-c", f"({check})"], capture_output=True, text=True, timeout=30)
+        assert (done.returncode == 0) is ready, done.stderr
+        assert seen[0] == ("/connectors?expand=status", "Basic YWRtaW46czNjcmV0")
+        assert "s3cret" not in check  # the password is read when the check runs
+    finally:
+        server.shutdown()
