@@ -157,11 +157,15 @@ def _set_topology(project, change) -> None:
     stack_file.write_text(yaml.safe_dump(document))
 
 
-def _pod_times(pod: str) -> tuple[str, str]:
-    """When the pod's container started and when the pod became ready (RFC 3339, comparable as text)."""
-    status = json.loads(kube.kubectl("get", "pod", "--namespace", NAMESPACE, pod, "-o", "json"))["status"]
-    ready = next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "Ready")
-    return status["containerStatuses"][0]["state"]["running"]["startedAt"], ready
+def _pod_times(pod: str) -> dict:
+    """When the pod was made, its container started and the pod became ready (RFC 3339, comparable
+    as text), its restarts and why the last one ended."""
+    found = json.loads(kube.kubectl("get", "pod", "--namespace", NAMESPACE, pod, "-o", "json"))
+    status, container = found["status"], found["status"]["containerStatuses"][0]
+    return {"created": found["metadata"]["creationTimestamp"],
+            "started": container["state"]["running"]["startedAt"],
+            "ready": next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "Ready"),
+            "restarts": container["restartCount"], "last_end": container.get("lastState", {}).get("terminated")}
 
 
 def _validated(expected: int) -> None:
@@ -255,7 +259,7 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     paid = paying.finish()  # no failed send
     assert len(paid) >= 100 and len(set(paid)) == len(paid)
     restarted = {name: _pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0")}
-    print(f"\ncentral's brokers after the setting change (started, ready): {restarted}")
+    print(f"\ncentral's brokers after the setting change: {restarted}")
     _validated(total)
 
     # destroy leaves no object of the stack
