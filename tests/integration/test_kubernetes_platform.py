@@ -164,7 +164,8 @@ def _pod_times(pod: str) -> dict:
     status, container = found["status"], found["status"]["containerStatuses"][0]
     return {"created": found["metadata"]["creationTimestamp"],
             "started": container["state"]["running"]["startedAt"],
-            "ready": next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "Ready"),
+            # the Ready condition's status, and when it last changed (a pod never ready yet: its creation)
+            "ready": next((c["status"], c["lastTransitionTime"]) for c in status["conditions"] if c["type"] == "Ready"),
             "restarts": container["restartCount"], "last_end": container.get("lastState", {}).get("terminated")}
 
 
