@@ -45,8 +45,7 @@ def ensure() -> None:
     hosts = [layout.GATEWAY, layout.API_SERVICE_IP, "127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
              "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"]
     for name, (cn, group, names) in {"apiserver": ("kube-apiserver", "mirrorstack", hosts),
-                                     "kubelet-serving": (layout.NODE, "system:nodes", [layout.GATEWAY, layout.NODE]),
-                                     **{c: (*CLIENTS[c], []) for c in CLIENTS}}.items():
+                                     "kubelet-serving": (layout.NODE, "system:nodes", [layout.GATEWAY, layout.NODE])}.items():
         key, cert = tls.issue(ca_key, ca_cert, cn, names, organization=group)
         _write(pki / f"{name}.key", key)
         _write(pki / f"{name}.crt", cert, 0o644)
@@ -55,12 +54,12 @@ def ensure() -> None:
                                             serialization.NoEncryption()).decode())
     _write(pki / "sa.pub", sa.public_key().public_bytes(serialization.Encoding.PEM,
                                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode(), 0o644)
-    for client in CLIENTS:
-        _write(kubeconfig_path(client), kubeconfig(client))
+    _add_clients(list(CLIENTS))
     (pki / ".complete").touch()
 
 
 def _add_clients(clients: list[str]) -> None:
+    """Each client's key, certificate (from the CA on disk) and kubeconfig."""
     ca_key, ca_cert = ((layout.PKI / f).read_text() for f in ("ca.key", "ca.crt"))
     for name in clients:
         key, cert = tls.issue(ca_key, ca_cert, CLIENTS[name][0], [], organization=CLIENTS[name][1])
