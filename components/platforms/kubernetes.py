@@ -58,6 +58,7 @@ from mirrorstack.platforms.containers import (
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
+from mirrorstack.platforms.kube_rollout import StatefulSetRollout
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
@@ -292,7 +293,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
-                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> k8s.apps.v1.StatefulSet:
+                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> StatefulSetRollout:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
         `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
         options) is the folder the ConfigMap with `files` is
@@ -399,11 +400,12 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 # only the namespace's deletion at `destroy` deletes data (storage.on_destroy).
                 **({"volumeClaimTemplates": claims, "persistentVolumeClaimRetentionPolicy": {
                     "whenDeleted": "Retain", "whenScaled": "Retain"}} if claims else {})}},
-            # pulumi-kubernetes waits for the StatefulSet's pods to be ready, so
-            # `depends_on` on it means "the service answers", as on the other platforms.
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[
                 namespace, config_map, service_obj, *secret_objs])))
-        return statefulset
+        # What the next node waits for: this one rolled and Ready (the provider's own wait can end early).
+        return StatefulSetRollout(svc, statefulset, namespace=self.namespace,
+                                  context=pulumi.Config("kubernetes").get("context"),
+                                  opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
     def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):

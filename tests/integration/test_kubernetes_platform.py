@@ -9,6 +9,7 @@ import json
 import re
 import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 import requests
@@ -145,6 +146,7 @@ class Steady(threading.Thread):
         self.stop.set()
         self.join(timeout=30)
         undelivered = self.producer.flush(150)  # within the delivery timeout (120 s)
+        self.producer = None  # closed: it would retry its brokers (and log it) until the module ends
         assert (self.failed, undelivered, len(self.delivered)) == ([], 0, self.sent), (self.failed[:3], undelivered)
         return self.delivered
 
@@ -244,14 +246,15 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     arrived = consume(outside["central"], "orders", expected=total, timeout=240)
     assert set(more) <= {r.value for r in arrived}
 
-    # a broker setting changed: central's brokers restart while a client sends acks=all to a topic on
-    # both: no send fails. (One at a time, each once the one before rejoined every ISR, is what the
-    # readiness gate is for; measured once, both went down together: not asserted until explained.) The
-    # same `up` adds the validation Job (Spark in the cluster; a failed Job fails `up`), which
-    # reconciles every record of both flows, those of the broker's loss too.
+    # a broker setting changed: central's brokers restart one at a time, the second only once the first
+    # is Ready again (rejoined every ISR: the readiness gate, waited for by the rollout resource), while
+    # a client sends acks=all to a topic on both: no send fails. The same `up` adds the validation Job
+    # (Spark in the cluster; a failed Job fails `up`), which reconciles every record of both flows,
+    # those of the broker's loss too.
     create_topic(outside["central"], "payments", partitions=2, replication_factor=2)
     paying = Steady(outside["central"], "payments", "pay")
     paying.start()
+    paying_since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # the node's clock: this machine's
     _set_topology(project, lambda t: t["clusters"]["central"].setdefault("settings", {}).update(
         {"log.retention.hours": "100"}))  # a dotted key, a string: in the stack file, not `config set --path`
     project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "60")
@@ -259,8 +262,10 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     assert project.outputs()["validation"]["job"] == "validation-job"
     paid = paying.finish()  # no failed send
     assert len(paid) >= 100 and len(set(paid)) == len(paid)
-    restarted = {name: _pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0")}
-    print(f"\ncentral's brokers after the setting change: {restarted}")
+    first, second = (_pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0"))
+    print(f"\ncentral's brokers after the setting change: {first} {second}")
+    assert first["ready"][0] == second["ready"][0] == "True", (first, second)
+    assert first["created"] >= paying_since and first["ready"][1] <= second["created"], (paying_since, first, second)
     _validated(total)
 
     # destroy leaves no object of the stack. Once in a loaded suite run (run 14) the first destroy

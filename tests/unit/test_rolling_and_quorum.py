@@ -58,10 +58,21 @@ def _deploy(make_platform, topology=None):
 NODE_TYPES = ("pulumi-python:dynamic/local:LocalService", "docker:index/container:Container", "kubernetes:apps/v1:StatefulSet")
 
 
+ROLLOUT_TYPE = "pulumi-python:dynamic/kubernetes:StatefulSetRollout"
+
+
 def _depends(mocks, name: str) -> set[str]:
-    """The services (same kind of resource) that service `name` depends on."""
+    """The services (same kind of resource) that service `name` depends on; on
+    kubernetes, through their rollout (the StatefulSet rolled and Ready), which
+    in turn depends on its own StatefulSet."""
     (key,) = [k for k in mocks.dependencies if k[1] == f"{STACK}-{name}" and k[0].startswith(NODE_TYPES)]
-    return {dep.removeprefix(f"{STACK}-") for typ, dep in mocks.dependencies[key] if typ == key[0]}
+    found = {dep.removeprefix(f"{STACK}-") for typ, dep in mocks.dependencies[key] if typ == key[0]}
+    for typ, dep in mocks.dependencies[key]:
+        if typ == ROLLOUT_TYPE:
+            service = dep.removeprefix(f"{STACK}-").removesuffix("-rollout")
+            assert (key[0], f"{STACK}-{service}") in mocks.dependencies[(typ, dep)], f"{dep} waits for its StatefulSet"
+            found.add(service)
+    return found
 
 
 @pytest.fixture(scope="module")
