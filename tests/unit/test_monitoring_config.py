@@ -43,6 +43,26 @@ def test_jmx_rules_cover_kafka4_mm2_beans_with_the_source_tag():
     assert metrics.MM2_RECORDS.endswith("_total")
 
 
+def test_the_exporter_reads_only_the_mbeans_a_rule_can_match():
+    """includeObjectNames: every rule's MBeans are included (a missing one would drop its series
+    silently), and nothing else (the exporter would read every MBean on each scrape)."""
+    config = yaml.safe_load(jmx_exporter_config())
+    included = config["includeObjectNames"]
+    assert len(included) == len(set(included)) == 9
+    samples = ['kafka.connect.mirror<type=MirrorSourceConnector, source=us, target=central, topic=orders, partition=0>',
+               'kafka.connect<type=connector-task-metrics, connector="us->central.MirrorSourceConnector", task=0>',
+               "kafka.connect<type=connect-worker-metrics>", "kafka.server<type=ReplicaManager, name=LeaderCount>",
+               "kafka.server<type=BrokerTopicMetrics, name=MessagesInPerSec, topic=orders>",
+               "kafka.controller<type=KafkaController, name=ActiveControllerCount>"]
+    for bean in samples:  # each names a (domain, type) that is included, as JMX matches `domain:type=x,*`
+        domain, kind = re.match(r"([^<]+)<type=([A-Za-z-]+)", bean).groups()
+        assert f"{domain}:type={kind},*" in included, bean
+    for rule in config["rules"]:
+        domain, kind = re.match(r"([^<]+)<type=([A-Za-z-]+)", rule["pattern"]).groups()
+        assert f"{domain}:type={kind},*" in included, rule["pattern"]
+    assert not any(name.startswith(("java.lang", "kafka.log", "kafka.network")) for name in included)
+
+
 def test_prometheus_config_jobs_labels_flow_relabel_and_promtool(tmp_path):
     targets = [ScrapeTarget("kafka-us", "127.0.0.1:1", {"cluster": "us", "role": "controller"}),
                ScrapeTarget("kafka-us", "127.0.0.1:2", {"cluster": "us", "role": "broker"}),
