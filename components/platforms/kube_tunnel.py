@@ -21,6 +21,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 SCHEME = "kube"
 OPEN_TIMEOUT = 30.0  # seconds for kubectl to report its local port
+# A kubectl that said nothing for 30 s on a loaded machine (a suite run at load 16) answered when
+# started again: a few tries before Connect counts as unreachable.
+OPEN_ATTEMPTS = 3
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
 _tunnels: dict[str, tuple[subprocess.Popen, int]] = {}
 _lock = threading.Lock()
@@ -68,14 +71,23 @@ def local(url: str, scheme: str = "http") -> str:
                 *(["--context", options["context"]] if "context" in options else []),
                 *(["--kubeconfig", options["kubeconfig"]] if "kubeconfig" in options else []),
                 f"{kind}/{name}", f":{port}"]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        local_port = _read_port(proc, url)
+        failures = []
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            try:
+                local_port = _read_port(proc)
+                break
+            except TunnelError as exc:
+                failures.append(f"try {attempt}: {exc}")
+        else:
+            raise TunnelError(f"could not open {url} (kubectl port-forward, {OPEN_ATTEMPTS} tries of "
+                              f"{OPEN_TIMEOUT:.0f}s): {'; '.join(failures)}")
         _tunnels[url] = (proc, local_port)
         return f"{scheme}://127.0.0.1:{local_port}"
 
 
-def _read_port(proc: subprocess.Popen, url: str) -> int:
+def _read_port(proc: subprocess.Popen) -> int:
     found: list[int] = []
     def read() -> None:
         for line in proc.stdout:
@@ -93,7 +105,7 @@ def _read_port(proc: subprocess.Popen, url: str) -> int:
         proc.kill()
         proc.wait()
         time.sleep(0.1)  # the stderr thread's last lines
-        raise TunnelError(f"could not open {url} (kubectl port-forward): {'; '.join(errors) or 'no answer'}")
+        raise TunnelError('; '.join(errors) or f"no answer in {OPEN_TIMEOUT:.0f}s")
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # "Handling connection for"
     return found[0]
 
