@@ -149,7 +149,9 @@ class MirrorMaker2Provider(ResourceProvider):
                 config = client.get_config(name)
                 if config is not None:
                     live[name] = config
-                states[name] = summarize(client.status(name))
+                # No config: deleted. Its status can linger a moment after (Connect removes it
+                # once the worker has read the deletion): it would report a ghost UNASSIGNED.
+                states[name] = summarize(client.status(name) if config is not None else None)
                 if "failed" in states[name]:  # refresh records it; say it too
                     progress(f"{name}: {states[name]['failed']}; `pulumi up` restarts it")
         except (ConnectError, urllib3.exceptions.HTTPError) as exc:
