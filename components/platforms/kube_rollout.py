@@ -28,7 +28,7 @@ class RolloutFailed(RuntimeError):
 def rollout_command(props: dict) -> list[str]:
     from mirrorstack.platforms.kube_tunnel import kubectl
     return [kubectl(), "rollout", "status", f"statefulset/{props['name']}", "--namespace", props["namespace"],
-            "--watch", f"--timeout={props.get('timeout_minutes') or ROLL_TIMEOUT_MINUTES}m",
+            "--watch", f"--timeout={ROLL_TIMEOUT_MINUTES}m",
             *(["--context", props["context"]] if props.get("context") else [])]
 
 

@@ -294,12 +294,16 @@ SECURE_NAMESPACE = "mirrorstack-secure"
 SECURE_RECORDS = 200
 
 
+def _secure_topology() -> dict:
+    """The repo's secure stack file's topology."""
+    return yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"]["mirrorstack:topology"]
+
+
 @pytest.fixture(scope="module")
 def secure(deployer, tmp_path_factory):
     """The repo's secure stack (SASL_SSL with SCRAM on edge, PLAIN and mTLS on central, exactly-once,
     Connect's REST API behind basic auth) on kubernetes, validation added later (records first)."""
-    document = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())
-    topology = {k: v for k, v in document["config"]["mirrorstack:topology"].items() if k != "validation"}
+    topology = {k: v for k, v in _secure_topology().items() if k != "validation"}
     topology.update(platform="kubernetes", images=TOPOLOGY["images"])
     for cluster in topology["clusters"].values():
         cluster["resources"] = {"cpus": 0.1}
@@ -317,8 +321,7 @@ def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: i
     from mirrorstack.platforms.containers import IMAGE_JAVA, IMAGE_KAFKA_LIBS
     from mirrorstack.platforms.kubernetes import KubernetesPlatform
     folder = KubernetesPlatform("secure").client_dir(alias)
-    sec = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())[
-        "config"]["mirrorstack:topology"]["clusters"][alias]["security"]
+    sec = _secure_topology()["clusters"][alias]["security"]
     plain = security.client_settings(sec["protocol"], mechanism=sec.get("mechanism"), folder=folder,
                                      mtls=bool(sec.get("mtls")))
     lines = "\n".join(f"{k}={v}" for k, v in {**plain, "bootstrap.servers": bootstrap, "acks": "all"}.items())
