@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import threading
 import time
@@ -54,10 +55,15 @@ def cluster():
     # sysctls that move by themselves (not settings) are left out of the comparison
     volatile = {k for k in first["sysctls"].keys() | second["sysctls"].keys()
                 if first["sysctls"].get(k) != second["sysctls"].get(k)}
+    # the kubectl `make kube` built, for this process's own port-forwards (Prometheus): not one that
+    # happens to be installed on the machine
+    path = os.environ["PATH"]
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(layout.binary("kubectl")), path])
     try:
         started = kube.cluster_cli("start", "--images")
         yield {"before": first, "volatile": volatile, "started": started.stdout}
     finally:
+        os.environ["PATH"] = path
         kube_tunnel.close_all()
         if kube.running():
             kube.cluster_cli("stop", "--purge", check=False, timeout=300)
