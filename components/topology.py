@@ -84,7 +84,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             # Allowed (the classic aggregation), but say it where a reviewer looks.
             pulumi.log.info(f"identity policy: {', '.join(merged)} merge same-named topics into {target}",
                             resource=self)
-        self.switch = self._failover_switch(topology) if topology.failover is not None else None
+        self.switch = self._failover_switch(topology, platform) if topology.failover is not None else None
         self.flows = {}
         for flow in topology.flows:
             source, target = self.clusters[flow.source], self.clusters[flow.target]
@@ -138,7 +138,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                                "flows": self.flow_outputs, "validation": self.validation_output,
                                "failover": self.failover_output, "certificates": self.certificate_outputs})
 
-    def _failover_switch(self, topology) -> FailoverSwitch:
+    def _failover_switch(self, topology, platform) -> FailoverSwitch:
         """The failover section's switch: the two flows' pieces, the two sides'
         addresses and client settings, the Connect REST credentials (a secret)."""
         fo = topology.failover
@@ -155,7 +155,8 @@ class ReplicationTopology(pulumi.ComponentResource):
         return FailoverSwitch("failover", FailoverSwitchArgs(
             failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
             reverse=flow_piece(reverse, self.connect[reverse.connect]) if reverse is not None else None,
-            connect_auth=auth or None), opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+            connect_auth=auth or None, runner=platform.switch_runner((fo.primary, fo.standby))),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after))
 
     def _after_switch(self, topology, flow) -> list:
         """The failover pair's flows change only after the switch: its gate runs first."""

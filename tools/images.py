@@ -13,7 +13,8 @@ The images honour the contract of components/platforms/containers.py:
   uid IMAGE_KAFKA_UID owning IMAGE_DATA_DIR;
 - mirrorstack/spark:<pyspark version>: JRE 17, python3, the .venv's pyspark as
   SPARK_HOME_IN_IMAGE (so the versions match), the spark-sql-kafka jars
-  (.tools/spark-kafka) in IMAGE_SPARK_JARS, user uid IMAGE_SPARK_UID;
+  (.tools/spark-kafka) in IMAGE_SPARK_JARS, user uid IMAGE_SPARK_UID, and
+  the .venv's confluent_kafka and urllib3 (the failover switch in a pod);
 - mirrorstack/prometheus:<DEBIAN_PROMETHEUS_VERSION>: Debian's prometheus,
   entrypoint `prometheus` (flags only, as with prom/prometheus), /prometheus
   writable by its user (nobody, as in prom/prometheus).
@@ -106,13 +107,27 @@ def _spark_files() -> dict[str, Path]:
     import pyspark
 
     files = {f"spark-kafka/{jar.name}": jar for jar in toolchain.spark_kafka_jars()}
-    for prefix, package in (("pyspark", Path(pyspark.__file__).parent), ("py4j", Path(py4j.__file__).parent)):
+    for prefix, package in (("pyspark", Path(pyspark.__file__).parent), ("py4j", Path(py4j.__file__).parent),
+                            *switch_packages()):
         for path in sorted(package.rglob("*")):
             relative = path.relative_to(package)
             # No bytecode caches, no Windows scripts: python3 compiles what it runs.
             if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".cmd":
                 files[f"{prefix}/{relative}"] = path
     return files
+
+
+def switch_packages() -> list[tuple[str, Path]]:
+    """What the failover switch needs beside python3 when it runs in a pod
+    (components/failover/kube_job.py): the .venv's confluent_kafka (its wheel
+    bundles librdkafka in confluent_kafka.libs; the image's python3 is the
+    same 3.11) and urllib3, under python-packages/ in the COPY context."""
+    import confluent_kafka
+    import urllib3
+
+    site = Path(confluent_kafka.__file__).parent.parent
+    return [(f"python-packages/{folder.name}", folder)
+            for folder in (site / "confluent_kafka", site / "confluent_kafka.libs", Path(urllib3.__file__).parent)]
 
 
 def image_specs() -> list[ImageSpec]:
@@ -139,6 +154,7 @@ def image_specs() -> list[ImageSpec]:
         dockerfile="\n".join([
             f"COPY pyspark/ {SPARK_HOME_IN_IMAGE}/",
             f"COPY py4j/ {python_packages}/py4j/",
+            f"COPY python-packages/ {python_packages}/",
             f"COPY spark-kafka/ {IMAGE_SPARK_JARS}/",
             f"ENV PATH={SPARK_HOME_IN_IMAGE}/bin:{PATH} LANG=C.UTF-8 HOME={spark_home_dir} "
             f"SPARK_HOME={SPARK_HOME_IN_IMAGE} PYSPARK_PYTHON=python3",

@@ -18,3 +18,6 @@ class FailoverSwitchArgs:
     reverse: dict | None = described("the standby → primary flow, as `forward`, or None", default=None)
     connect_auth: dict | None = described("Connect group name → REST credentials {username, password} "
                                           "(a secret), or None", default=None)
+    runner: dict | None = described("where the switch runs: None in the program's process, else the platform's "
+                                     "runner (Platform.switch_runner: kubernetes, a Job in the namespace)",
+                                     default=None)

@@ -123,7 +123,11 @@ class FailoverSwitchProvider(ResourceProvider):
             raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
         kind = switch_kind(news["standby"], new, bool(news.get("cutover")))
         _progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
-        report = failover_ops.run_switch(spec, progress=_progress)
+        if news.get("runner"):  # the clusters answer inside a Kubernetes cluster only
+            from mirrorstack.failover.kube_job import run_switch_job
+            report = run_switch_job(spec, news["runner"], progress=_progress)
+        else:
+            report = failover_ops.run_switch(spec, progress=_progress)
         report = {**report, "kind": kind}
         for line in render(report).splitlines():
             _progress(line)
@@ -158,7 +162,7 @@ class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
                      "allow_active_consumers": gate.allow_active_consumers},
             "clusters": args.clusters, "forward": args.forward, "reverse": args.reverse,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
-            "report": None,
+            "runner": args.runner, "report": None,
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))
 
 

@@ -181,8 +181,9 @@ def _validation_problems(t: Topology) -> Iterator[str]:
 
 
 def _image_problems(t: Topology) -> Iterator[str]:
-    """On kubernetes nothing is uploaded into a pod: the JMX agent and the
-    spark-sql-kafka jars must be in the images, and the official ones lack them."""
+    """On kubernetes nothing is uploaded into a pod: the JMX agent, the
+    spark-sql-kafka jars and the switch's Kafka client must be in the images,
+    and the official ones lack them."""
     if t.platform != "kubernetes":
         return
     built = "an image `make images` built (mirrorstack/{key}), pushed to your registry"
@@ -192,6 +193,11 @@ def _image_problems(t: Topology) -> Iterator[str]:
     if t.validation is not None and t.images.spark is None:
         yield (f"{_path(('images', 'spark'))}: validation on kubernetes needs the spark-sql-kafka jars in the Spark "
                f"image, which apache/spark lacks; fix: set it to {built.format(key='spark')}")
+    if t.failover is not None and t.images.spark is None:
+        # the switch reaches in-cluster bootstrap addresses from a Job in the Spark image (failover/kube_job.py)
+        yield (f"{_path(('images', 'spark'))}: failover on kubernetes runs its switch in a pod of the Spark image, "
+               f"which needs python3 with confluent_kafka (apache/spark lacks it); fix: set it to "
+               f"{built.format(key='spark')}")
 
 
 def _kubernetes_problems(t: Topology) -> Iterator[str]:

@@ -159,3 +159,8 @@ class Platform(Protocol):
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """The topology's optional extras (Kafka UI, kafka-exporter) where the platform has them."""
+
+    def switch_runner(self, aliases: Sequence[str]) -> dict | None:
+        """Where the failover switch between `aliases` runs: None in the
+        program's own process (it reaches the clusters), else a runner that
+        mirrorstack.failover.switch hands the switch to (kubernetes: a Job)."""

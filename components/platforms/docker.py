@@ -311,6 +311,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                           uploads=uploads, opts=opts)
 
 
+    def switch_runner(self, aliases) -> None:
+        return None  # the clusters answer on this machine: the switch runs in the program
+
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
         from mirrorstack.monitoring.prometheus import ScrapeTarget

@@ -43,6 +43,19 @@ def is_tunnelled(url: str) -> bool:
     return url.startswith(f"{SCHEME}://")
 
 
+def inside(url: str, cluster_domain: str = "cluster.local", scheme: str = "http") -> str:
+    """`url` as a pod of the cluster reaches it: a kube:// address of a
+    Service becomes the Service's DNS name; any other URL is itself."""
+    if not is_tunnelled(url):
+        return url
+    parts = urlsplit(url)
+    kind, _, target = parts.path.strip("/").partition("/")
+    name, _, port = target.rpartition(":")
+    if kind != "service":
+        raise TunnelError(f"{url}: only a Service has a name inside the cluster, not a {kind}")
+    return f"{scheme}://{name}.{parts.netloc}.svc.{cluster_domain}:{port}"
+
+
 def kubectl() -> str:
     found = shutil.which("kubectl")
     if not found:

@@ -547,6 +547,21 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         return self._run_image(service, "grafana", port=3000, files=_Files(raw, paths), env=env, run_as=472,
                                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
 
+    def switch_runner(self, aliases) -> dict | None:
+        """The failover switch reads and writes both clusters, whose addresses
+        resolve only inside the cluster: with the program outside it
+        (port-forward), the switch runs as a Job in the namespace
+        (mirrorstack.failover.kube_job), in the spark image (python3,
+        confluent_kafka), with the pair's client Secrets mounted where their
+        `${file:...}` references point. In-cluster: in the program itself."""
+        if self.rest_access == "in-cluster":
+            return None
+        return {"kind": "kubernetes-job", "namespace": self.namespace,
+                "context": pulumi.Config("kubernetes").get("context"), "image": self.images.of("spark"),
+                "uid": SPARK_UID, "cluster_domain": self.cluster_domain,
+                "clients": {alias: {"secret": self._client_secrets[alias][0], "dir": self.client_dir(alias)}
+                            for alias in aliases if alias in self._client_secrets}}
+
     def run_extras(self, topology, clusters, opts=None) -> list:
         from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []

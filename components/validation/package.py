@@ -29,18 +29,26 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say
 PARENT_INIT = ("mirrorstack/__init__.py", b'"""Only the validation job (mirrorstack.spark) ships to Spark."""\n')
 
 
-def job_zip(package_dir: Path = PACKAGE_DIR) -> bytes:
-    """The package's modules under `mirrorstack/spark/` in a zip, byte for byte the same for the same files."""
+def deterministic_zip(entries) -> bytes:
+    """(name, bytes) entries in a zip, byte for byte the same for the same entries."""
     buffer = io.BytesIO()
-    entries = [PARENT_INIT, *((f"mirrorstack/spark/{module.name}", module.read_bytes())
-                             for module in sorted(package_dir.glob("*.py")))]
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, content in entries:
+        for name, content in sorted(entries):
             entry = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             entry.external_attr = 0o644 << 16
             entry.create_system = 3  # unix, whatever builds it
             archive.writestr(entry, content)
     return buffer.getvalue()
+
+
+def spark_modules(package_dir: Path = PACKAGE_DIR) -> list[tuple[str, bytes]]:
+    """The job package's modules as zip entries under `mirrorstack/spark/`."""
+    return [(f"mirrorstack/spark/{module.name}", module.read_bytes()) for module in sorted(package_dir.glob("*.py"))]
+
+
+def job_zip(package_dir: Path = PACKAGE_DIR) -> bytes:
+    """The package's modules under `mirrorstack/spark/` in a zip, byte for byte the same for the same files."""
+    return deterministic_zip([PARENT_INIT, *spark_modules(package_dir)])
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 """Golden-file comparison. UPDATE_GOLDEN=1 rewrites the files (review the diff)."""
+import difflib
 import os
 from pathlib import Path
 
@@ -11,4 +12,8 @@ def assert_golden(name: str, actual: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(actual)
     assert path.exists(), f"no golden file {path}; run with UPDATE_GOLDEN=1 to create it"
-    assert actual == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"
+    expected = path.read_text()
+    # The diff, not the texts: pytest elides the middle of long strings, where the difference usually is
+    diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True), actual.splitlines(keepends=True),
+                                        f"golden/{name}", "actual"))
+    assert actual == expected, f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept):\n{diff}"

@@ -132,6 +132,9 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         files = grafana_files(prometheus, f"{folder}/dashboards")
         return LocalFiles(service, folder=folder, files=files, opts=opts), None
 
+    def switch_runner(self, aliases) -> None:
+        return None  # the clusters answer on this machine: the switch runs in the program
+
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI and kafka-exporter are containers only (the model refuses them here)."""
         return []

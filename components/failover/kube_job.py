@@ -1,0 +1,232 @@
+"""A failover switch run as a Job in the stack's Kubernetes namespace.
+
+The switch reads and writes both clusters of the pair (confluent_kafka), whose
+bootstrap addresses are in-cluster names: from where `pulumi up` runs, outside
+the cluster, they do not resolve, and a port-forward cannot stand in for
+Kafka (clients go on to every broker's advertised address). So the provider
+starts the switch inside: a Secret with the spec (it holds the Connect REST
+credentials) and the code it runs (a zip of the pure modules below), a Job in
+the spark image (python3, confluent_kafka, urllib3) mounting it and the
+pair's client Secrets where their `${file:...}` references point. Its log is
+the switch's progress, shown as it comes, then its report. The Secret and
+the Job are deleted whatever happened. kubectl authenticates as the user's
+own does, in the provider's context: a remote cluster works the same.
+
+Rights (docs/operations/platforms.md): create and delete Secrets and Jobs,
+list pods, get pods/log."""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from mirrorstack.failover.in_pod import EXIT_REFUSED, REFUSED_MARK, REPORT_MARK
+from mirrorstack.platforms import kube_tunnel
+from mirrorstack.validation.package import deterministic_zip, spark_modules
+
+# What the pod imports; their packages' own __init__ modules (the model, pulumi) stay behind.
+SHIPPED = ("mirrorstack.failover.in_pod", "mirrorstack.failover.procedure", "mirrorstack.failover.rules",
+           "mirrorstack.plan.live_topics", "mirrorstack.plan.replication_plan", "mirrorstack.connect.api",
+           "mirrorstack.platforms.kube_tunnel")
+EMPTY_PACKAGES = ("mirrorstack", "mirrorstack.failover", "mirrorstack.plan", "mirrorstack.connect",
+                  "mirrorstack.platforms")
+MOUNT = "/switch"
+START_SECONDS = 300  # for the pod to be scheduled and its container to start
+SWITCH_SECONDS = 600  # beyond the gate's wait: stopping connectors, reading and writing offsets
+POLL_SECONDS = 1.0
+# A container waiting for one of these will not start without a change: fail at once, not at the deadline.
+STUCK = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+         "CreateContainerConfigError", "CreateContainerError")
+PROGRESS = "mirrorstack: failover: "
+
+
+class SwitchJobFailed(RuntimeError):
+    pass
+
+
+def code_zip() -> bytes:
+    """The modules the pod runs, from this installation, byte for byte the same for the same files."""
+    entries = [(f"{package.replace('.', '/')}/__init__.py", b"") for package in EMPTY_PACKAGES]
+    entries += [(f"{name.replace('.', '/')}.py", Path(importlib.util.find_spec(name).origin).read_bytes())
+                for name in SHIPPED]
+    return deterministic_zip([*entries, *spark_modules()])
+
+
+def in_cluster_spec(spec: dict, cluster_domain: str) -> dict:
+    """The spec with each Connect URL as a pod reaches it (a kube:// address → the Service's name)."""
+    out = json.loads(json.dumps(spec))
+    for key in ("flow", "back_flow"):
+        connect = (out.get(key) or {}).get("connect")
+        if connect:
+            connect["connect_url"] = kube_tunnel.inside(connect["connect_url"], cluster_domain)
+            if connect.get("connect_urls"):
+                connect["connect_urls"] = [kube_tunnel.inside(u, cluster_domain) for u in connect["connect_urls"]]
+    return out
+
+
+def manifests(name: str, spec: dict, runner: dict, code: bytes, deadline_seconds: int) -> list[dict]:
+    """The Secret (spec and code) and the Job that runs the switch once."""
+    namespace, uid = runner["namespace"], int(runner["uid"])
+    labels = {"app.kubernetes.io/name": "failover-switch", "app.kubernetes.io/instance": name,
+              "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "mirrorstack"}
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta,
+              "data": {"spec.json": base64.b64encode(json.dumps(spec).encode()).decode(),
+                       "switch.zip": base64.b64encode(code).decode()}}
+    clients = sorted((runner.get("clients") or {}).items())
+    volumes = [{"name": "switch", "secret": {"secretName": name, "defaultMode": 0o400}},
+               *({"name": f"client-{i}", "secret": {"secretName": c["secret"], "defaultMode": 0o400}}
+                 for i, (_, c) in enumerate(clients))]
+    mounts = [{"name": "switch", "mountPath": MOUNT, "readOnly": True},
+              *({"name": f"client-{i}", "mountPath": c["dir"], "readOnly": True} for i, (_, c) in enumerate(clients))]
+    container = {
+        "name": "switch", "image": runner["image"], "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-m", "mirrorstack.failover.in_pod", f"{MOUNT}/spec.json"],
+        "env": [{"name": "PYTHONPATH", "value": f"{MOUNT}/switch.zip"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "volumeMounts": mounts,
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "readOnlyRootFilesystem": True}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+        "backoffLimit": 0,  # a switch runs once: a second try would meet a half-done first one
+        "activeDeadlineSeconds": deadline_seconds, "ttlSecondsAfterFinished": 3600,
+        "template": {"metadata": {"labels": labels}, "spec": {
+            "restartPolicy": "Never", "automountServiceAccountToken": False,
+            # fsGroup: the 0400 Secret files are group-readable for the switch's user
+            "securityContext": {"runAsUser": uid, "runAsGroup": uid, "runAsNonRoot": True, "fsGroup": uid,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container], "volumes": volumes}}}}
+    return [secret, job]
+
+
+class Kubectl:
+    def __init__(self, runner: dict):
+        self.namespace = runner["namespace"]
+        self.prefix = [kube_tunnel.kubectl(), "--namespace", self.namespace,
+                       *(["--context", runner["context"]] if runner.get("context") else [])]
+
+    def __call__(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        done = subprocess.run([*self.prefix, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
+                              stdin=None if stdin is not None else subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise SwitchJobFailed(f"kubectl {' '.join(args[:2])}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
+    def follow(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+
+
+def _pod(kubectl: Kubectl, job: str) -> dict | None:
+    pods = json.loads(kubectl("get", "pods", "-l", f"job-name={job}", "-o", "json"))["items"]
+    return pods[0] if pods else None
+
+
+def _waiting(pod: dict) -> tuple[str, str] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") in STUCK:
+            return waiting["reason"], waiting.get("message", "")
+    return None
+
+
+def wait_started(kubectl: Kubectl, job: str, progress) -> str:
+    """The pod's name once its container has started (or ended)."""
+    started, said = time.monotonic(), time.monotonic()
+    while True:
+        pod = _pod(kubectl, job)
+        if pod is not None:
+            name = pod["metadata"]["name"]
+            if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+                return name
+            if stuck := _waiting(pod):
+                raise SwitchJobFailed(f"the switch's pod {name} cannot start: {stuck[0]}: {stuck[1][:300]}; nothing "
+                                      f"was changed; fix: make the image {_image(pod)} available to the cluster "
+                                      "(images: in the topology), then run `pulumi up` again")
+        waited = time.monotonic() - started
+        if waited > START_SECONDS:
+            why = json.dumps((pod or {}).get("status", {}).get("conditions", []))[:400] if pod else "no pod created"
+            raise SwitchJobFailed(f"the switch's Job {kubectl.namespace}/{job} did not start within {START_SECONDS}s "
+                                  f"({why}); nothing was changed; fix: `kubectl describe job -n {kubectl.namespace} "
+                                  f"{job}`, then run `pulumi up` again")
+        if time.monotonic() - said > 15:
+            progress(f"waiting for the switch's pod to start ({waited:.0f}s)")
+            said = time.monotonic()
+        time.sleep(POLL_SECONDS)
+
+
+def _image(pod: dict) -> str:
+    return ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "?")
+
+
+def follow_log(kubectl: Kubectl, pod: str, progress) -> list[str]:
+    """Every line the switch printed, its progress passed on as it comes. A
+    follow cut short (the kubelet's stream can end early) is read again,
+    whole, once the container has ended."""
+    lines: list[str] = []
+    with kubectl.follow("logs", "--follow", f"pod/{pod}") as stream:
+        for line in stream.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith(PROGRESS):
+                progress(line[len(PROGRESS):].rstrip("\n"))
+    if any(line.startswith((REPORT_MARK, REFUSED_MARK)) for line in lines):
+        return lines
+    exit_code = wait_ended(kubectl, pod)
+    whole = kubectl("logs", f"pod/{pod}").splitlines()
+    for line in whole[len(lines):]:
+        if line.startswith(PROGRESS):
+            progress(line[len(PROGRESS):])
+    return [*whole, f"(exit code {exit_code})"]
+
+
+def wait_ended(kubectl: Kubectl, pod: str, seconds: float = SWITCH_SECONDS) -> int | None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = json.loads(kubectl("get", f"pod/{pod}", "-o", "json")).get("status") or {}
+        for container in status.get("containerStatuses") or []:
+            ended = (container.get("state") or {}).get("terminated")
+            if ended:
+                return ended.get("exitCode")
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def outcome(job: str, namespace: str, lines: list[str]) -> dict:
+    """The report, or the refusal as GateFailed, or what the log says went wrong."""
+    from mirrorstack.failover.procedure import GateFailed
+    for line in lines:
+        if line.startswith(REPORT_MARK):
+            return json.loads(line[len(REPORT_MARK):])
+        if line.startswith(REFUSED_MARK):
+            raise GateFailed(json.loads(line[len(REFUSED_MARK):]))
+    tail = "\n".join(line for line in lines if not line.startswith(PROGRESS))[-2000:]
+    raise SwitchJobFailed(f"the switch's Job {namespace}/{job} ended without a report (exit code {EXIT_REFUSED} "
+                          f"is a refused gate; this is not one); what it printed:\n{tail or '(nothing)'}\n"
+                          "what it did before is in the progress lines above; fix the cause and run `pulumi up` "
+                          "again: a switch that stopped half way is taken up where the offsets stand")
+
+
+def run_switch_job(spec: dict, runner: dict, progress) -> dict:
+    """mirrorstack.failover.procedure.run_switch, run in the cluster; the same report or GateFailed."""
+    job = f"mirrorstack-switch-{uuid.uuid4().hex[:10]}"
+    kubectl = Kubectl(runner)
+    deadline = int(float((spec.get("gate") or {}).get("wait_seconds", 120)) + START_SECONDS + SWITCH_SECONDS)
+    docs = manifests(job, in_cluster_spec(spec, runner.get("cluster_domain") or "cluster.local"), runner,
+                     code_zip(), deadline)
+    progress(f"the switch runs in the cluster, as Job {kubectl.namespace}/{job} (the clusters' addresses "
+             "resolve there only)")
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+        pod = wait_started(kubectl, job, progress)
+        return outcome(job, kubectl.namespace, follow_log(kubectl, pod, progress))
+    finally:
+        # The spec holds the REST credentials: it does not outlive the switch.
+        try:
+            kubectl("delete", f"job/{job}", f"secret/{job}", "--ignore-not-found", "--wait=false")
+        except (SwitchJobFailed, subprocess.TimeoutExpired) as exc:
+            progress(f"could not delete Job and Secret {job} ({exc}); delete them by hand: they hold the "
+                     "Connect REST credentials")
