@@ -131,12 +131,14 @@ KUBE_CACHE ?= $(or $(MIRRORSTACK_CACHE),$(HOME)/.cache/mirrorstack)
 plugins: venv engine
 	@$(WITH_ENGINE) MIRRORSTACK_CACHE=$(KUBE_CACHE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.plugins
 
-# Part of setup (tests/integration/test_kube_cluster.py): the private single-node cluster's pieces (python -m tools.kube_cluster),
+# Part of setup (tests/integration/test_kube_cluster.py): the private single-node cluster's pieces (python -m tools.kube_cluster)
+# and the kubernetes provider the tests run (uninstalled: `make plugins` installs it),
 # built from the Go module proxy (~9 min cold on 2 idle cores; the provider ~7 more), cached outside
 # the checkout in KUBE_CACHE, keyed by version: another clone on this machine reuses them.
 kube: venv
 	@tools/install-kube-packages.sh
 	@tools/build-kube.sh $(KUBE_CACHE) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(COREDNS_VERSION) $(LOCAL_PATH_PROVISIONER_VERSION)
+	@MIRRORSTACK_CACHE=$(KUBE_CACHE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.plugins --build-kubernetes
 
 demo: setup-local
 	@$(WITH_ENGINE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python tools/demo.py

@@ -215,12 +215,12 @@ class TestAggregation:
         assert job["exitCode"] == 0, job.get("containerLogs")
         assert job["image"] == image("spark")
 
-    def test_records_from_us_and_uk_arrive_in_central_and_validate(self, aggregation):
+    def test_records_from_us_and_uk_arrive_in_central(self, aggregation):
+        """Validated by the Spark container after the broker crash below, these records with the rest."""
         produce(aggregation, "us", values("us", "a"))
         produce(aggregation, "uk", values("uk", "a"))
         arrived = consume_all(aggregation, "central", 2 * RECORDS)
         assert sorted(arrived) == sorted(values("us", "a") + values("uk", "a"))
-        assert_validated(*rerun_validation(aggregation), 2 * RECORDS)
 
     def test_prometheus_scrapes_every_jvm_and_sees_the_records_mm2_copied(self, aggregation):
         """The JMX agent (in the image, at the contract's path) runs in every JVM and

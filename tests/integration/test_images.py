@@ -119,6 +119,7 @@ def test_spark_image(engine):
         touch $HOME/.ivy2/written && touch written && echo home-and-workdir-writable
         ls {IMAGE_SPARK_JARS}
         python3 -c 'import pyspark; print("pyspark", pyspark.__version__)'
+        python3 -c 'import confluent_kafka, urllib3; print("switch clients", confluent_kafka.version()[0], urllib3.__version__)'
         {SPARK_HOME_IN_IMAGE}/bin/spark-submit --version 2>&1
         cat > job.py <<'EOF'{SPARK_JOB}EOF
         {SPARK_HOME_IN_IMAGE}/bin/spark-submit --master 'local[1]' --conf spark.ui.enabled=false \\
@@ -129,6 +130,10 @@ def test_spark_image(engine):
     assert "home-and-workdir-writable" in out
     assert set(re.findall(r"^\S+\.jar$", out, re.M)) == {path.rsplit("/", 1)[1] for path in image_spark_jars()}
     assert f"pyspark {version}" in out
+    # the failover switch's pod (components/failover/kube_job.py): the .venv's Kafka client and urllib3
+    import confluent_kafka
+    import urllib3
+    assert f"switch clients {confluent_kafka.version()[0]} {urllib3.__version__}" in out, out[-3000:]
     assert re.search(rf"version {re.escape(version)}\b", out), out  # spark-submit's banner
 
 

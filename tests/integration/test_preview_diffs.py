@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic
 from tests.support.stacks import REPO, stack_project
-from tests.unit.golden import assert_golden
+from tests.unit.golden import assert_golden, golden_diff
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,20 @@ def canonical(text: str) -> str:
 
 def preview(project) -> str:
     return canonical(normalised(project.run("preview", "--diff").stdout, project))
+
+
+def preview_as_golden(project, name: str, adjust=lambda text: text) -> str:
+    """The preview (`adjust`ed), asserted equal to its golden file. One CI run
+    (on c4a78ce) saw preview-new-cluster.txt differ, with the stack's brokers
+    refusing connections meanwhile; never reproduced, the diff not captured.
+    A preview that differs is taken once more: the first diff is reported as a
+    warning (in the run's summary); a second difference fails, with its diff."""
+    out = adjust(preview(project))
+    if first := golden_diff(name, out):
+        warnings.warn(f"{name}: the first preview differed from the golden file, taken again:\n{first}")
+        out = adjust(preview(project))
+    assert_golden(name, out)
+    return out
 
 
 def replacements(project) -> str:
@@ -179,23 +194,21 @@ def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(dep
 def test_a_topics_change_updates_exactly_that_flows_connectors_showing_the_key(deployed):
     deployed.run("config", "set", "--path", "mirrorstack:topology.flows[0].topics[0]", "orders|invoices")
     try:
-        out = preview(deployed)
+        out = preview_as_golden(deployed, "preview-topics.txt")
     finally:
         deployed.run("config", "set", "--path", "mirrorstack:topology.flows[0].topics[0]", "orders")
     # keys are padded to the longest one, so the spacing follows the connector config
     assert re.search(r'~ topics +: "orders,customers" => "orders\|invoices,customers"', out), out
     assert out.count("(update)") == 1 and "~ 1 to update" in out
-    assert_golden("preview-topics.txt", out)
 
 
 def test_a_new_cluster_shows_only_its_new_resources(deployed):
     deployed.run("config", "set", "--path", "mirrorstack:topology.clusters.staging.brokers", "1")
     try:
-        out = preview(deployed)
+        out = preview_as_golden(deployed, "preview-new-cluster.txt")
     finally:
         deployed.run("config", "rm", "--path", "mirrorstack:topology.clusters.staging")
     assert "+ 3 to create" in out and "(update)" not in out and "(replace)" not in out and "(delete)" not in out
-    assert_golden("preview-new-cluster.txt", out)
 
 
 def test_a_secret_shows_as_secret_and_nothing_else_leaks(deployed):
@@ -209,7 +222,7 @@ def test_a_secret_shows_as_secret_and_nothing_else_leaks(deployed):
         deployed.run("config", "set", "--path", key, value)
     deployed.run("config", "set", "--secret", "--path", "mirrorstack:clusterSecrets.legacy.password", SECRET)
     try:
-        out = preview(deployed)
+        out = preview_as_golden(deployed, "preview-secret.txt")
     finally:
         deployed.run("config", "rm", "mirrorstack:clusterSecrets")
         deployed.run("config", "rm", "--path", "mirrorstack:topology.flows[1]")
@@ -217,14 +230,14 @@ def test_a_secret_shows_as_secret_and_nothing_else_leaks(deployed):
     assert "s3cr3t-Pa55" not in out and "[secret]" in out
     # The connector config is reviewable and holds a reference to the 0600 client file, not the value.
     assert '"${file:<local>/clients/legacy/client.properties:sasl.jaas.config}"' in out
-    assert_golden("preview-secret.txt", out)
 
 
 def test_a_replacement_says_which_inputs_force_it(deployed):
     moved = str(deployed.local_dir) + "-moved"
     deployed.run("config", "set", "mirrorstack:localDir", moved)
     try:
-        out = preview(deployed).replace(moved.replace(str(deployed.local_dir), "<local>"), "<local>-moved")
+        out = preview_as_golden(deployed, "preview-replace.txt", adjust=lambda text: text.replace(
+            moved.replace(str(deployed.local_dir), "<local>"), "<local>-moved"))
         reasons = replacements(deployed)
     finally:
         deployed.run("config", "set", "mirrorstack:localDir", str(deployed.local_dir))
@@ -232,7 +245,6 @@ def test_a_replacement_says_which_inputs_force_it(deployed):
     assert reasons.splitlines() == [f"REPLACE dev-copy-{s}: forced by a change of workdir" for s in (
         "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller")], reasons
     assert out.count("(replace)") == 5
-    assert_golden("preview-replace.txt", out)
 
 
 def test_a_stack_deployed_before_group_ids_carried_the_stack_keeps_its_connect_group(deployed, tmp_path):
