@@ -220,7 +220,8 @@ def run_switch_job(spec: dict, runner: dict, progress) -> dict:
     progress(f"the switch runs in the cluster, as Job {kubectl.namespace}/{job} (the clusters' addresses "
              "resolve there only)")
     try:
-        kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+        # create, not apply: no last-applied copy of the spec in an annotation
+        kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
         pod = wait_started(kubectl, job, progress)
         return outcome(job, kubectl.namespace, follow_log(kubectl, pod, progress))
     finally:

@@ -437,6 +437,8 @@ def test_planned_failover_moves_a_group_with_nothing_lost(active_passive):
     assert report["gate"]["in_flight"] == 0 and AP_GROUP in report["groups"], report
     assert {s["state"] for s in out["flows"]["primary->standby"].values()} == {"STOPPED"}
     assert {s["state"] for s in out["flows"]["standby->primary"].values()} == {"RUNNING"}
+    print("\nthe switch, as `up` showed it:\n" + "\n".join(
+        line for line in log.splitlines() if "mirrorstack: failover:" in line))
     after = {r.value for r in consume_group_to_end(standby, "primary.orders", AP_GROUP)}
     lost, reread = written - before - after, before & after
     assert (len(lost), report["groups"][AP_GROUP]["lost"]) == (0, 0), report["groups"][AP_GROUP]
