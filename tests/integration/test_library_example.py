@@ -14,9 +14,10 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from mirrorstack import toolchain
-from tests.support.kafka_clients import create_topic, produce, wait_for_count
+from tests.support.kafka_clients import create_topic, produce, topic_names, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import PulumiProject
+from tests.support.services import _parallel
 from tests.support.stacks import REPO, stack_project
 
 pytestmark = pytest.mark.integration
@@ -101,12 +102,29 @@ def test_a_platform_whose_extra_is_missing_is_refused_naming_the_extra(example_v
     assert "platform: kubernetes" in done.stderr and "pip install 'mirrorstack[kubernetes]'" in done.stderr
 
 
+def _dev_copy_copies_only_the_selected_topics(out: dict) -> None:
+    """The repo's dev-copy stack (the core stack here, up anyway): orders and customers of prod
+    copied to dev under their own names, payroll not, and no heartbeats or checkpoints."""
+    prod, dev = out["clusters"]["prod"], out["clusters"]["dev"]
+    for topic in ("orders", "customers", "payroll"):
+        create_topic(prod, topic, 2, 1)
+    sent = {topic: produce(prod, topic, 300, topic) for topic in ("orders", "customers", "payroll")}
+    copies = _parallel([lambda t=t: wait_for_count(dev, t, 300) for t in ("orders", "customers")])
+    for topic, copied in zip(("orders", "customers"), copies):
+        assert sorted(r.value for r in copied) == sorted(r.value for r in sent[topic])
+    names = topic_names(dev)
+    assert "payroll" not in names
+    assert "heartbeats" not in names and not any(n.endswith(".checkpoints.internal") for n in names)
+    assert set(out["flows"]["prod->dev"]) == {"prod->dev.MirrorSourceConnector"}
+
+
 def test_example_project_mirrors_its_edge_cluster_into_another_stacks_cluster(example_venv, tmp_path):
     """Through the engine with the wheel and no extra: the local platform needs none."""
     work, python, _ = example_venv
     with stack_project("dev-copy", tmp_path) as core:
         core.run("up", "--yes", "--skip-preview", timeout=900)
         dev = core.outputs()["clusters"]["dev"]
+        _dev_copy_copies_only_the_selected_topics(core.outputs())
         example = PulumiProject.__new__(PulumiProject)
         example.dir = tmp_path / "edge-to-core"
         shutil.copytree(REPO / "examples" / "edge-to-core", example.dir)

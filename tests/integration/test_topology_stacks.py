@@ -148,18 +148,3 @@ def test_migration_resumes_a_consumer_group_on_the_new_cluster_without_skipping(
         read_on_new = consume_group_to_end(new, "app.orders", "app-billing", timeout=30)  # nothing writes there now
         assert {r.value for r in read_on_old} | {r.value for r in read_on_new} == {r.value for r in sent}
         assert len(read_on_new) == 600 + cutover["groups"]["app-billing"]["reread"], cutover["groups"]
-
-
-def test_dev_copy_copies_only_the_selected_topics_and_nothing_else(tmp_path):
-    with deployed_stack("dev-copy", tmp_path) as (project, out):
-        prod, dev = out["clusters"]["prod"], out["clusters"]["dev"]
-        for topic in ("orders", "customers", "payroll"):
-            create_topic(prod, topic, 2, 1)
-        sent = {topic: produce(prod, topic, 300, topic) for topic in ("orders", "customers", "payroll")}
-        copies = _parallel([lambda t=t: wait_for_count(dev, t, 300) for t in ("orders", "customers")])
-        for topic, copied in zip(("orders", "customers"), copies):
-            assert _values(copied) == _values(sent[topic])
-        names = topic_names(dev)
-        assert "payroll" not in names
-        assert "heartbeats" not in names and not any(n.endswith(".checkpoints.internal") for n in names)
-        assert set(out["flows"]["prod->dev"]) == {"prod->dev.MirrorSourceConnector"}
