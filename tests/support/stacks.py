@@ -75,8 +75,9 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
     stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
-    project.run("config", "set", "mirrorstack:localDir", str(project.local_dir))
-    project.run("config", "set", "mirrorstack:portBase", str(port_base()))
+    # one CLI call (each one derives the passphrase's key: about 0.25 s of CPU)
+    project.run("config", "set-all", "--plaintext", f"mirrorstack:localDir={project.local_dir}",
+                "--plaintext", f"mirrorstack:portBase={port_base()}")
     try:
         yield project
     finally:
