@@ -15,7 +15,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 WEIGHTS_FILE = Path(__file__).with_name("suite_weights.json")
 
-# Modules that must run on one worker, one after the other: the docker modules
+# Modules that run on one worker, one after the other: the docker modules
 # start and stop the one Docker engine, which sets the host's iptables FORWARD
 # policy when it starts; the cluster test compares the host's iptables before
 # and after its cluster, so it must not meet an engine starting meanwhile.
@@ -24,6 +24,12 @@ SHARED_UNITS = {
     "tests/integration/test_docker_platform.py": "docker engine",
     "tests/integration/test_kubernetes_platform.py": "docker engine",
 }
+# Modules using the session's shared services (tests/integration/conftest.py: clusters a and
+# b, Connect b, Prometheus) run on one worker: each worker process starts its own set, so
+# spread over two they were started twice (a dozen JVMs) and both sets idled to the end.
+SHARED_UNITS.update({f"tests/integration/{module}.py": "session services" for module in (
+    "test_kafka", "test_connect_mm2", "test_monitoring", "test_spark_kafka", "test_mirror_resource",
+    "test_validation_job")})
 
 
 def module_of(nodeid: str) -> str:

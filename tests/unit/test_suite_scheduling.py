@@ -7,8 +7,26 @@ from tests.support.scheduling import SHARED_UNITS, WEIGHTS_FILE, longest_first, 
 
 def test_a_module_is_one_unit_and_the_docker_modules_share_one():
     assert unit_of("tests/integration/test_failover.py::test_x[a]") == "tests/integration/test_failover.py"
-    docker = {unit_of(f"{m}::t") for m in SHARED_UNITS}
-    assert docker == {"docker engine"}
+    assert {unit_of(f"{m}::t") for m in SHARED_UNITS} == {"docker engine", "session services"}
+    assert unit_of("tests/integration/test_kubernetes_platform.py::t") == "docker engine"
+
+
+def test_every_module_using_the_session_services_is_in_their_unit():
+    """A module asking for a session fixture of tests/integration/conftest.py outside the unit
+    would start a second set of services on the other worker."""
+    import ast
+    folder = WEIGHTS_FILE.parents[1] / "integration"
+
+    def requested(path) -> set[str]:
+        """The fixtures a module's tests and fixtures ask for."""
+        functions = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)]
+        return {a.arg for f in functions if f.name.startswith("test_") or any(
+            "fixture" in ast.unparse(d) for d in f.decorator_list) for a in f.args.args}
+
+    shared = {n.name for n in ast.parse((folder / "conftest.py").read_text()).body
+              if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    users = {f"tests/integration/{p.name}" for p in folder.glob("test_*.py") if requested(p) & shared}
+    assert users == {m for m, unit in SHARED_UNITS.items() if unit == "session services"}
 
 
 def test_units_go_out_heaviest_first_and_an_unmeasured_module_before_all():
