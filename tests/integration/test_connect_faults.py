@@ -1,6 +1,11 @@
 """Kafka Connect faults under `pulumi up`, through the real engine on the
 active-passive stack (primary → standby, default policy: `t` arrives as
-`primary.t`; one Connect worker next to standby):
+`primary.t`; one Connect worker next to standby; its monitoring on):
+
+- first, monitoring against real records: JMX exporters on every JVM,
+  Prometheus with the generated config and alert rules, every expression of
+  the generated dashboards returning a series; a task broken out of band fires
+  MirrorTaskFailed (then mended);
 
 - every Connect worker hung (SIGSTOP: TCP connects, nothing answers) fails
   `up` within a bound, naming the Connect URL; once they resume, `up` converges
@@ -33,6 +38,9 @@ import requests
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from mirrorstack.model.spec import load_topology
+from mirrorstack.monitoring.alerts import alert_rules
+from mirrorstack.monitoring.dashboards import concrete_query, dashboard_queries
 from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
 from tests.support.kafka_clients import (admin, consume, consume_group, create_topic, produce, topic_names,
@@ -54,8 +62,102 @@ FAILING_UP_BOUND = 240  # seconds: Connect requests give up after about 90 s
 def deployed(tmp_path_factory):
     """The stack after a first good `up`: (project, outputs)."""
     with stack_project(STACK, tmp_path_factory.mktemp("connect-faults")) as project:
+        # the stack file's monitoring, quick: scraped every 2 s, a failed task alerting after 10 s
+        for key, value in (("scrape_interval", "2s"), ("failed_for", "10s")):
+            project.run("config", "set", "--path", f"mirrorstack:topology.monitoring.{key}", value)
         project.run("up", "--yes", "--skip-preview", timeout=900)
         yield project, project.outputs()
+
+
+def query(prometheus: str, expr: str) -> list[dict]:
+    reply = requests.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["data"]["result"]
+
+
+def wait_until(what: str, check, timeout: float = 120, every: float = 2):
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
+
+
+def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deployed):
+    """First on the module's stack (its only replicated topic is still `primary.orders`): JMX
+    exporters on every JVM, Prometheus with the generated config and alert rules, the generated
+    dashboards, against real records; then a broken task fires its alert, and is mended."""
+    project, out = deployed
+    prometheus, primary, standby = out["prometheus_url"], out["clusters"]["primary"], out["clusters"]["standby"]
+    assert out["alert_rules"] == ["ConnectWorkerDown", "MirrorConnectorFailed", "MirrorReplicationLatencyHigh",
+                                  "MirrorReplicationStalled", "MirrorTaskFailed"]
+    assert "grafana_url" not in out  # local: dashboards as files only
+    dashboards = sorted(project.local_dir.glob("grafana/dashboards/*.json"))
+    assert [d.name for d in dashboards] == ["mirrorstack-flow.json", "mirrorstack-overview.json"]
+
+    # real records through the flow, and a consumer group for the checkpoint series
+    create_topic(primary, "orders", 2, 1)
+    produce(primary, "orders", 1000)
+    assert len(wait_for_count(standby, "primary.orders", 1000)) == 1000
+    consume_group(primary, "orders", "app-billing", 300)
+    produce(primary, "orders", 200)  # after the group committed: rates and latencies are fresh
+
+    # every exporter is a target, and up: 2 clusters x (controller + broker) + 1 Connect worker
+    ups = wait_until("5 targets up", lambda: (lambda r: r if len(r) == 5 and all(x["value"][1] == "1" for x in r)
+                                              else None)(query(prometheus, "up")))
+    assert sorted((u["metric"]["cluster"], u["metric"]["role"]) for u in ups) == [
+        ("primary", "broker"), ("primary", "controller"), ("standby", "broker"), ("standby", "connect"),
+        ("standby", "controller")]
+
+    # EVERY expression of the dashboards and every alert's measured base returns a series
+    topology = _topology(project)
+    exprs = {concrete_query(q) for d in dashboards for q in dashboard_queries(json.loads(d.read_text()))}
+    # (the reverse flow is stopped while primary is active: it replicates nothing to measure)
+    exprs |= {r.base for r in alert_rules([f for f in topology.flows if topology.flow_state(f) == "running"])}
+    empty = set(exprs)
+    deadline = time.monotonic() + 150
+    while empty and time.monotonic() < deadline:
+        empty = {e for e in empty if not query(prometheus, e)}
+        time.sleep(3)
+    assert not empty, f"{len(empty)} of {len(exprs)} expressions return no series:\n" + "\n".join(sorted(empty))
+
+    # the latency and record-rate series name the flow's source, target and topic
+    for name in ("kafka_connect_mirror_source_connector_replication_latency_ms_max",
+                 "kafka_connect_mirror_source_connector_record_rate"):
+        labels = [s["metric"] for s in query(prometheus, name)]
+        assert labels and all((m["source"], m["target"], m["topic"], m["flow"]) ==
+                              ("primary", "standby", "primary.orders", FLOW) for m in labels), labels
+
+    # break the source tasks' config out of band: MirrorTaskFailed fires within its `for`
+    connect = out["connect"]["standby"]
+    url = f"{connect}/connectors/{quote(SOURCE, safe='')}"
+    config = requests.get(f"{url}/config", timeout=10).json()
+    requests.put(f"{url}/config", json={**config, "source.consumer.max.poll.records": "0"},
+                 timeout=30).raise_for_status()
+    broke = time.monotonic()
+
+    def firing():
+        alerts = requests.get(f"{prometheus}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == "MirrorTaskFailed" and a["state"] == "firing"]
+    (alert,) = wait_until("MirrorTaskFailed firing", firing, timeout=90)
+    assert alert["labels"]["connector"] == SOURCE and alert["labels"]["severity"] == "critical"
+    assert float(alert["value"]) >= 1
+    print(f"MirrorTaskFailed fired {time.monotonic() - broke:.0f}s after the config broke")
+    # mended as it was (the stack's own config), and its topics gone: the module's other tests start
+    # from a running flow with no partition to copy (the one they create is each task's only one)
+    requests.put(f"{url}/config", json=config, timeout=30).raise_for_status()
+    for bootstrap, topic in ((primary, "orders"), (standby, "primary.orders")):
+        client = admin(bootstrap)  # kept: the future fails if its client is collected first
+        client.delete_topics([topic])[topic].result(timeout=30)
+    wait_until("the source connector without tasks", lambda: _status(connect, SOURCE)["tasks"] == [], timeout=120)
+
+
+def _topology(project):
+    """The stack's topology as `pulumi config` holds it (with the test's overrides)."""
+    raw = json.loads(project.run("config", "--json").stdout)["mirrorstack:topology"]
+    return load_topology(raw.get("objectValue") or json.loads(raw["value"]))
 
 
 def _resources(project) -> list[dict]:
