@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from mirrorstack.failover.in_pod import EXIT_REFUSED, REFUSED_MARK, REPORT_MARK
+from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.validation.package import deterministic_zip, spark_modules
 
@@ -106,8 +106,7 @@ def manifests(name: str, spec: dict, runner: dict, code: bytes, deadline_seconds
 class Kubectl:
     def __init__(self, runner: dict):
         self.namespace = runner["namespace"]
-        self.prefix = [kube_tunnel.kubectl(), "--namespace", self.namespace,
-                       *(["--context", runner["context"]] if runner.get("context") else [])]
+        self.prefix = kube_tunnel.kubectl_in(self.namespace, runner.get("context"))
 
     def __call__(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
         done = subprocess.run([*self.prefix, *args], input=stdin, capture_output=True, text=True, timeout=timeout,
@@ -204,8 +203,8 @@ def outcome(job: str, namespace: str, lines: list[str]) -> dict:
         if line.startswith(REFUSED_MARK):
             raise GateFailed(json.loads(line[len(REFUSED_MARK):]))
     tail = "\n".join(line for line in lines if not line.startswith(PROGRESS))[-2000:]
-    raise SwitchJobFailed(f"the switch's Job {namespace}/{job} ended without a report (exit code {EXIT_REFUSED} "
-                          f"is a refused gate; this is not one); what it printed:\n{tail or '(nothing)'}\n"
+    raise SwitchJobFailed(f"the switch's Job {namespace}/{job} ended without a report or a gate's refusal; "
+                          f"what it printed:\n{tail or '(nothing)'}\n"
                           "what it did before is in the progress lines above; fix the cause and run `pulumi up` "
                           "again: a switch that stopped half way is taken up where the offsets stand")
 

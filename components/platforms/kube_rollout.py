@@ -26,10 +26,9 @@ class RolloutFailed(RuntimeError):
 
 
 def rollout_command(props: dict) -> list[str]:
-    from mirrorstack.platforms.kube_tunnel import kubectl
-    return [kubectl(), "rollout", "status", f"statefulset/{props['name']}", "--namespace", props["namespace"],
-            "--watch", f"--timeout={ROLL_TIMEOUT_MINUTES}m",
-            *(["--context", props["context"]] if props.get("context") else [])]
+    from mirrorstack.platforms.kube_tunnel import kubectl_in
+    return [*kubectl_in(props["namespace"], props.get("context")), "rollout", "status",
+            f"statefulset/{props['name']}", "--watch", f"--timeout={ROLL_TIMEOUT_MINUTES}m"]
 
 
 def wait_rolled(props: dict) -> None:

@@ -48,12 +48,23 @@ def inside(url: str, cluster_domain: str = "cluster.local", scheme: str = "http"
     Service becomes the Service's DNS name; any other URL is itself."""
     if not is_tunnelled(url):
         return url
+    namespace, kind, name, port, _ = _parts(url)
+    if kind != "service":
+        raise TunnelError(f"{url}: only a Service has a name inside the cluster, not a {kind}")
+    return f"{scheme}://{name}.{namespace}.svc.{cluster_domain}:{port}"
+
+
+def _parts(url: str) -> tuple[str, str, str, str, dict[str, str]]:
+    """(namespace, kind, name, port, options) of a kube:// address."""
     parts = urlsplit(url)
     kind, _, target = parts.path.strip("/").partition("/")
     name, _, port = target.rpartition(":")
-    if kind != "service":
-        raise TunnelError(f"{url}: only a Service has a name inside the cluster, not a {kind}")
-    return f"{scheme}://{name}.{parts.netloc}.svc.{cluster_domain}:{port}"
+    return parts.netloc, kind, name, port, {k: v[0] for k, v in parse_qs(parts.query).items()}
+
+
+def kubectl_in(namespace: str, context: str | None = None) -> list[str]:
+    """kubectl's command line up to the verb, in a namespace and the provider's context."""
+    return [kubectl(), "--namespace", namespace, *(["--context", context] if context else [])]
 
 
 def kubectl() -> str:
@@ -76,10 +87,7 @@ def local(url: str, scheme: str = "http") -> str:
         known = _tunnels.get(url)
         if known and known[0].poll() is None:
             return f"{scheme}://127.0.0.1:{known[1]}"
-        parts = urlsplit(url)
-        namespace, kind, target = parts.netloc, *parts.path.strip("/").split("/", 1)
-        name, _, port = target.rpartition(":")
-        options = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        namespace, kind, name, port, options = _parts(url)
         argv = [kubectl(), "port-forward", "--namespace", namespace, "--address", "127.0.0.1",
                 *(["--context", options["context"]] if "context" in options else []),
                 *(["--kubeconfig", options["kubeconfig"]] if "kubeconfig" in options else []),
