@@ -139,6 +139,10 @@ def mirror_connector_configs(
            if flow.config_sync_seconds is not None and flow.sync_topic_configs else {}),
         "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
         "topics.exclude": ",".join(topics_exclude(flow)),
+        # MM2's consumer asks for its assigned topics' metadata with auto-creation on (the client's
+        # default): a topic deleted on the source, still assigned to a task until the next topic
+        # refresh, came back empty wherever the brokers auto-create (Kafka's default).
+        "source.consumer.allow.auto.create.topics": "false",
         **throughput_settings(flow),
         **({"source.consumer.client.rack": consumer_rack} if consumer_rack else {}),
     }

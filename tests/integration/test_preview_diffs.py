@@ -143,12 +143,15 @@ def only_plugin_discovery_added(step: dict) -> bool:
     return [line for line in after if line != "plugin.discovery=service_load"] == before
 
 
-LARGE_RECORD_KEYS = {f"producer.override.{k}" for k in ("compression.type", "max.request.size", "buffer.memory")}
+# the source connector's producer takes large records and compresses (zstd); its consumer never
+# re-creates a topic deleted on the source
+KEYS_CHANGED_SINCE = {f"producer.override.{k}" for k in ("compression.type", "max.request.size", "buffer.memory")} | {
+    "source.consumer.allow.auto.create.topics"}
 
 
 def only_large_record_settings(step: dict) -> bool:
     """The one change since the old program to a flow's connectors: its source
-    connector's producer takes large records and compresses (zstd): the tasks restart."""
+    connector's settings (KEYS_CHANGED_SINCE): the tasks restart."""
     if step["op"] != "update" or "MirrorMaker2" not in step["urn"]:
         return False
     old, new = step["oldState"]["inputs"], step["newState"]["inputs"]
@@ -157,7 +160,7 @@ def only_large_record_settings(step: dict) -> bool:
     changed = {key for name in old["connectors"].keys() | new["connectors"].keys()
                for key in old["connectors"].get(name, {}).keys() | new["connectors"].get(name, {}).keys()
                if old["connectors"].get(name, {}).get(key) != new["connectors"].get(name, {}).get(key)}
-    return changed == LARGE_RECORD_KEYS
+    return changed == KEYS_CHANGED_SINCE
 
 
 def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(deployed):
