@@ -75,10 +75,11 @@ $(TOOLS)/kafka/.installed-$(KAFKA_VERSION): tools/pom.xml
 	@$(MVN) -P kafka -Dkafka.version=$(KAFKA_VERSION) package
 	@touch $@
 
-# Class-data archives of the broker's and Connect's JVMs (tools/class_archives.py), made
-# from the jars just installed: each local JVM starts on about half the CPU (~20 s, once).
+# Class-data archives of the broker's, Connect's and the local validation job's Spark driver
+# JVMs (tools/class_archives.py), made from the jars just installed: each local JVM starts on
+# about half the CPU (~60 s, once).
 class-archives: $(TOOLS)/class-archives/.built
-$(TOOLS)/class-archives/.built: $(TOOLS)/kafka/.installed-$(KAFKA_VERSION) tools/class_archives.py $(VENV)/.installed
+$(TOOLS)/class-archives/.built: $(TOOLS)/kafka/.installed-$(KAFKA_VERSION) $(TOOLS)/spark-kafka/.installed-$(SPARK_VERSION) tools/class_archives.py $(VENV)/.installed
 	@PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.class_archives $(TOOLS)/class-archives
 	@touch $@
 

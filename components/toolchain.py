@@ -57,6 +57,14 @@ def class_archive(main_class: str) -> Path | None:
     return archive if archive.is_file() else None
 
 
+def spark_class_archive() -> Path | None:
+    """The local validation job's driver class-data archive, if `make
+    class-archives` made one (valid for the venv's pyspark jars it was made from;
+    the JVM starts without it otherwise)."""
+    archive = class_archives_dir() / "spark-driver.jsa"
+    return archive if archive.is_file() else None
+
+
 def jmx_agent_jar() -> Path:
     version = versions.jmx_exporter_version()
     jar = tools_dir() / "jmx" / f"jmx_prometheus_javaagent-{version}.jar"

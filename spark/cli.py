@@ -222,6 +222,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
                              "the job's memory does not grow with the data, so this rarely needs raising). "
                              "Under spark-submit, pass spark-submit's own --driver-memory instead")
+    parser.add_argument("--java-options", metavar="OPTIONS",
+                        help="extra options of the driver JVM this process starts (spark.driver.extraJavaOptions), "
+                             "e.g. a class-data archive; under spark-submit pass its --driver-java-options instead")
     parser.add_argument("--shuffle-partitions", type=int, default=None, metavar="N",
                         help="spark.sql.shuffle.partitions for the comparison (default: one per 400,000 rows, at least 2)")
     parser.add_argument("--report-only", action="store_true",
@@ -277,7 +280,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
             validator.config = resolve_topics(config, validator.kafka.topic_sizes, log)
             snap = validator.snapshot()
         if spark is None and (offsets_via == "spark" or validator.config.groups):
-            spark, ending = build_spark(args)
+            records = sum(e - b for marks in snap.values() for b, e in marks.values()) if snap else None
+            spark, ending = build_spark(args, records)
             validator.spark = spark
         if offsets_via == "spark":
             validator.config = resolve_topics(config, lambda b, c: jvm_topic_sizes(spark, b, c), log)

@@ -14,6 +14,12 @@ it was made from (the JVM checks their paths, sizes and times, and silently
 runs without it otherwise), so it is made per install of `.tools/kafka`, next
 to it, and the launcher uses it only when it exists (components/platforms/
 local/launcher.py).
+
+The local validation job's Spark driver gets one too (`spark-driver.jsa`, made
+from a real validation run against the same Kafka node): a short validation's
+driver spent about a third of its CPU loading Spark's classes (a small job, 3
+runs each: 21-23 CPU seconds without, 14-15 with). The local job passes it as
+the driver's `-XX:SharedArchiveFile` (components/platforms/local/spark_job.py).
 """
 from __future__ import annotations
 
@@ -93,10 +99,41 @@ def _stop(process: subprocess.Popen, archive: Path, what: str) -> None:
         raise SystemExit(f"class-archives: {what} exited ({process.returncode}) without writing {archive}")
 
 
+SPARK_ARCHIVE = "spark-driver.jsa"
+SPARK_RECORDS = 200  # enough for every stage of the job to run; its classes, not its speed, are recorded
+
+
+def _spark_archive(bootstrap: str, archive: Path, work: Path) -> None:
+    """Run the validation job once, as the local platform does, its driver
+    writing the classes it loaded to `archive` at exit."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept until the future resolves
+    client.create_topics([NewTopic("cds", num_partitions=2, replication_factor=1)])["cds"].result(timeout=60)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(SPARK_RECORDS):
+        producer.produce("cds", key=str(i).encode(), value=b"v" * 100)
+    producer.flush(60)
+    flows = {"flows": [{"name": "cds", "source_bootstrap": bootstrap, "target_bootstrap": bootstrap,
+                        "policy": "identity", "topics": ["cds"]}], "wait_seconds": 5}
+    archive.unlink(missing_ok=True)
+    job = toolchain.PROJECT_ROOT / "spark" / "validate_replication.py"
+    argv = [sys.executable, str(job), "--config-json", json.dumps(flows), "--offsets-via", "spark",
+            "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()), "--poll-seconds", "1",
+            f"--java-options=-XX:ArchiveClassesAtExit={archive}", "--quiet"]
+    done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not archive.is_file():
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-KEEP_LOGS:])
+        raise SystemExit(f"class-archives: the validation job exited {done.returncode} without writing "
+                         f"{archive}:\n{tail}")
+
+
 def build(folder: Path) -> None:
     started = time.monotonic()
     folder.mkdir(parents=True, exist_ok=True)
     broker_archive, connect_archive = folder / "broker.jsa", folder / "connect.jsa"
+    spark_archive = folder / SPARK_ARCHIVE
     with tempfile.TemporaryDirectory(prefix="mirrorstack-cds-") as tmp:
         work = Path(tmp)
         port, controller, rest = _free_port(), _free_port(), _free_port()
@@ -139,11 +176,13 @@ def build(folder: Path) -> None:
                         **common, "connector.class": f"org.apache.kafka.connect.mirror.{kind}",
                         "topics": "mirrorstack-cds-none", "emit.heartbeats.interval.seconds": "1"}})
                 _wait("MirrorMaker 2's connectors", lambda: _running(url, names[:1]), worker, work / "connect.log")
+                print("class-archives: the validation job runs once to record Spark's classes", flush=True)
+                _spark_archive(f"127.0.0.1:{port}", spark_archive, work)
             finally:
                 _stop(worker, connect_archive, "the Connect worker")
         finally:
             _stop(broker, broker_archive, "the Kafka node")
-    sizes = ", ".join(f"{a.name} {a.stat().st_size / 2**20:.0f} MiB" for a in (broker_archive, connect_archive))
+    sizes = ", ".join(f"{a.name} {a.stat().st_size / 2**20:.0f} MiB" for a in (broker_archive, connect_archive, spark_archive))
     print(f"class-archives: {sizes} in {folder}, {time.monotonic() - started:.0f} s", flush=True)
 
 

@@ -6,7 +6,7 @@ import sys
 from contextlib import contextmanager
 
 from mirrorstack import toolchain
-from mirrorstack.spark.spark_io import stop_spark
+from mirrorstack.spark.spark_io import C1_ONLY, stop_spark
 
 
 @contextmanager
@@ -14,6 +14,9 @@ def local_spark(app_name: str, cores: int = 2):
     from pyspark.sql import SparkSession
 
     jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
+    # as the local job's driver for a small validation (every test's is): C1 only, Spark's classes mapped
+    archive = toolchain.spark_class_archive()
+    options = " ".join(filter(None, [C1_ONLY, f"-XX:SharedArchiveFile={archive}" if archive else None]))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
     spark = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
@@ -22,6 +25,7 @@ def local_spark(app_name: str, cores: int = 2):
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", str(cores))
+             .config("spark.driver.extraJavaOptions", options)
              .getOrCreate())
     try:
         yield spark

@@ -329,6 +329,20 @@ def test_provider_returns_the_summary_and_keeps_the_config_private(tmp_path, cap
     assert "mirrorstack: validate_replication: progress" in capsys.readouterr().err
 
 
+def test_provider_gives_the_driver_its_class_archive_when_one_was_made(tmp_path, monkeypatch):
+    job = fake_job(tmp_path, f"open(out + '.argv', 'w').write(json.dumps(sys.argv))\n"
+                             f"json.dump({PASSED_REPORT!r}, open(out, 'w'))\n")
+    argv = lambda: json.loads((tmp_path / "work" / "report.json.argv").read_text())  # noqa: E731
+    monkeypatch.setenv("MIRRORSTACK_TOOLS_DIR", str(tmp_path / "tools"))
+    LocalSparkJobProvider().create(props(tmp_path, job))
+    assert not [a for a in argv() if a.startswith("--java-options")]  # none made: Spark as it comes
+    archive = tmp_path / "tools" / "class-archives" / "spark-driver.jsa"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"jsa")
+    LocalSparkJobProvider().create(props(tmp_path, job))
+    assert f"--java-options=-XX:SharedArchiveFile={archive}" in argv()
+
+
 def test_provider_fails_on_a_failed_validation_unless_report_only(tmp_path):
     job = fake_job(tmp_path, f"json.dump({FAILED_REPORT!r}, open(out, 'w'))\nsys.exit(1)\n")
     with pytest.raises(ValidationFailed, match="extras 3 > tolerance 0"):

@@ -39,6 +39,14 @@ def _progress(message: str) -> None:
     print(f"mirrorstack: {message}", file=sys.stderr, flush=True)
 
 
+def _java_options() -> list[str]:
+    """The driver's class-data archive when `make class-archives` made one:
+    read at run time, so a stack's inputs do not depend on the machine."""
+    from mirrorstack import toolchain
+    archive = toolchain.spark_class_archive()
+    return [f"--java-options=-XX:SharedArchiveFile={archive}"] if archive else []  # "=": the value starts with "-"
+
+
 def _run(props) -> dict:
     from mirrorstack.validation.job_config import validation_summary
     from mirrorstack.validation.package import ZIP_NAME, job_zip
@@ -55,7 +63,8 @@ def _run(props) -> dict:
     package.write_bytes(job_zip())
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
-            "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else [])]
+            "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else []),
+            *_java_options()]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), *filter(None, [os.environ.get("PYTHONPATH")])])}
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
               f"({props['master']}); report: {report_file}")
