@@ -12,6 +12,7 @@ connectors is in a flow's state. Dynamic providers are pickled by Pulumi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from urllib.parse import quote
@@ -28,11 +29,29 @@ from mirrorstack.platforms import kube_tunnel
 CONNECT_TIMEOUT = 5  # seconds
 READ_TIMEOUT = 30  # seconds
 REQUEST_BUDGET = 90  # seconds per request, retries included
+# A budget of the operator's for every request of this process (e.g. `pulumi up` over a slow link):
+# seconds, > 0. An attempt's read timeout never exceeds it.
+REQUEST_BUDGET_ENV = "MIRRORSTACK_CONNECT_REQUEST_SECONDS"
 CONNECT_RETRIES = 5  # about 15 s of backoff (0.5 s doubling, at most 8 s a wait)
 RETRY_STATUSES = (409, 500, 502, 503, 504)
 
 
 PROBE_TIMEOUT = 3  # seconds: is a worker answering at all (failover, live checks in diff, readiness)
+
+
+def request_budget() -> float:
+    """REQUEST_BUDGET, or REQUEST_BUDGET_ENV's seconds when set."""
+    value = os.environ.get(REQUEST_BUDGET_ENV, "").strip()
+    if not value:
+        return REQUEST_BUDGET
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{REQUEST_BUDGET_ENV}={value!r}: give the seconds a Connect request may take, "
+                         f"retries included, as a number > 0 (default {REQUEST_BUDGET}), or unset it")
+    return seconds
 
 
 class ConnectError(RuntimeError):
@@ -114,7 +133,10 @@ class ConnectClient:
         retry = self._Retry(total=None, connect=CONNECT_RETRIES, read=None, status=None, other=2,
                             backoff_factor=0.5, backoff_max=8, status_forcelist=RETRY_STATUSES,
                             allowed_methods=None, raise_on_status=False)  # every call here is safe to repeat
-        retry.deadline = started + REQUEST_BUDGET
+        budget = request_budget()
+        retry.deadline = started + budget
+        if budget < READ_TIMEOUT and "timeout" not in kwargs:
+            kwargs["timeout"] = urllib3.Timeout(connect=min(CONNECT_TIMEOUT, budget), read=budget)
         try:
             return self.http.request(method, f"{base}{path}", retries=retry, **kwargs)
         except HTTPError as exc:
