@@ -76,12 +76,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 300_000, 2_000_000])
     parser.add_argument("--out")
     args = parser.parse_args()
-    archive = toolchain.spark_class_archive()
+    archive, mapped = toolchain.spark_class_archive(), toolchain.spark_archive_option()
     if archive is None:
         raise SystemExit("no Spark class-data archive: run `make class-archives`")
     # the job picks C1 by itself below spark_io.QUICK_JIT_BELOW records: the last option wins
-    configurations = {"spark defaults": FULL_JIT, "archive": f"-XX:SharedArchiveFile={archive} {FULL_JIT}",
-                      "C1 only": C1_ONLY, "archive and C1": f"-XX:SharedArchiveFile={archive} {C1_ONLY}"}
+    configurations = {"spark defaults": FULL_JIT, "archive": f"{mapped} {FULL_JIT}",
+                      "C1 only": C1_ONLY, "archive and C1": f"{mapped} {C1_ONLY}"}
     report = {"rounds": args.rounds, "archive_mib": round(archive.stat().st_size / 2**20), "sizes": {}}
     with tempfile.TemporaryDirectory(prefix="mirrorstack-bench-cds-") as tmp:
         work = Path(tmp)

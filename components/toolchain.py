@@ -65,6 +65,12 @@ def spark_class_archive() -> Path | None:
     return archive if archive.is_file() else None
 
 
+def spark_archive_option() -> str | None:
+    """The Spark driver's JVM option that maps spark_class_archive(), if there is one."""
+    archive = spark_class_archive()
+    return f"-XX:SharedArchiveFile={archive}" if archive else None
+
+
 def jmx_agent_jar() -> Path:
     version = versions.jmx_exporter_version()
     jar = tools_dir() / "jmx" / f"jmx_prometheus_javaagent-{version}.jar"

@@ -15,8 +15,7 @@ def local_spark(app_name: str, cores: int = 2):
 
     jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
     # as the local job's driver for a small validation (every test's is): C1 only, Spark's classes mapped
-    archive = toolchain.spark_class_archive()
-    options = " ".join(filter(None, [C1_ONLY, f"-XX:SharedArchiveFile={archive}" if archive else None]))
+    options = " ".join(filter(None, [C1_ONLY, toolchain.spark_archive_option()]))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
     spark = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)

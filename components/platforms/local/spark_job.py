@@ -43,8 +43,8 @@ def _java_options() -> list[str]:
     """The driver's class-data archive when `make class-archives` made one:
     read at run time, so a stack's inputs do not depend on the machine."""
     from mirrorstack import toolchain
-    archive = toolchain.spark_class_archive()
-    return [f"--java-options=-XX:SharedArchiveFile={archive}"] if archive else []  # "=": the value starts with "-"
+    option = toolchain.spark_archive_option()
+    return [f"--java-options={option}"] if option else []  # "=": the value starts with "-"
 
 
 def _run(props) -> dict:
