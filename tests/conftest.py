@@ -18,6 +18,15 @@ if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
 from tests.support.leftovers import leftover_processes
 from tests.support.suite_timing import ModuleTimes
 
+# The suite is CPU-bound on 2 cores, and its JVMs (brokers, workers, Kafka's tools, the Spark
+# driver) live minutes and carry a few hundred records: C2's compilations cost more CPU than they
+# save (test_existing_connect alone: 227 -> 148 CPU s). Every java the suite starts on this host
+# reads JDK_JAVA_OPTIONS (workers inherit it); options on a command line, and any the caller set
+# here, come later and win. Containers and pods keep their images' settings.
+SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+if SUITE_JAVA_OPTIONS not in os.environ.get("JDK_JAVA_OPTIONS", ""):
+    os.environ["JDK_JAVA_OPTIONS"] = f"{SUITE_JAVA_OPTIONS} {os.environ.get('JDK_JAVA_OPTIONS', '')}".strip()
+
 pytest_plugins = ["pytester"]
 
 
