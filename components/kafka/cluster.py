@@ -115,7 +115,8 @@ class KafkaCluster(pulumi.ComponentResource):
                 broker_count=cluster.brokers, listen_host=platform.listen_host,
                 overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
             ctrls.append(platform.run_kafka_java(
-                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"], resources=CONTROLLER_RESOURCES,
+                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
+                resources=self._controller_resources(cluster),
                 files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
                 metrics=metrics, health=health, group=ServiceGroup.controllers(alias),
@@ -158,6 +159,11 @@ class KafkaCluster(pulumi.ComponentResource):
             self._deployed_clients(sec, certs, password)
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    @staticmethod
+    def _controller_resources(cluster) -> Resources:
+        """A controller's small heap, with the cluster's JVM options (its brokers' own)."""
+        return CONTROLLER_RESOURCES.model_copy(update={"jvm_options": list(cluster.resources.jvm_options)})
 
     def _guarded(self, text: str) -> pulumi.Input[str]:
         """A node's server.properties, known only once the quorum guard passed."""

@@ -160,6 +160,8 @@ class ExternalCluster(_Model):
 
 
 JAVA_SIZE = r"^[1-9][0-9]*[mg]$"
+JVM_OPTION_PREFIXES = ("-XX:", "-Xms", "-Xss", "-Xlog:", "-D")
+SECRET_WORDS = re.compile(r"password|secret|token|credential", re.I)
 
 
 def java_size_mib(size: str) -> int:
@@ -179,6 +181,24 @@ class Resources(_Model):
     memory_mib: int | None = Field(None, ge=256, le=1_048_576, description=(
         "docker/kubernetes: the container's memory limit (kubernetes: also its request), in MiB. Default twice "
         "the heap plus 256 (metaspace, direct buffers, thread stacks, a probe JVM). Ignored on local."))
+    jvm_options: list[str] = Field(default_factory=list, examples=[["-XX:TieredStopAtLevel=1"]], description=(
+        "Options added to each JVM's command line after mirrorstack's own, so they win (Strimzi's jvmOptions), "
+        "on every platform; for a cluster, its controllers get them too. -XX:, -Xms, -Xss, -Xlog: and -D options; "
+        "a collector chosen here (-XX:+Use...GC) replaces G1. Never a secret: command lines are visible (ps, "
+        "kubectl describe). Changing them restarts the JVMs one at a time."))
+
+    @field_validator("jvm_options")
+    @classmethod
+    def _plain_jvm_options(cls, options: list[str]) -> list[str]:
+        for option in options:
+            if not option.startswith(JVM_OPTION_PREFIXES):
+                raise ValueError(f"{option!r} is not an option mirrorstack passes on; fix: use -XX:, -Xms, -Xss, "
+                                 "-Xlog: or -D options (the heap is `heap`; the classpath and agents are "
+                                 "mirrorstack's)")
+            if option.startswith("-D") and SECRET_WORDS.search(option.split("=", 1)[0]):
+                raise ValueError(f"{option.split('=', 1)[0]!r} looks like a secret, and command lines are visible "
+                                 "(ps, kubectl describe); fix: pass secrets through `security`, never as -D")
+        return options
 
     @model_validator(mode="after")
     def _room_for_the_heap(self) -> "Resources":

@@ -185,6 +185,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         host, folder = dns_label(service), self.service_dir(service)
         spec = java_service(
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
             metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
         secrets = self._clients(uses_clients, service)

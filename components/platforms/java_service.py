@@ -46,14 +46,15 @@ class JavaService:
 
 
 def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence[str], files: dict,
-                 heap: str, prepare: Sequence[tuple[str, Sequence[str]]] = (),
+                 heap: str, user_jvm_options: Sequence[str] = (), prepare: Sequence[tuple[str, Sequence[str]]] = (),
                  after_start: Sequence[tuple[str, Sequence[str]]] = (), jvm_options: Sequence[str] = (),
                  metrics: tuple[str, int] | None = None,
                  checks: Sequence[tuple[str, Sequence[str]]] = ()) -> JavaService:
     """`folder`: the service's folder as the service sees it (`{dir}`).
     `metrics`: the (host, port) the JMX exporter agent serves on; it reads
     `jmx-exporter.yaml` from the folder. Tools (prepare, after start) get
-    neither the agent (its port is the service's) nor `jvm_options`."""
+    neither the agent (its port is the service's) nor `jvm_options`.
+    `user_jvm_options`: the topology's (Resources.jvm_options), the service's only."""
     fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
     files = {LOG4J_FILE: log4j2_properties(), **files}
     agent = None
@@ -69,5 +70,6 @@ def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence
                                 heap=java_heap, log4j_file=f"{folder}/{LOG4J_FILE}", **extra)
 
     tools = lambda steps: [java(m, a, TOOL_HEAP, short_lived=True) for m, a in steps]  # noqa: E731
-    return JavaService(files=files, argv=java(main, args, heap, jmx_agent=agent, system_properties=fill(jvm_options)),
+    return JavaService(files=files, argv=java(main, args, heap, jmx_agent=agent, system_properties=fill(jvm_options),
+                                                 options=user_jvm_options),
                        prepare=tools(prepare), after_start=tools(after_start), checks=tools(checks))

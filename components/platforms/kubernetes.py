@@ -312,6 +312,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             files = {**files, **gate.files}
         spec = java_service(  # registers the metrics port before the manifests list ports
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
             metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None,
             checks=gate.tools if gate is not None else ())

@@ -20,15 +20,17 @@ from urllib.parse import quote
 
 import pytest
 import requests
+import yaml
 
+from mirrorstack.model.spec import load_topology
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms import make_platform
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
-from tests.support.pulumi_mocks import stack_topology, unwrap_secrets
+from tests.support.pulumi_mocks import unwrap_secrets
 from tests.support.secured import private_key_bodies
-from tests.support.stacks import port_base
+from tests.support.stacks import REPO, on_c1_only, port_base
 from tools.docker_engine import ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
@@ -46,9 +48,11 @@ def image(key: str) -> str:
 
 def docker_topology(stack: str, **changes):
     """The stack file's topology on `platform: docker` with the mirrorstack
-    images; the validation waits briefly (it first runs before any record)."""
-    topology = stack_topology(stack, platform="docker", images={key: image(key) for key in MIRRORSTACK_IMAGES},
-                              **changes)
+    images, its JVMs on C1 only (tests/support/stacks.py); the validation waits briefly (it first runs
+    before any record)."""
+    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    topology = load_topology(on_c1_only({**document["mirrorstack:topology"], "platform": "docker",
+                                         "images": {key: image(key) for key in MIRRORSTACK_IMAGES}, **changes}))
     validation = topology.validation.model_copy(update={"wait_seconds": 30})
     return topology.model_copy(update={"validation": validation})
 

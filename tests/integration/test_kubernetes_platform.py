@@ -24,7 +24,7 @@ from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import admin, consume, consume_group, consume_group_to_end, create_topic, produce
 from tests.support.secured import private_key_bodies
-from tests.support.stacks import REPO, stack_project
+from tests.support.stacks import C1_ONLY, REPO, on_c1_only, stack_project
 from tools.kube import layout, pki
 
 pytestmark = pytest.mark.integration
@@ -34,15 +34,17 @@ DEPLOYER = pki.CLIENTS["deployer"][0]  # a user with only the docs' deployer rol
 NODE_PORTS = {"us": 31090, "uk": 31091, "central": 31092}  # central's second broker: 31093
 BROKERS = {"us": 1, "uk": 1, "central": 2}  # two in central: a roll under acks=all traffic
 RECORDS = 300  # per region and round: a few batches per partition
+# A tenth of a core requested per broker and controller: 7 JVMs, Prometheus and the Spark Job fit the 2-core
+# node; every JVM on C1 only (tests/support/stacks.py).
 TOPOLOGY = {
     "platform": "kubernetes",
-    # a tenth of a core requested per broker and controller: 7 JVMs, Prometheus and the Spark Job fit the 2-core node
     "clusters": {alias: {"brokers": BROKERS[alias], "node_ports": port, "resources": {"cpus": 0.1}}
                  for alias, port in NODE_PORTS.items()},
     "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["orders"], "replication_policy": "identity"}],
     "monitoring": {"scrape_interval": "2s", "grafana": False},
     "images": {key: mirrorstack_image(key) for key in MIRRORSTACK_IMAGES},  # imported into the cluster
 }
+on_c1_only(TOPOLOGY)
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +236,10 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     assert {e.get("value") for p in pods for c in p["spec"]["containers"] for e in c.get("env", [])} <= {None}
     brokers = [p for p in pods if p["metadata"]["labels"].get("mirrorstack.io/role") == "broker"]
     assert len(brokers) == 4 and all(p["spec"]["terminationGracePeriodSeconds"] == 60 for p in brokers)
+    # the topology's jvm_options reach every JVM of the stack: 3 controllers, 4 brokers, the worker
+    java_pods = [p["metadata"]["name"] for p in pods if p["metadata"]["labels"].get("mirrorstack.io/role")]
+    assert len(java_pods) == 8 and all(C1_ONLY in " ".join(c["command"]) for p in pods
+                                       if p["metadata"]["name"] in java_pods for c in p["spec"]["containers"])
 
     # Prometheus in the cluster scrapes every JMX exporter: 3 controllers, 4 brokers, 1 Connect worker
     ups = _wait("8 targets up", lambda: (lambda r: r if len(r) == 8 and all(x["value"][1] == "1" for x in r)
@@ -313,6 +319,7 @@ def secure(deployer, tmp_path_factory):
     topology.update(platform="kubernetes", images=TOPOLOGY["images"])
     for cluster in topology["clusters"].values():
         cluster["resources"] = {"cpus": 0.1}
+    on_c1_only(topology)
     with stack_project("secure", tmp_path_factory.mktemp("kube-secure"), topology) as project:
         project.env = {**kube.engine_env(project.env), **deployer}
         yield project
@@ -409,6 +416,7 @@ def active_passive(deployer, tmp_path_factory):
     topology.update(platform="kubernetes", images=TOPOLOGY["images"])
     for alias, port in AP_NODE_PORTS.items():
         topology["clusters"][alias].update(node_ports=port, resources={"cpus": 0.1})
+    on_c1_only(topology)
     with stack_project("active-passive", tmp_path_factory.mktemp("kube-active-passive"), topology) as project:
         project.env = {**kube.engine_env(project.env), **deployer}
         yield project

@@ -33,6 +33,24 @@ def fast_first_rebalance(topology: dict) -> None:
             cluster.setdefault("settings", {}).setdefault("group.initial.rebalance.delay.ms", "0")
 
 
+# Containers' and pods' JVMs on C1 only, as every JVM the suite starts on this host (tests/conftest.py):
+# they live minutes and carry a few hundred records, so C2's compilations cost more CPU than they save.
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+def on_c1_only(topology: dict) -> dict:
+    """`topology` (a stack file's, as a dict) with `jvm_options: [C1_ONLY]` on every deployed cluster
+    and Connect group, the flows' implied groups declared (a group is its flows' `connect`, else their
+    target)."""
+    groups = topology.setdefault("connect", {})
+    for flow in topology.get("flows", []):
+        groups.setdefault(flow.get("connect", flow["target"]), {"kafka": flow["target"]})
+    for part in [*topology.get("clusters", {}).values(), *groups.values()]:
+        if part.get("external") is None:
+            part["resources"] = {**part.get("resources", {}), "jvm_options": [C1_ONLY]}
+    return topology
+
+
 # Four ranges, all below Linux's ephemeral ports. Under pytest-xdist each worker
 # owns its own share of them (gw0 the even ones, gw1 the odd ones), so stacks of
 # two workers never meet; a worker hands its share out in turn from a random

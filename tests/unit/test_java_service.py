@@ -42,3 +42,18 @@ def test_metrics_without_an_agent_jar_is_refused():
     with pytest.raises(ValueError, match="JMX exporter agent"):
         java_service(JavaRuntime(java="java", kafka_libs="/k"), folder="/f", main="M", args=[], files={},
                      heap="1g", metrics=("0.0.0.0", 9404))
+
+
+def test_the_users_jvm_options_come_last_so_they_win_and_only_on_the_service():
+    spec = build(user_jvm_options=["-XX:TieredStopAtLevel=1", "-Xss1m"],
+                 prepare=[(jvm.STORAGE_TOOL_MAIN, ["format"])])
+    assert spec.argv[spec.argv.index("-cp") - 2:spec.argv.index("-cp")] == ["-XX:TieredStopAtLevel=1", "-Xss1m"]
+    assert "-XX:+UseG1GC" in spec.argv
+    assert not any(a in ("-XX:TieredStopAtLevel=1", "-Xss1m") for a in spec.prepare[0][:2] + spec.prepare[0][4:])
+
+
+def test_a_collector_among_the_users_options_replaces_g1():
+    # the JVM refuses to start with two collectors ("Multiple garbage collectors selected")
+    spec = build(user_jvm_options=["-XX:+UseParallelGC"])
+    assert "-XX:+UseG1GC" not in spec.argv and "-XX:+UseParallelGC" in spec.argv
+    assert "-XX:+UseG1GC" in build(user_jvm_options=["-XX:+UseStringDeduplication"]).argv

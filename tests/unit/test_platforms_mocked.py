@@ -10,6 +10,7 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from mirrorstack import toolchain
 from mirrorstack.platforms.containers import AFTER_START_DONE, JOB_DIR, dns_label, probe_command
@@ -20,7 +21,7 @@ from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.versions import kafka_version, spark_version
 from tests.support import pulumi_mocks
 from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import SECRET_SIG from here)
-    DYNAMIC, SECRET_SIG, is_type, stack_topology,
+    DYNAMIC, SECRET_SIG, is_type, load_topology, stack_topology,
 )
 
 STACK = "aggregation"
@@ -709,3 +710,29 @@ def test_docker_and_kubernetes_run_the_local_platforms_command_lines(local_run, 
         == local_files
     assert {n.removesuffix("-files"): set(m["data"]) for n, m in manifests_of(k8s_run[1], "ConfigMap").items()
             if n.removesuffix("-files") in SERVICES} == local_files
+
+
+def test_jvm_options_reach_every_jvm_of_their_cluster_or_group_on_every_platform(tmp_path):
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.aggregation.yaml").read_text())["config"]
+    topology = document["mirrorstack:topology"]
+    topology["clusters"]["us"]["resources"] = {"jvm_options": ["-XX:TieredStopAtLevel=1"]}
+    topology["connect"] = {"connect-central": {"kafka": "central", "resources": {"jvm_options": ["-XX:+UseSerialGC"]}}}
+    for flow in topology["flows"]:
+        flow["connect"] = "connect-central"
+    platforms = {"local": lambda: LocalPlatform(STACK, str(tmp_path)), "docker": lambda: DockerPlatform(STACK),
+                 "kubernetes": lambda: KubernetesPlatform(STACK)}
+    for name, platform in platforms.items():
+        mocks, built = deploy(platform, load_topology(topology))
+        if name == "kubernetes":
+            lines = {n: script_commands(s["spec"]["template"]["spec"]["containers"][0]["command"][2])["service"]
+                     for n, s in manifests_of(built, "StatefulSet").items()}
+        elif name == "docker":
+            lines = {n: c["service"] for n, c in container_commands(mocks, {"manifests": []})[0].items()}
+        else:
+            lines = {n: r["argv"] for n, r in mocks.of_type(DYNAMIC).items() if "argv" in r}
+        with_options = {n for n, argv in lines.items() if "-XX:TieredStopAtLevel=1" in argv}
+        assert with_options == {"us-controller", "us-broker-0"}, (name, lines)
+        workers = [argv for n, argv in lines.items() if "connect-central" in n]
+        assert len(workers) == 1, (name, sorted(lines))
+        worker = workers[0]
+        assert "-XX:+UseSerialGC" in worker and "-XX:+UseG1GC" not in worker

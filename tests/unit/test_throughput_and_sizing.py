@@ -132,6 +132,19 @@ def test_resources_refused_where_they_cannot_apply_or_cannot_fit():
     assert any(p.startswith("connect.ext.resources") for p in found), found
 
 
+
+def test_jvm_options_are_checked_before_anything_is_deployed():
+    assert Resources(jvm_options=["-XX:TieredStopAtLevel=1", "-Dfoo=bar", "-Xss1m"]).jvm_options[0] == \
+        "-XX:TieredStopAtLevel=1"
+    found = problems({"clusters": {"us": {"resources": {"jvm_options": ["-Xmx4g"]}}, "central": {}},
+                      "flows": [{"source": "us", "target": "central"}]})
+    assert any(p.startswith("clusters.us.resources.jvm_options") and "the heap is `heap`" in p for p in found), found
+    found = problems({"clusters": CLUSTERS, "connect": {"c": {"kafka": "central",
+                                                              "resources": {"jvm_options": ["-Dssl.password=x"]}}},
+                      "flows": [{"source": "us", "target": "central", "connect": "c"}]})
+    assert any(p.startswith("connect.c.resources.jvm_options") and "looks like a secret" in p for p in found), found
+
+
 class _Worker:
     rest_url = "http://127.0.0.1:1"
 

@@ -87,6 +87,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         folder = self.service_dir(service)
         spec = java_service(
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
             metrics=self.metrics_address(service) if metrics else None)
         return LocalService(
