@@ -15,6 +15,7 @@ if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
     raise pytest.UsageError(f"mirrorstack is imported from {Path(mirrorstack.__file__).parent}, not from this "
                             f"checkout ({_CHECKOUT}/components): run `make venv` here")
 
+from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support.leftovers import leftover_processes
 from tests.support.suite_timing import ModuleTimes
 
@@ -23,9 +24,8 @@ from tests.support.suite_timing import ModuleTimes
 # save (test_existing_connect alone: 227 -> 148 CPU s). Every java the suite starts on this host
 # reads JDK_JAVA_OPTIONS (workers inherit it); options on a command line, and any the caller set
 # here, come later and win. Containers and pods keep their images' settings.
-SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-if SUITE_JAVA_OPTIONS not in os.environ.get("JDK_JAVA_OPTIONS", ""):
-    os.environ["JDK_JAVA_OPTIONS"] = f"{SUITE_JAVA_OPTIONS} {os.environ.get('JDK_JAVA_OPTIONS', '')}".strip()
+if C1_ONLY not in os.environ.get("JDK_JAVA_OPTIONS", ""):
+    os.environ["JDK_JAVA_OPTIONS"] = f"{C1_ONLY} {os.environ.get('JDK_JAVA_OPTIONS', '')}".strip()
 
 pytest_plugins = ["pytester"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from mirrorstack.platforms.base import PORT_SPAN
+from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support.leftovers import leftover_processes
 from tests.support.ports import worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env
@@ -33,15 +34,10 @@ def fast_first_rebalance(topology: dict) -> None:
             cluster.setdefault("settings", {}).setdefault("group.initial.rebalance.delay.ms", "0")
 
 
-# Containers' and pods' JVMs on C1 only, as every JVM the suite starts on this host (tests/conftest.py):
-# they live minutes and carry a few hundred records, so C2's compilations cost more CPU than they save.
-C1_ONLY = "-XX:TieredStopAtLevel=1"
-
-
 def on_c1_only(topology: dict) -> dict:
     """`topology` (a stack file's, as a dict) with `jvm_options: [C1_ONLY]` on every deployed cluster
     and Connect group, the flows' implied groups declared (a group is its flows' `connect`, else their
-    target)."""
+    target): containers' and pods' JVMs on C1 only, as the suite's own (tests/conftest.py)."""
     groups = topology.setdefault("connect", {})
     for flow in topology.get("flows", []):
         groups.setdefault(flow.get("connect", flow["target"]), {"kafka": flow["target"]})
