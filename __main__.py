@@ -83,6 +83,10 @@ pulumi.export("connect_groups", replication.connect_groups)
 pulumi.export("controllers", {a: c.controllers for a, c in topology.clusters.items() if not c.is_external})
 if replication.connect_credentials is not None:  # Connect REST basic auth (rest_auth), a secret
     pulumi.export("connect_credentials", replication.connect_credentials)
+if replication.principal_credentials is not None:  # application users of `principals`, a secret
+    pulumi.export("principal_credentials", replication.principal_credentials)
+if replication.acls:  # per authorizing cluster, every ACL the stack keeps there and why
+    pulumi.export("acls", {alias: r.acls for alias, r in replication.acls.items()})
 if replication.monitoring is not None:
     pulumi.export("prometheus_url", replication.monitoring.prometheus_url)
     pulumi.export("alert_rules", replication.monitoring.alert_rules)

@@ -12,6 +12,8 @@ from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.connect.cluster import ConnectCluster
 from mirrorstack.failover.args import FailoverSwitchArgs
 from mirrorstack.failover.switch import FailoverSwitch, failover_output, flow_piece
+from mirrorstack.kafka import acls
+from mirrorstack.kafka.acl_resource import KafkaAcls
 from mirrorstack.kafka.args import KafkaClusterArgs
 from mirrorstack.kafka.cluster import KafkaCluster
 from mirrorstack.mirror.args import MirrorMaker2Args
@@ -63,13 +65,16 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.clusters = {alias: KafkaCluster(alias, KafkaClusterArgs(
             cluster=spec, platform=platform, stack=stack, metrics=metrics, secret_keys=frozenset(keys.get(alias, ())),
             secrets=pulumi.Output.from_input(args.cluster_secrets).apply(lambda d, a=alias: (d or {}).get(a))
-            if keys.get(alias) else None, quorum_guard=(args.quorum_guards or {}).get(alias)), opts=child)
+            if keys.get(alias) else None, quorum_guard=(args.quorum_guards or {}).get(alias),
+            authorization=topology.authorizes(alias),
+            principals=tuple(n for n, p in topology.principals.items() if p.cluster == alias)), opts=child)
             for alias, spec in topology.clusters.items()}
         by_connect = topology.flows_by_connect()
         # Group ids carry the stack (mirrorstack.stack_history) unless the spec names one.
         groups = {name: pulumi.Output.from_input(spec.group_id or (args.connect_groups or {}).get(name)
                                                  or f"mirrorstack-{stack}-{name}")
                   for name, spec in topology.connect.items()}
+        self.acls = self._acls(topology, groups)
         secrets_of_connect = pulumi.Output.secret(pulumi.Output.from_input(args.connect_secrets).apply(
             lambda d: d or {})) if args.connect_secrets is not None else None
         self.connect = {name: ConnectCluster(name, ConnectClusterArgs(
@@ -127,6 +132,11 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.node_ports = {alias: c.node_ports for alias, c in self.clusters.items() if c.node_ports}
         credentials = {n: c.rest_credentials for n, c in self.connect.items() if c.rest_credentials is not None}
         self.connect_credentials = pulumi.Output.secret(pulumi.Output.all(**credentials)) if credentials else None
+        users = {name: {"cluster": p.cluster, "username": name,
+                        "mechanism": topology.clusters[p.cluster].security.sasl_mechanism,
+                        "password": self.clusters[p.cluster].principal_passwords[name]}
+                 for name, p in topology.principals.items()}
+        self.principal_credentials = pulumi.Output.secret(pulumi.Output.all(**users)) if users else None
         self.flow_outputs = pulumi.Output.all(**{n: f.states for n, f in self.flows.items()})
         self.validation_output = self.validation.report if self.validation else None
         self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
@@ -137,6 +147,46 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output,
                                "failover": self.failover_output, "certificates": self.certificate_outputs})
+
+    def _acls(self, topology, groups) -> dict[str, KafkaAcls]:
+        """One KafkaAcls per authorizing cluster: what its Connect groups, the
+        flows and the application principals need there. Clients of the
+        cluster (Connect, so MM2 and the validation job) wait for it."""
+        authorizing = [a for a in topology.clusters if topology.authorizes(a)]
+        if not authorizing:
+            return {}
+        principals = {a: acls.client_principal(a, topology.clusters[a].security) for a in authorizing}
+
+        def lines(group_ids: dict[str, str]) -> dict[str, list[str]]:
+            sets = {alias: acls.AclSet() for alias in authorizing}
+            flows = topology.flows_by_connect()
+            for name, spec in topology.connect.items():
+                if spec.kafka in sets and not spec.is_external:
+                    acls.connect_acls(sets[spec.kafka], principals[spec.kafka], group_ids[name],
+                                 exactly_once=any(f.exactly_once for f in flows[name]))
+            validated = {f.name for f in topology.validated_flows()}
+            for flow in topology.flows:
+                acls.flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
+                               connect_group=group_ids[flow.connect], validated=flow.name in validated,
+                               transactional=any(f.exactly_once for f in flows[flow.connect]))
+            for name, principal in topology.principals.items():
+                acls.principal_acls(sets[principal.cluster], name, principal)
+            return {alias: s.lines() for alias, s in sets.items()}
+
+        planned = pulumi.Output.all(**groups).apply(lines)
+        made = {}
+        for alias in authorizing:
+            cluster = self.clusters[alias]
+            access = cluster.admin_access
+            users = cluster.principal_passwords if access["mechanism"] != "PLAIN" else {}  # PLAIN's are in its JAAS
+            made[alias] = KafkaAcls(f"{alias}-acls", cluster=alias, bootstrap=access["bootstrap"],
+                                    admin_keystore=access["admin_keystore"], truststore=access["truststore"],
+                                    acls=planned.apply(lambda p, a=alias: p[a]),
+                                    users=pulumi.Output.secret(pulumi.Output.all(**users)) if users else None,
+                                    mechanism=access["mechanism"],
+                                    opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.ready))
+            cluster.client_resources.append(made[alias])  # Connect (so MM2, validation) waits for its rights
+        return made
 
     def _failover_switch(self, topology, platform) -> FailoverSwitch:
         """The failover section's switch: the two flows' pieces, the two sides'

@@ -24,6 +24,9 @@ class KafkaClusterArgs:
         "`password` is the SASL password), or None", default=None)
     secret_keys: frozenset[str] = described("the keys of `secrets` (known before deployment, unlike their "
                                             "values: the graph is built from them)", default=frozenset())
+    authorization: bool = described("run the authorizer, deny by default (Topology.authorizes)", default=False)
+    principals: tuple[str, ...] = described("application users of this cluster (topology `principals`): each gets "
+                                            "a generated password", default=())
     quorum_guard: pulumi.Output | None = described(
         "an Output that fails when the controller count changed since the last up "
         "(mirrorstack.stack_history); the nodes' server.properties wait for it", default=None)

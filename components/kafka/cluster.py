@@ -9,7 +9,7 @@ import pulumi
 from mirrorstack import naming
 from mirrorstack.certificates.args import ClusterCertificatesArgs
 from mirrorstack.certificates.resource import ClusterCertificates
-from mirrorstack.kafka import broker
+from mirrorstack.kafka import acls, broker
 from mirrorstack.kafka.args import KafkaClusterArgs
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
@@ -72,6 +72,8 @@ class KafkaCluster(pulumi.ComponentResource):
         self.client_files: pulumi.Output[dict] | None = None
         self.client_resources: list[pulumi.Resource] = []
         self.tls: ClusterCertificates | None = None  # a secured deployed cluster's CA and certificates
+        self.principal_passwords: dict[str, pulumi.Output[str]] = {}  # application users (topology `principals`)
+        self.admin_access: dict | None = None  # how the ACL resource reaches a secured cluster
         self.renew_before_days = cluster.security.certificates.renew_before_days
         self._platform = platform
         self._quorum_guard = args.quorum_guard  # fails when the controller count changed (mirrorstack.stack_history)
@@ -98,6 +100,12 @@ class KafkaCluster(pulumi.ComponentResource):
             self.tls = certs
             if sec.sasl_mechanism:
                 password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
+                self.principal_passwords = {name: GeneratedPassword(f"{alias}-{name}-password", opts=child).result
+                                            for name in args.principals}
+        authorizer = acls.authorizer_settings() if args.authorization else {}
+        admin_address = None
+        if args.authorization and certs:  # over INTERNAL, from where the program runs
+            admin_address = "%s:%d" % platform.host_address(broker_names[0], "internal")
         # One node at a time (rolling restarts, also on create): each depends on the
         # one before, and the engine starts a resource only once its dependencies are done.
         ctrls: list[pulumi.Resource] = []
@@ -113,7 +121,8 @@ class KafkaCluster(pulumi.ComponentResource):
             ctrl_props = broker.controller_properties(
                 node_id, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
                 broker_count=cluster.brokers, listen_host=platform.listen_host,
-                overrides=security.controller_tls_settings(*self._node_tls(controller)) if certs else None)
+                overrides={**security.controller_tls_settings(*self._node_tls(controller)), **authorizer}
+                if certs else None)
             ctrls.append(platform.run_kafka_java(
                 controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 resources=self._controller_resources(cluster),
@@ -131,7 +140,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
             if certs:
                 overrides, health, after_start, extra_files = self._secured_broker(
-                    sec, name, host, port, i, cluster.settings)
+                    sec, name, host, port, i, {**authorizer, **cluster.settings})
             # Healthy once registered and no partition waits for a replica to rejoin its ISR.
             health["node_id"] = str(CONTROLLER_ID + 1 + i)
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
@@ -144,8 +153,8 @@ class KafkaCluster(pulumi.ComponentResource):
                 props = broker.with_external_listener(props, advertised=advertised, listen=listen)
             secret_files = self._node_secret_files(certs, name)
             if certs and password is not None:
-                secret_files = pulumi.Output.all(secret_files, password).apply(
-                    lambda a: {**a[0], **security.broker_secret_files(sec, a[1])})
+                secret_files = pulumi.Output.all(secret_files, password, self.principal_passwords).apply(
+                    lambda a: {**a[0], **security.broker_secret_files(sec, a[1], a[2])})
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": self._guarded(render_properties(props)), **extra_files},
@@ -157,6 +166,9 @@ class KafkaCluster(pulumi.ComponentResource):
         self.ready = [*ctrls, *brokers]
         if certs:
             self._deployed_clients(sec, certs, password)
+            if admin_address is not None:  # the ACL resource acts as the first broker (a super user)
+                self.admin_access = {"bootstrap": admin_address, "admin_keystore": certs.keystore(broker_names[0]),
+                                     "truststore": certs.truststore, "mechanism": sec.sasl_mechanism}
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
 

@@ -86,14 +86,18 @@ def controller_tls_settings(keystore: str, truststore: str) -> dict[str, str]:
             "ssl.client.auth": "required"}
 
 
-def broker_secret_files(security, password: str | None) -> dict[str, str]:
+def broker_secret_files(security, password: str | None, principals: Mapping[str, str] | None = None) -> dict[str, str]:
     """Secret files of a broker besides its PEM keystore: the SCRAM credential
-    to create (ConfigCommand --add-config-file) or PLAIN's user list."""
+    to create (ConfigCommand --add-config-file) or PLAIN's user list, which
+    holds the application principals too (SCRAM ones are created by the ACL
+    resource, without a restart)."""
     mechanism = security.sasl_mechanism
     if mechanism is None or password is None:
         return {}
     if mechanism == "PLAIN":
-        jaas = f"{JAAS_MODULES['PLAIN']} required user_{security.user}={_jaas_quote(password)};"
+        users = {security.user: password, **(principals or {})}
+        jaas = f"{JAAS_MODULES['PLAIN']} required " + " ".join(
+            f"user_{user}={_jaas_quote(pw)}" for user, pw in users.items()) + ";"
         return {"secrets/broker.properties": secret_properties({"plain.jaas": jaas})}
     # ConfigCommand reads `<mechanism>=iterations=N,password=P` from a file (no brackets there)
     return {"secrets/scram.properties": secret_properties(

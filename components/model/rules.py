@@ -457,6 +457,32 @@ def _security_problems(t: Topology) -> Iterator[str]:
         if sec.mtls and sec.protocol == "PLAINTEXT":
             yield (f"{_path((*where, 'mtls'))}: client certificates need TLS; "
                    "fix: set protocol: SSL (mTLS only) or SASL_SSL, or remove mtls")
+        if sec.authorization and not sec.identifies_clients:
+            yield (f"{_path((*where, 'authorization'))}: ACLs need clients with a name, and {sec.protocol} "
+                   f"{'without mtls ' if sec.protocol == 'SSL' else ''}gives none; fix: use protocol SASL_SSL "
+                   "(or SSL with mtls: true), or remove authorization")
+        elif sec.authorization and t.platform != "local":
+            yield (f"{_path((*where, 'authorization'))}: ACLs are applied on the local platform only so far "
+                   f"(not {t.platform}); fix: remove authorization")
+    yield from _principal_problems(t)
+
+
+def _principal_problems(t: Topology) -> Iterator[str]:
+    for name, principal in t.principals.items():
+        where = ("principals", name, "cluster")
+        cluster = t.clusters.get(principal.cluster)
+        if cluster is None:
+            yield (f"{_path(where)}: unknown cluster {principal.cluster!r}; fix: use one of "
+                   f"{', '.join(sorted(t.clusters))}")
+        elif cluster.is_external:
+            yield (f"{_path(where)}: {principal.cluster} is external: mirrorstack creates no users or ACLs "
+                   "there; fix: ask its owners (the preview lists the ACLs each flow needs), and remove this")
+        elif not cluster.security.sasl_mechanism or not t.authorizes(principal.cluster):
+            yield (f"{_path(where)}: {principal.cluster} has no SASL users with ACLs (it needs "
+                   "security.protocol SASL_SSL and authorization on); fix: secure it so, or remove this principal")
+        elif name == cluster.security.user:
+            yield (f"{_path(('principals', name))}: {name!r} is mirrorstack's own user on {principal.cluster}; "
+                   "fix: give the application user another name")
 
 
 def _client_security_problems(alias: str, cs) -> Iterator[str]:

@@ -112,7 +112,13 @@ class Security(_Model):
         None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512).")
     mtls: bool = Field(False, description=(
         "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
-    user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description="The SASL user created at start.")
+    user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "The SASL user created at start: mirrorstack's own (Connect, MirrorMaker 2, the validation job). With "
+        "authorization it holds only the rights its flows need (docs/guides/authorization.md)."))
+    authorization: bool | None = Field(None, description=(
+        "Run KRaft's StandardAuthorizer, deny by default: every principal may do only what an ACL grants "
+        "(brokers and controllers are super users). Default: on wherever clients prove who they are "
+        "(SASL_SSL, or SSL with mtls) on the local platform; false turns it off."))
     certificates: Certificates = Field(Certificates(), description=(
         "Validity and renewal of the generated certificates, and CA rotation (SSL and SASL_SSL)."))
 
@@ -123,6 +129,50 @@ class Security(_Model):
     @property
     def sasl_mechanism(self) -> str | None:
         return (self.mechanism or "SCRAM-SHA-512") if self.protocol == "SASL_SSL" else None
+
+    @property
+    def identifies_clients(self) -> bool:
+        """Whether a client has a name an ACL can grant to (SASL, or a client certificate)."""
+        return self.protocol == "SASL_SSL" or (self.protocol == "SSL" and self.mtls)
+
+
+ACL_OPERATIONS = Literal["read", "write", "create", "delete", "alter", "describe", "describe_configs",
+                         "alter_configs", "all"]
+
+
+class AclGrant(_Model):
+    """One right of an application principal: operations on a topic, a consumer
+    group or a transactional id, named literally or by prefix (Kafka's ACLs)."""
+
+    topic: str | None = Field(None, min_length=1, description="A topic name (or prefix).")
+    group: str | None = Field(None, min_length=1, description="A consumer group id (or prefix).")
+    transactional_id: str | None = Field(None, min_length=1, description="A transactional id (or prefix).")
+    pattern: Literal["literal", "prefixed"] = Field("literal", description=(
+        "literal: exactly that name (`*` for every one); prefixed: every name that starts with it."))
+    operations: list[ACL_OPERATIONS] = Field(min_length=1, description=(
+        "What the principal may do, e.g. [write, describe] to produce, [read, describe] to consume."))
+
+    @model_validator(mode="after")
+    def _one_resource(self) -> "AclGrant":
+        named = [k for k in ("topic", "group", "transactional_id") if getattr(self, k) is not None]
+        if len(named) != 1:
+            raise ValueError(f"names {len(named)} resources ({', '.join(named) or 'none'}); fix: give exactly one "
+                             "of topic, group or transactional_id per grant (list several grants)")
+        return self
+
+    @property
+    def resource(self) -> tuple[str, str]:
+        """(resource type, name): ("topic", "orders")."""
+        return next((k, getattr(self, k)) for k in ("topic", "group", "transactional_id") if getattr(self, k))
+
+
+class Principal(_Model):
+    """An application user of a deployed, authorizing SASL cluster: mirrorstack
+    creates it with a generated password (stack output `principal_credentials`,
+    a secret) and grants it exactly `allow`."""
+
+    cluster: str = Field(min_length=1, description="The cluster the user exists on.")
+    allow: list[AclGrant] = Field(description="Its rights; nothing else is allowed ([]: none yet).")
 
 
 class StackOutput(_Model):
@@ -612,6 +662,8 @@ class Topology(_Model):
     failover: Failover | None = Field(None, description=(
         "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
     images: Images = Field(Images(), description="docker/kubernetes: the images run; default the pinned official ones.")
+    principals: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], Principal] = Field({}, description=(
+        "Application users of authorizing clusters and their rights (ACLs), by user name."))
     kubernetes: KubernetesSettings | None = Field(None, description=(
         "platform kubernetes only: storage class, size and deletion policy, pod shutdown time, the "
         "NetworkPolicy and its clients (omit for the defaults)."))
@@ -695,6 +747,14 @@ class Topology(_Model):
             if flow.source != fo.active or fo.unplanned:
                 return "stopped"
         return flow.state
+
+    def authorizes(self, alias: str) -> bool:
+        """Whether the deployed cluster `alias` runs the authorizer (deny by default)."""
+        cluster = self.clusters[alias]
+        sec = cluster.security
+        if cluster.is_external or not sec.identifies_clients:
+            return False
+        return sec.authorization if sec.authorization is not None else self.platform == "local"
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return FlowSelection.of(flow).remote(topic)

@@ -30,7 +30,7 @@ from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
 from tests.support.pulumi_mocks import unwrap_secrets
 from tests.support.secured import private_key_bodies
-from tests.support.stacks import REPO, on_c1_only, port_base
+from tests.support.stacks import REPO, on_c1_only, on_platform, port_base
 from tools.docker_engine import ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def docker_topology(stack: str, **changes):
     images, its JVMs on C1 only (tests/support/stacks.py); the validation waits briefly (it first runs
     before any record)."""
     document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
-    topology = load_topology(on_c1_only({**document["mirrorstack:topology"], "platform": "docker",
+    topology = load_topology(on_c1_only({**on_platform(document["mirrorstack:topology"], "docker"),
                                          "images": {key: image(key) for key in MIRRORSTACK_IMAGES}, **changes}))
     validation = topology.validation.model_copy(update={"wait_seconds": 30})
     return topology.model_copy(update={"validation": validation})

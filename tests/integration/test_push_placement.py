@@ -3,6 +3,7 @@ SOURCE produces across to a PLAINTEXT and a SASL_SSL (exactly-once) target;
 then one flow moves to a Connect cluster next to its target without a record
 copied twice. One stack, brought up once, asserted throughout."""
 import time
+import uuid
 
 import pytest
 import yaml
@@ -11,7 +12,7 @@ from mirrorstack.mirror.connectors import throughput_settings
 from mirrorstack.model.spec import Flow
 from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, consume_group, create_topic, produce, topic_names
-from tests.support.secured import librdkafka_client
+from tests.support.secured import librdkafka_client, principal_client
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -69,7 +70,9 @@ def test_push_flows_write_to_their_targets_and_a_move_copies_nothing_twice(tmp_p
         sent = produce(edge, "orders", FIRST, prefix="first")
         consume_group(edge, "orders", "billing", 500)  # a group whose offsets must be translated
         assert _values(consume(central, "edge.orders", FIRST, timeout=300)) == _values(sent)
-        vault_read = {**vault_client, "isolation.level": "read_committed"}
+        reader = out["principal_credentials"]["vault-reader"]  # vault denies by default
+        vault_read = {**principal_client(project.local_dir, "vault", "SCRAM-SHA-512", reader),
+                      "isolation.level": "read_committed", "group.id": f"readers-{uuid.uuid4().hex}"}
         assert _values(consume(vault, "edge.orders", FIRST, timeout=300, client=vault_read)) == _values(sent)
 
         # Translated offsets of `billing` land on both targets (checkpoints + offset sync there).

@@ -18,14 +18,15 @@ import pytest
 import requests
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV
 from mirrorstack.certificates import tls
+from mirrorstack.kafka.acls import VALIDATION_GROUPS, Acl
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
-from tests.support.secured import jaas_credentials, librdkafka_client, private_key_bodies
+from tests.support.secured import jaas_credentials, librdkafka_client, node_admin, principal_client, private_key_bodies
 from tests.support.services import _parallel
 from tests.support.stacks import deployed_stack
 
@@ -70,11 +71,11 @@ def _ca_keys(project) -> dict[str, str]:
     return found
 
 
-def _whole_topic(bootstrap: str, topic: str, client: dict, timeout: float = 60) -> list[bytes]:
+def _whole_topic(bootstrap: str, topic: str, client: dict, timeout: float = 60, group: str = "whole") -> list[bytes]:
     """Every record value of `topic` up to its end now (its high watermarks): all it
     holds, read as soon as it is read, not for a fixed time (read_uncommitted: an
     open or aborted transaction's records are read too)."""
-    consumer = Consumer({**client, "bootstrap.servers": bootstrap, "group.id": f"whole-{time.monotonic_ns()}",
+    consumer = Consumer({**client, "bootstrap.servers": bootstrap, "group.id": f"{group}-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
     values = []
     try:
@@ -90,6 +91,14 @@ def _whole_topic(bootstrap: str, topic: str, client: dict, timeout: float = 60) 
     finally:
         consumer.close()
     return values
+
+
+def _app(project, name: str) -> dict:
+    """librdkafka settings of an application principal of the stack (consumers: groups `reports-*`)."""
+    credentials = project.outputs()["principal_credentials"][name]
+    mechanism = credentials["mechanism"]
+    conf = principal_client(project.local_dir, credentials["cluster"], mechanism, credentials)
+    return {**conf, "group.id": f"reports-{time.monotonic_ns()}"} if name == "reports-app" else conf
 
 
 def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
@@ -111,6 +120,7 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
     edge, central = out["clusters"]["edge"], out["clusters"]["central"]
     edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
     central_client = librdkafka_client(local, "central", "PLAIN")
+    writer, reader = _app(project, "orders-app"), _app(project, "reports-app")
 
     # Only authenticated clients get in: no TLS, a wrong password, no client certificate.
     no_cert = {k: v for k, v in central_client.items() if not k.startswith(("ssl.certificate", "ssl.key"))}
@@ -127,10 +137,10 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
     assert sorted(listed.json()) == ["edge->central.MirrorCheckpointConnector",
                                      "edge->central.MirrorHeartbeatConnector", "edge->central.MirrorSourceConnector"]
 
-    create_topic(edge, "orders", partitions=3, replication_factor=1, client=edge_client)
-    sent = produce(edge, "orders", RECORDS, prefix="secure", client=edge_client)
+    create_topic(edge, "orders", partitions=3, replication_factor=1, client=writer)
+    sent = produce(edge, "orders", RECORDS, prefix="secure", client=writer)
     arrived = consume(central, "edge.orders", expected=RECORDS, timeout=300,
-                      client={**central_client, "isolation.level": "read_committed"})
+                      client={**reader, "isolation.level": "read_committed"})
     assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
 
     again = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1",
@@ -153,7 +163,8 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
     assert _leaks(state, secrets) == []
     assert '"secure":' in state or "ciphertext" in state  # the secrets are there, encrypted
     # 2. Connect's config topic: references, never values.
-    configs = _whole_topic(central, f"{out['connect_groups']['central']}-configs", central_client)
+    configs = _whole_topic(central, f"{out['connect_groups']['central']}-configs", central_client,
+                           group=f"{VALIDATION_GROUPS}whole")  # a group the stack's own user may describe
     config_text = "\n".join((value or b"").decode(errors="ignore") for value in configs)
     assert "${file:" in config_text and "sasl.jaas.config" in config_text
     assert _leaks(config_text, secrets) == []
@@ -170,6 +181,143 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
             assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
     assert os.access(local / "clients" / "edge" / "client.properties", os.R_OK)
+
+
+# ---------------------------------------------------------------- authorization
+
+SOURCE_TASKS, CHECKPOINTS = "edge->central.MirrorSourceConnector", "edge->central.MirrorCheckpointConnector"
+
+
+def _produce_error(bootstrap: str, topic: str, client: dict) -> str | None:
+    """The delivery error's name of one record to `topic` (None: delivered)."""
+    errors = []
+    producer = Producer({**client, "bootstrap.servers": bootstrap, "log_level": 0, "message.timeout.ms": 20000})
+    producer.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err and err.name()))
+    producer.flush(30)
+    return errors[0] if errors else "NOT REPORTED"
+
+
+def _connector(project, name: str, action: str = "status", method: str = "get") -> dict:
+    out = project.outputs()
+    creds = out["connect_credentials"]["central"]
+    url = f"{out['connect']['central']}/connectors/{quote(name, safe='')}/{action}"
+    reply = requests.request(method, url, timeout=20, auth=(creds["username"], creds["password"]))
+    assert reply.ok, (url, reply.status_code, reply.text)
+    return reply.json() if reply.content else {}
+
+
+def _wait_for(what: str, check, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while (found := check()) is None or found is False:
+        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
+        time.sleep(1)
+    return found
+
+
+def _failed_trace(project) -> str | None:
+    tasks = _connector(project, SOURCE_TASKS).get("tasks", [])
+    return next((t.get("trace") or "" for t in tasks if t["state"] == "FAILED"), None)
+
+
+def _acl_change(admin, acl: Acl, grant: bool) -> None:
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, \
+        ResourcePatternType, ResourceType
+    args = (ResourceType["BROKER" if acl.resource == "CLUSTER" else acl.resource], acl.name,
+            ResourcePatternType[acl.pattern], acl.principal, "*", AclOperation[acl.operation], AclPermissionType.ALLOW)
+    futures = admin.create_acls([AclBinding(*args)]) if grant else admin.delete_acls([AclBindingFilter(*args)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def _stack_acl(out: dict, alias: str, acl: Acl) -> list[str]:
+    """The parts of the flow the stack output says need `acl` on `alias`."""
+    found = [parts for line in out["acls"][alias] for a, parts in [Acl.parse(line)] if a == acl]
+    assert found, f"{acl} not in the stack's ACLs of {alias}"
+    return found[0]
+
+
+def _all_arrived(project, sent: list[str], part: str) -> None:
+    """Every record of `sent` is on central, once (exactly-once): nothing lost while `part` was refused."""
+    _wait_for("the source tasks running", lambda: all(
+        t["state"] == "RUNNING" for t in _connector(project, SOURCE_TASKS)["tasks"]))
+    arrived = consume(project.outputs()["clusters"]["central"], "edge.orders", expected=len(sent), timeout=180,
+                      client={**_app(project, "reports-app"), "isolation.level": "read_committed"})
+    assert sorted(r.value.decode() for r in arrived) == sorted(sent), part
+
+
+def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_without_any_of_its_own(secure):
+    """Deny by default on both clusters: users without ACLs get nothing, applications
+    exactly their grants, and MM2 replicates with only its derived ACLs: without the
+    source read, the target write or the checkpoint group right a named part stops,
+    and comes back (nothing lost) once the right is back."""
+    project, out, _ = secure
+    local = project.local_dir
+    edge, central = out["clusters"]["edge"], out["clusters"]["central"]
+    writer, reader = _app(project, "orders-app"), _app(project, "reports-app")
+
+    # No ACL: refused on both clusters (and the topics are invisible to them).
+    for name, bootstrap, topic in (("newcomer-edge", edge, "orders"), ("newcomer-central", central, "edge.orders")):
+        assert _produce_error(bootstrap, topic, _app(project, name)) == "TOPIC_AUTHORIZATION_FAILED", name
+        assert topic not in AdminClient({**_app(project, name), "bootstrap.servers": bootstrap}
+                                        ).list_topics(timeout=20).topics
+    # Applications: what their section grants, nothing more.
+    assert _produce_error(central, "edge.orders", reader) == "TOPIC_AUTHORIZATION_FAILED"  # reads only
+    writer_admin = AdminClient({**writer, "bootstrap.servers": edge})  # kept: a dropped client cancels its calls
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        writer_admin.create_topics([NewTopic("audit", 1, 1)])["audit"].result(timeout=30)
+    assert _produce_error(edge, "orders", writer) is None
+
+    # MM2 has no write right on its source at all (offset syncs live on the target).
+    mm2 = "User:mirrorstack"
+    assert not [line for line in out["acls"]["edge"] if line.startswith(f"allow {mm2} WRITE")]
+    admins = {"edge": node_admin(local, "edge"), "central": node_admin(local, "central")}
+    # What central holds now: the first test's records and the one just written.
+    sent = [r.value.decode() for r in consume(central, "edge.orders", expected=RECORDS + 1, timeout=120, client={
+        **_app(project, "reports-app"), "isolation.level": "read_committed"})]
+    assert "x" in sent and len(sent) == RECORDS + 1
+
+    # Source read: MM2's consumer is refused (the task logs it and polls on); records wait on edge
+    # and follow by themselves once the right is back.
+    acl = Acl(mm2, "TOPIC", "orders", "LITERAL", "READ")
+    assert "flow edge->central: source read" in _stack_acl(out, "edge", acl)
+    log = next((local / "connect-central-0").glob("*.log"))
+    refusals = log.read_text(errors="ignore").count("TopicAuthorizationException")
+    _acl_change(admins["edge"], acl, grant=False)
+    sent += [r.value.decode() for r in produce(edge, "orders", 20, prefix="unread", client=writer)]
+    _wait_for("MM2's consumer refused on edge", lambda: log.read_text(errors="ignore").count(
+        "TopicAuthorizationException") > refusals)
+    _acl_change(admins["edge"], acl, grant=True)
+    _all_arrived(project, sent, "source read")
+
+    # Target write: the task's producer is refused and the task fails. `pulumi refresh` sees
+    # the ACL gone; `up` grants it again and restarts the failed task.
+    acl = Acl(mm2, "TOPIC", "edge.orders", "LITERAL", "WRITE")
+    assert "flow edge->central: target write" in _stack_acl(out, "central", acl)
+    _acl_change(admins["central"], acl, grant=False)
+    sent += [r.value.decode() for r in produce(edge, "orders", 20, prefix="unwritten", client=writer)]
+    trace = _wait_for(f"a failed source task without {acl}", lambda: _failed_trace(project))
+    assert "TopicAuthorizationException" in trace, trace[:2000]
+    refreshed = project.run("refresh", "--yes", "--skip-preview", timeout=600)
+    assert "1 ACLs missing" in refreshed.stdout + refreshed.stderr, refreshed.stdout[-3000:]
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    _all_arrived(project, sent, "target write")
+
+    # Checkpoints: a group that consumed on edge is checkpointed; without the right to
+    # describe groups on edge the checkpoint connector finds none and stops.
+    consumer = Consumer({**writer, "bootstrap.servers": edge, "group.id": "billing", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["orders"])
+    _wait_for("billing reads orders", lambda: [m for m in consumer.consume(100, 1.0) if not m.error()] or None)
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    checkpoint_tasks = lambda: _connector(project, CHECKPOINTS).get("tasks", [])  # noqa: E731
+    _wait_for("a checkpoint task for group billing", lambda: checkpoint_tasks() or None)
+    acl = Acl(mm2, "GROUP", "*", "LITERAL", "DESCRIBE")
+    assert "flow edge->central: checkpoints" in _stack_acl(out, "edge", acl)
+    _acl_change(admins["edge"], acl, grant=False)
+    _wait_for("the checkpoint connector without groups", lambda: checkpoint_tasks() == [])
+    _acl_change(admins["edge"], acl, grant=True)
+    _wait_for("a checkpoint task again", lambda: checkpoint_tasks() or None)
 
 
 # ---------------------------------------------------------------- certificate lifecycle
@@ -203,7 +351,7 @@ def _replicated(project, topic: str, sent: list, total: int, timeout: float = 24
     """Every record of `sent` arrived in central, whose copy of `topic` then
     holds `total` records (read_committed: the flow is exactly-once)."""
     local, central = project.local_dir, project.outputs()["clusters"]["central"]
-    client = {**librdkafka_client(local, "central", "PLAIN"), "isolation.level": "read_committed"}
+    client = {**_app(project, "reports-app"), "isolation.level": "read_committed"}
     wanted = {r.value if hasattr(r, "value") else r for r in sent}
     arrived = consume(central, f"edge.{topic}", expected=total, timeout=timeout, client=client)
     missing = wanted - {r.value for r in arrived}
@@ -253,9 +401,9 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
         assert set(windows) == set(nodes), windows
         assert overlapping_restarts(windows) == [], windows
 
-    edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
-    create_topic(out["clusters"]["edge"], "payments", partitions=3, replication_factor=1, client=edge_client)
-    sent = produce(out["clusters"]["edge"], "payments", FEW, prefix="renewed", client=edge_client)
+    writer = _app(project, "orders-app")
+    create_topic(out["clusters"]["edge"], "payments", partitions=3, replication_factor=1, client=writer)
+    sent = produce(out["clusters"]["edge"], "payments", FEW, prefix="renewed", client=writer)
     _replicated(project, "payments", sent, total=FEW)
 
 
@@ -316,7 +464,7 @@ def test_ca_rotation_completes_with_clients_connected_throughout(secure):
 
     # The app (re)loads the client CA file now, as the runbook says: it holds both CAs.
     edge = project.outputs()["clusters"]["edge"]
-    app = _Producer(edge, librdkafka_client(local, "edge", "SCRAM-SHA-512"), "payments")
+    app = _Producer(edge, _app(project, "orders-app"), "payments")
     app.start()
     windows = {}
     try:

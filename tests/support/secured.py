@@ -31,3 +31,24 @@ def private_key_bodies(pem: str) -> list[str]:
     """The base64 lines of every private key in a PEM file (what must never leak)."""
     keys = re.findall(r"-----BEGIN PRIVATE KEY-----\n(.*?)-----END PRIVATE KEY-----", pem, re.S)
     return [line for key in keys for line in key.split() if len(line) >= 40]
+
+
+def principal_client(local_dir: Path, alias: str, mechanism: str, credentials: dict) -> dict:
+    """librdkafka settings for an application principal (stack output principal_credentials[name])."""
+    return {**librdkafka_client(local_dir, alias, mechanism), "sasl.username": credentials["username"],
+            "sasl.password": credentials["password"]}
+
+
+def node_admin(local_dir: Path, alias: str):
+    """An AdminClient acting as the cluster's first broker (a super user) over
+    its INTERNAL listener, as the stack's ACL resource does."""
+    from confluent_kafka.admin import AdminClient
+    node = local_dir / f"{alias}-broker-0"
+    listeners = re.search(r"^advertised\.listeners=(.*)$", (node / "server.properties").read_text(), re.M)[1]
+    internal = re.search(r"INTERNAL://([^,]+)", listeners)[1]
+    pem = (node / "secrets" / "server.pem").read_text()
+    key = re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----\n", pem, re.S)[0]
+    cert = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", pem, re.S)[0]
+    return AdminClient({"bootstrap.servers": internal, "security.protocol": "SSL", "log_level": 0,
+                        "ssl.ca.location": str(node / "secrets" / "ca.pem"), "ssl.certificate.pem": cert,
+                        "ssl.key.pem": key})

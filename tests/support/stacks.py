@@ -34,6 +34,12 @@ def fast_first_rebalance(topology: dict) -> None:
             cluster.setdefault("settings", {}).setdefault("group.initial.rebalance.delay.ms", "0")
 
 
+def on_platform(topology: dict, platform: str) -> dict:
+    """A local stack file's topology on another platform: without its application
+    principals (ACLs are applied on the local platform only so far)."""
+    return {**{k: v for k, v in topology.items() if k != "principals"}, "platform": platform}
+
+
 def on_c1_only(topology: dict) -> dict:
     """`topology` (a stack file's, as a dict) with `jvm_options: [C1_ONLY]` on every deployed cluster
     and Connect group, the flows' implied groups declared (a group is its flows' `connect`, else their

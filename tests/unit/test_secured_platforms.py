@@ -19,6 +19,7 @@ from mirrorstack.platforms.containers import AFTER_START_DONE, container_script,
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
+from tests.support.stacks import on_platform
 from tests.unit.test_platforms_mocked import (
     FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, assert_ships_the_job_package, connectors_of,
     container_commands, deploy,
@@ -50,7 +51,7 @@ def secure_topology(platform: str):
     document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
     # On kubernetes the validation job needs a Spark image with the spark-sql-kafka jars (not apache/spark).
     images = {"spark": "registry.example.com/mirrorstack/spark:1"} if platform == "kubernetes" else {}
-    return load_topology({**document["config"]["mirrorstack:topology"], "platform": platform, "images": images})
+    return load_topology({**on_platform(document["config"]["mirrorstack:topology"], platform), "images": images})
 
 
 def folder(service: str) -> str:

@@ -17,6 +17,7 @@ from mirrorstack.model.spec import SCHEMA_FILE, TopologyError, load_topology
 from mirrorstack.platforms import make_platform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION
 from mirrorstack.validation.package import ZIP_NAME
+from tests.support.stacks import on_platform
 from tests.unit import test_platforms_mocked as mocked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ REGISTRY_IMAGES = {"kafka": "registry.example.com/mirrorstack/kafka:1", "spark":
                 ids=lambda sp: f"{sp[0]}-{sp[1]}")
 def built(request, tmp_path_factory):
     stack, platform = request.param
-    topology = load_topology({**config(stack), "platform": platform, "images": REGISTRY_IMAGES})
+    topology = load_topology({**on_platform(config(stack), platform), "images": REGISTRY_IMAGES})
     mocks, out = mocked.deploy(lambda: make_platform(topology.platform, stack, images=topology.images,
                                                      local_dir=str(tmp_path_factory.mktemp(stack))),
                                topology=topology, stack=stack)

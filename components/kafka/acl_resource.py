@@ -1,0 +1,161 @@
+"""KafkaAcls: the ACLs (and SCRAM application users) mirrorstack keeps on one
+authorizing cluster, applied with the Kafka Admin API as the cluster's own
+nodes (a broker certificate, a super user) over the INTERNAL listener.
+
+Inputs are the plan a reviewer reads: one line per ACL with the parts of the
+topology that need it (mirrorstack.kafka.acls), so `pulumi preview --diff`
+shows every ACL added or removed. Only ACLs this resource created are ever
+deleted: the ones MM2 copies with sync_topic_acls, or an operator's, stay.
+"""
+from __future__ import annotations
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from mirrorstack import naming
+
+TIMEOUT = 30.0
+SECRET_INPUTS = ["admin_keystore", "users"]
+
+
+def _say(cluster: str, line: str) -> None:
+    import sys
+    print(f"mirrorstack: {cluster} ACLs: {line}", file=sys.stderr, flush=True)
+
+
+def _admin(props):
+    import re
+
+    from confluent_kafka.admin import AdminClient
+    keystore = props["admin_keystore"]
+    key = re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----\n?", keystore, re.S)[0]
+    cert = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", keystore, re.S)[0]
+    return AdminClient({"bootstrap.servers": props["bootstrap"], "security.protocol": "SSL",
+                        "ssl.ca.pem": props["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
+                        "log_level": 0})
+
+
+def _binding(acl):
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    resource = "BROKER" if acl.resource == "CLUSTER" else acl.resource  # librdkafka's name for it
+    return AclBinding(ResourceType[resource], acl.name, ResourcePatternType[acl.pattern], acl.principal, "*",
+                      AclOperation[acl.operation], AclPermissionType.ALLOW)
+
+
+def _acls(lines) -> set:
+    from mirrorstack.kafka.acls import Acl
+    return {Acl.parse(line)[0] for line in lines or []}
+
+
+def _wait(futures: dict, what: str) -> None:
+    failed = []
+    for key, future in futures.items():
+        try:
+            future.result(timeout=TIMEOUT)
+        except Exception as e:  # noqa: BLE001 - every failure is reported together below
+            failed.append(f"{key}: {e}")
+    if failed:
+        raise RuntimeError(f"{what} failed: " + "; ".join(str(f) for f in failed))
+
+
+def _present(admin, acls: set) -> set:
+    """Which of `acls` the cluster has now."""
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    found = set()
+    for principal in {a.principal for a in acls}:
+        bindings = admin.describe_acls(AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+            AclPermissionType.ALLOW), request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+        for b in bindings:
+            resource = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
+            found |= {a for a in acls if (a.principal, a.resource, a.name, a.pattern, a.operation) ==
+                      (b.principal, resource, b.name, b.resource_pattern_type.name, b.operation.name)}
+    return found
+
+
+def _apply(props, old_lines, new_lines, old_users, new_users) -> None:
+    import time
+
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, \
+        UserScramCredentialUpsertion
+    cluster, admin = props["cluster"], _admin(props)
+    scram = (props.get("mechanism") or "").startswith("SCRAM-")  # PLAIN's users live in the brokers' JAAS
+    mechanism = ScramMechanism[props["mechanism"].replace("-", "_")] if scram else None
+    users = {u: p for u, p in (new_users or {}).items() if (old_users or {}).get(u) != p}
+    if users and mechanism is not None:  # before the ACLs: a user can use them the moment they exist
+        _wait(admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            u, ScramCredentialInfo(mechanism, 8192), p.encode()) for u, p in sorted(users.items())]),
+            f"{cluster}: creating SCRAM users {', '.join(sorted(users))}")
+        _say(cluster, f"SCRAM users set: {', '.join(sorted(users))}")
+    olds, news = _acls(old_lines), _acls(new_lines)
+    removed, added = sorted(olds - news), sorted(news - olds)
+    if removed:
+        from confluent_kafka.admin import AclBindingFilter
+        filters = [AclBindingFilter(*(getattr(b, k) for k in ("restype", "name", "resource_pattern_type",
+                   "principal", "host", "operation", "permission_type"))) for b in map(_binding, removed)]
+        _wait(admin.delete_acls(filters, request_timeout=TIMEOUT), f"{cluster}: deleting ACLs")
+    if added:
+        _wait(admin.create_acls([_binding(a) for a in added], request_timeout=TIMEOUT), f"{cluster}: creating ACLs")
+        # Created means committed by the controller; wait until a broker serves them, so
+        # connectors that start next are not refused.
+        deadline = time.monotonic() + TIMEOUT
+        while len(_present(admin, set(added))) < len(added):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cluster}: created ACLs not visible after {TIMEOUT:.0f}s")
+            time.sleep(0.3)
+    gone = sorted(set(old_users or {}) - set(new_users or {}))
+    if gone and mechanism is not None:
+        _wait(admin.alter_user_scram_credentials([UserScramCredentialDeletion(u, mechanism) for u in gone]),
+              f"{cluster}: deleting SCRAM users {', '.join(gone)}")
+    _say(cluster, f"{len(added)} added, {len(removed)} removed, {len(news)} kept by this stack"
+         + (f"; users removed: {', '.join(gone)}" if gone else ""))
+
+
+class KafkaAclsProvider(ResourceProvider):
+    def create(self, props):
+        import uuid
+        _apply(props, [], props["acls"], {}, props.get("users"))
+        return CreateResult(id_=uuid.uuid4().hex, outs=props)
+
+    def diff(self, _id, olds, news):
+        changed = (_acls(olds.get("acls")) != _acls(news.get("acls")) or olds.get("acls") != news.get("acls")
+                   or any(olds.get(k) != news.get(k) for k in ("users", "mechanism", "bootstrap", "admin_keystore",
+                                                                 "truststore")))  # a renewed key: kept for delete
+        return DiffResult(changes=changed, replaces=["cluster"] if olds.get("cluster") != news.get("cluster") else [],
+                          delete_before_replace=True)
+
+    def update(self, _id, olds, news):
+        _apply(news, olds.get("acls"), news["acls"], olds.get("users"), news.get("users"))
+        return UpdateResult(outs=news)
+
+    def delete(self, _id, props):
+        _apply(props, props.get("acls"), [], props.get("users"), {})
+
+    def read(self, id_, props):
+        """Refresh: an ACL someone deleted drops out of state, so the next `up` puts it back."""
+        from mirrorstack.kafka.acls import Acl
+        lines = props.get("acls") or []
+        present = _present(_admin(props), _acls(lines))
+        kept = [line for line in lines if Acl.parse(line)[0] in present]
+        if len(kept) < len(lines):
+            _say(props["cluster"], f"{len(lines) - len(kept)} ACLs missing: " + "; ".join(
+                line for line in lines if line not in kept))
+        return ReadResult(id_=id_, outs={**props, "acls": kept})
+
+
+class KafkaAcls(Resource, module="kafka", name="KafkaAcls"):
+    """ACL lines (mirrorstack.kafka.acls) and SCRAM users ({name: password},
+    a secret) of the cluster `cluster`, applied through `bootstrap` (its
+    INTERNAL listener) with a node's `admin_keystore` (PEM, a secret)."""
+
+    acls: pulumi.Output[list]
+
+    def __init__(self, name: str, *, cluster: str, bootstrap: str, admin_keystore, truststore, acls,
+                 users=None, mechanism: str | None = None, opts: pulumi.ResourceOptions | None = None):
+        resource_name, opts = naming.scoped(name, opts, dynamic=True)
+        super().__init__(KafkaAclsProvider(), resource_name, {
+            "cluster": cluster, "bootstrap": bootstrap, "admin_keystore": admin_keystore, "truststore": truststore,
+            "acls": acls, "users": users or {}, "mechanism": mechanism,
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=SECRET_INPUTS)))

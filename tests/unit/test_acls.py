@@ -1,0 +1,134 @@
+"""Authorization: the ACLs derived from a topology (mirrorstack.kafka.acls),
+the authorizer settings and the model's rules for `authorization` and
+`principals`. The sets themselves were measured against a deny-by-default
+cluster (tests/integration/test_secure_stack.py proves them)."""
+import pytest
+import yaml
+
+from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, flow_acls, \
+    principal_acls, resource_names
+from mirrorstack.model.spec import TopologyError, load_topology
+from tests.support.stacks import REPO
+
+SECURE = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"]["mirrorstack:topology"]
+
+
+def _secure(**changes) -> dict:
+    return {**SECURE, **changes}
+
+
+def _lines(topology, *, group: str = "g", transactional: bool = False, validated: bool = False) -> dict[str, set]:
+    sets = {alias: AclSet() for alias in topology.clusters if topology.authorizes(alias)}
+    principals = {a: client_principal(a, topology.clusters[a].security) for a in sets}
+    for flow in topology.flows:
+        flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
+                  connect_group=group, transactional=transactional, validated=validated)
+    return {alias: {Acl.parse(line)[0] for line in s.lines()} for alias, s in sets.items()}
+
+
+def test_regexes_become_literal_prefixed_or_every_name():
+    assert resource_names(["orders", r"orders\.v1", "orders.v2", "logs-.*", r"app\..*", ".*", "a|b", "[ab]x"]) == [
+        ("LITERAL", "orders"), ("LITERAL", "orders.v1"), ("LITERAL", "orders.v2"), ("PREFIXED", "logs-"),
+        ("PREFIXED", "app."), ("LITERAL", "*")]
+
+
+def test_a_line_names_its_parts_and_reads_back():
+    acls = AclSet()
+    acls.allow("User:m", "TOPIC", [("LITERAL", "orders")], ["read"], "flow a->b: source read")
+    acls.allow("User:m", "TOPIC", [("LITERAL", "orders")], ["read"], "flow a->b: validation")
+    (line,) = acls.lines()
+    assert line == "allow User:m READ on TOPIC orders (LITERAL) for flow a->b: source read, flow a->b: validation"
+    assert Acl.parse(line) == (Acl("User:m", "TOPIC", "orders", "LITERAL", "READ"),
+                               ["flow a->b: source read", "flow a->b: validation"])
+    with pytest.raises(ValueError, match="not an ACL line"):
+        Acl.parse("allow everything")
+
+
+def test_mm2_reads_its_source_and_writes_only_its_target():
+    topology = load_topology(_secure())
+    acls = _lines(topology)
+    mm2 = "User:mirrorstack"
+    source_ops = {(a.operation, a.resource) for a in acls["edge"] if a.principal == mm2}
+    assert not {op for op, _ in source_ops} & {"WRITE", "CREATE", "ALTER", "ALTER_CONFIGS", "DELETE"}
+    assert Acl(mm2, "TOPIC", "orders", "LITERAL", "READ") in acls["edge"]
+    assert Acl(mm2, "GROUP", "*", "LITERAL", "DESCRIBE") in acls["edge"]  # checkpoints: groups `.*`
+    central = acls["central"]
+    for topic in ("edge.orders", "edge.payments", "edge.heartbeats"):
+        assert {Acl(mm2, "TOPIC", topic, "LITERAL", op) for op in ("CREATE", "WRITE", "DESCRIBE")} <= central
+    for internal in ("mm2-offset-syncs.edge.internal", "edge.checkpoints.internal", "heartbeats"):
+        assert Acl(mm2, "TOPIC", internal, "LITERAL", "WRITE") in central
+    assert not any(a.resource == "TOPIC" and a.name in ("orders", "payments") for a in central)
+    assert not any(a.resource == "TRANSACTIONAL_ID" for a in central)  # workers without exactly-once
+
+
+def test_the_flows_options_decide_their_rights():
+    flow = {**SECURE["flows"][0], "separator": "_", "topics": ["logs-.*"], "groups": ["billing"],
+            "sync_topic_acls": True, "sync_group_offsets": True, "heartbeats": False}
+    topology = load_topology(_secure(flows=[flow]))
+    acls = _lines(topology, group="grp", transactional=True, validated=True)
+    mm2 = "User:mirrorstack"
+    assert Acl(mm2, "TOPIC", "logs-", "PREFIXED", "READ") in acls["edge"]
+    assert Acl(mm2, "TOPIC", "edge_logs-", "PREFIXED", "WRITE") in acls["central"]  # the separator
+    assert Acl(mm2, "TOPIC", "mm2-offset-syncs_edge_internal", "LITERAL", "WRITE") in acls["central"]
+    assert Acl(mm2, "CLUSTER", "kafka-cluster", "LITERAL", "DESCRIBE") in acls["edge"]  # ACL sync reads
+    assert Acl(mm2, "CLUSTER", "kafka-cluster", "LITERAL", "ALTER") in acls["central"]  # and writes
+    assert Acl(mm2, "GROUP", "billing", "LITERAL", "READ") in acls["central"]  # offsets written for the group
+    assert Acl(mm2, "TOPIC", "edge_logs-", "PREFIXED", "READ") in acls["central"]  # validation, group offsets
+    assert not any(a.name == "heartbeats" and a.operation == "CREATE" for a in acls["central"])
+    tx = {a.name for a in acls["central"] if a.resource == "TRANSACTIONAL_ID"}
+    assert tx == {"grp-edge->central.MirrorSourceConnector-", "grp-edge->central.MirrorCheckpointConnector-"}
+
+
+def test_connect_group_rights_and_application_grants():
+    acls = AclSet()
+    connect_acls(acls, "User:m", "grp", exactly_once=True)
+    topology = load_topology(_secure())
+    principal_acls(acls, "reports-app", topology.principals["reports-app"])
+    found = {Acl.parse(line)[0] for line in acls.lines()}
+    assert {Acl("User:m", "TOPIC", f"grp-{k}", "LITERAL", "WRITE") for k in ("configs", "offsets", "status")} <= found
+    assert Acl("User:m", "TRANSACTIONAL_ID", "connect-cluster-grp", "LITERAL", "WRITE") in found
+    assert Acl("User:reports-app", "TOPIC", "edge.", "PREFIXED", "READ") in found
+    assert Acl("User:reports-app", "GROUP", "reports", "PREFIXED", "READ") in found
+    assert not any(a.principal == "User:reports-app" and a.operation == "WRITE" for a in found)
+
+
+def test_authorizer_settings_deny_by_default_with_the_nodes_as_super_users():
+    settings = authorizer_settings()
+    assert settings["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert settings["allow.everyone.if.no.acl.found"] == "false"
+    assert settings["super.users"] == "User:kafka-nodes"
+    assert settings["ssl.principal.mapping.rules"].endswith(",DEFAULT")
+
+
+def test_who_authorizes_by_default():
+    topology = load_topology(_secure())
+    assert topology.authorizes("edge") and topology.authorizes("central")
+    off = load_topology(_secure(clusters={**SECURE["clusters"], "edge": {
+        "security": {"protocol": "SASL_SSL", "authorization": False}}}, principals={}))
+    assert not off.authorizes("edge")
+    plain = load_topology({"clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}]})
+    assert not plain.authorizes("a")
+    tls_only = load_topology({"clusters": {"a": {"security": {"protocol": "SSL"}}, "b": {}},
+                              "flows": [{"source": "a", "target": "b"}]})
+    assert not tls_only.authorizes("a")  # no client identity to grant to
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"clusters": {"a": {"security": {"protocol": "SSL", "authorization": True}}, "b": {}}},
+     "clusters.a.security.authorization: ACLs need clients with a name"),
+    ({"platform": "docker", "clusters": {"a": {"security": {"protocol": "SASL_SSL", "authorization": True}},
+                                         "b": {}}},
+     "clusters.a.security.authorization: ACLs are applied on the local platform only so far"),
+    ({"principals": {"app": {"cluster": "nowhere", "allow": []}}}, "principals.app.cluster: unknown cluster"),
+    ({"principals": {"app": {"cluster": "b", "allow": []}}}, "principals.app.cluster: b has no SASL users"),
+    ({"principals": {"mirrorstack": {"cluster": "a", "allow": []}}}, "is mirrorstack's own user on a"),
+    ({"principals": {"app": {"cluster": "a", "allow": [{"topic": "t", "group": "g", "operations": ["read"]}]}}},
+     "names 2 resources (topic, group)"),
+    ({"principals": {"app": {"cluster": "a", "allow": [{"topic": "t", "operations": ["fly"]}]}}}, "fly"),
+])
+def test_authorization_mistakes_are_named_before_anything_exists(change, message):
+    base = {"clusters": {"a": {"security": {"protocol": "SASL_SSL"}}, "b": {}},
+            "flows": [{"source": "a", "target": "b"}]}
+    with pytest.raises(TopologyError) as raised:
+        load_topology({**base, **change})
+    assert message in str(raised.value)
