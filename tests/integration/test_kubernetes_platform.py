@@ -24,7 +24,7 @@ from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import admin, consume, consume_group, consume_group_to_end, create_topic, produce
 from tests.support.secured import private_key_bodies
-from tests.support.stacks import C1_ONLY, REPO, on_c1_only, stack_project
+from tests.support.stacks import C1_ONLY, REPO, on_c1_only, on_platform, stack_project
 from tools.kube import layout, pki
 
 pytestmark = pytest.mark.integration
@@ -315,8 +315,8 @@ def _secure_topology() -> dict:
 def secure(deployer, tmp_path_factory):
     """The repo's secure stack (SASL_SSL with SCRAM on edge, PLAIN and mTLS on central, exactly-once,
     Connect's REST API behind basic auth) on kubernetes, validation added later (records first)."""
-    topology = {k: v for k, v in _secure_topology().items() if k != "validation"}
-    topology.update(platform="kubernetes", images=TOPOLOGY["images"])
+    topology = {k: v for k, v in on_platform(_secure_topology(), "kubernetes").items() if k != "validation"}
+    topology.update(images=TOPOLOGY["images"])
     for cluster in topology["clusters"].values():
         cluster["resources"] = {"cpus": 0.1}
     on_c1_only(topology)
