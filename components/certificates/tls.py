@@ -80,6 +80,13 @@ def keystore_pem(key_pem: str, cert_pem: str, ca_cert_pem: str) -> str:
 
 
 _CERT_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", re.S)
+_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----\n?", re.S)
+
+
+def keystore_parts(keystore: str) -> tuple[str, str]:
+    """The inverse of keystore_pem: (key PEM, own certificate PEM), e.g. for
+    librdkafka's in-memory `ssl.key.pem` / `ssl.certificate.pem`."""
+    return _KEY_BLOCK.search(keystore)[0], _CERT_BLOCK.search(keystore)[0]
 
 
 def certificates_in(pem: str) -> list[x509.Certificate]:

@@ -24,23 +24,30 @@ def _say(cluster: str, line: str) -> None:
 
 
 def _admin(props):
-    import re
-
     from confluent_kafka.admin import AdminClient
-    keystore = props["admin_keystore"]
-    key = re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----\n?", keystore, re.S)[0]
-    cert = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", keystore, re.S)[0]
+
+    from mirrorstack.certificates.tls import keystore_parts
+    key, cert = keystore_parts(props["admin_keystore"])
     return AdminClient({"bootstrap.servers": props["bootstrap"], "security.protocol": "SSL",
                         "ssl.ca.pem": props["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
                         "log_level": 0})
 
 
-def _binding(acl):
+def acl_binding(acl):
+    """The Admin API's AclBinding of a mirrorstack.kafka.acls.Acl (ALLOW, any host)."""
     from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
                                        ResourceType)
     resource = "BROKER" if acl.resource == "CLUSTER" else acl.resource  # librdkafka's name for it
     return AclBinding(ResourceType[resource], acl.name, ResourcePatternType[acl.pattern], acl.principal, "*",
                       AclOperation[acl.operation], AclPermissionType.ALLOW)
+
+
+def acl_filter(acl):
+    """The filter that matches exactly `acl` (what delete_acls takes)."""
+    from confluent_kafka.admin import AclBindingFilter
+    b = acl_binding(acl)
+    return AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                            b.permission_type)
 
 
 def _acls(lines) -> set:
@@ -92,12 +99,10 @@ def _apply(props, old_lines, new_lines, old_users, new_users) -> None:
     olds, news = _acls(old_lines), _acls(new_lines)
     removed, added = sorted(olds - news), sorted(news - olds)
     if removed:
-        from confluent_kafka.admin import AclBindingFilter
-        filters = [AclBindingFilter(*(getattr(b, k) for k in ("restype", "name", "resource_pattern_type",
-                   "principal", "host", "operation", "permission_type"))) for b in map(_binding, removed)]
-        _wait(admin.delete_acls(filters, request_timeout=TIMEOUT), f"{cluster}: deleting ACLs")
+        _wait(admin.delete_acls([acl_filter(a) for a in removed], request_timeout=TIMEOUT),
+              f"{cluster}: deleting ACLs")
     if added:
-        _wait(admin.create_acls([_binding(a) for a in added], request_timeout=TIMEOUT), f"{cluster}: creating ACLs")
+        _wait(admin.create_acls([acl_binding(a) for a in added], request_timeout=TIMEOUT), f"{cluster}: creating ACLs")
         # Created means committed by the controller; wait until a broker serves them, so
         # connectors that start next are not refused.
         deadline = time.monotonic() + TIMEOUT

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV
 from mirrorstack.certificates import tls
+from mirrorstack.kafka.acl_resource import acl_binding, acl_filter
 from mirrorstack.kafka.acls import VALIDATION_GROUPS, Acl
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
@@ -220,11 +221,7 @@ def _failed_trace(project) -> str | None:
 
 
 def _acl_change(admin, acl: Acl, grant: bool) -> None:
-    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, \
-        ResourcePatternType, ResourceType
-    args = (ResourceType["BROKER" if acl.resource == "CLUSTER" else acl.resource], acl.name,
-            ResourcePatternType[acl.pattern], acl.principal, "*", AclOperation[acl.operation], AclPermissionType.ALLOW)
-    futures = admin.create_acls([AclBinding(*args)]) if grant else admin.delete_acls([AclBindingFilter(*args)])
+    futures = admin.create_acls([acl_binding(acl)]) if grant else admin.delete_acls([acl_filter(acl)])
     for future in futures.values():
         future.result(timeout=30)
 

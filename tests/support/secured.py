@@ -43,12 +43,12 @@ def node_admin(local_dir: Path, alias: str):
     """An AdminClient acting as the cluster's first broker (a super user) over
     its INTERNAL listener, as the stack's ACL resource does."""
     from confluent_kafka.admin import AdminClient
+
+    from mirrorstack.certificates.tls import keystore_parts
     node = local_dir / f"{alias}-broker-0"
     listeners = re.search(r"^advertised\.listeners=(.*)$", (node / "server.properties").read_text(), re.M)[1]
     internal = re.search(r"INTERNAL://([^,]+)", listeners)[1]
-    pem = (node / "secrets" / "server.pem").read_text()
-    key = re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----\n", pem, re.S)[0]
-    cert = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", pem, re.S)[0]
+    key, cert = keystore_parts((node / "secrets" / "server.pem").read_text())
     return AdminClient({"bootstrap.servers": internal, "security.protocol": "SSL", "log_level": 0,
                         "ssl.ca.location": str(node / "secrets" / "ca.pem"), "ssl.certificate.pem": cert,
                         "ssl.key.pem": key})
