@@ -79,6 +79,8 @@ if replication.node_ports:  # kubernetes: brokers published outside the cluster 
     pulumi.export("node_ports", replication.node_ports)
 pulumi.export("flows", replication.flow_outputs)
 pulumi.export("connect_groups", replication.connect_groups)
+if replication.supervisors:  # each deployed Connect group's self-healing supervisor: its /metrics
+    pulumi.export("supervisors", replication.supervisors)
 # KRaft controllers per deployed cluster: a static quorum, its size is checked against this next time.
 pulumi.export("controllers", {a: c.controllers for a, c in topology.clusters.items() if not c.is_external})
 if replication.connect_credentials is not None:  # Connect REST basic auth (rest_auth), a secret

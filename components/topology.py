@@ -10,6 +10,7 @@ from mirrorstack import extras
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.connect.cluster import ConnectCluster
+from mirrorstack.connect.supervision import run_supervisor
 from mirrorstack.failover.args import FailoverSwitchArgs
 from mirrorstack.failover.switch import FailoverSwitch, failover_output, flow_piece
 from mirrorstack.kafka import acls
@@ -114,6 +115,8 @@ class ReplicationTopology(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready,
                                                                      *self._after_switch(topology, flow)]))
 
+        self.supervisors = self._supervisors(topology, platform, by_connect, metrics)
+
         self.monitoring = None
         if metrics:
             self.monitoring = Monitoring("monitoring", MonitoringArgs(
@@ -147,6 +150,29 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output,
                                "failover": self.failover_output, "certificates": self.certificate_outputs})
+
+    def _supervisors(self, topology, platform, by_connect, metrics: bool) -> dict:
+        """Each deployed Connect group's self-healing supervisor, watching the
+        connectors of its flows (with the state the topology wants each in); its
+        metrics join the group's scrape targets."""
+        supervisors = {}
+        for name, spec in topology.connect.items():
+            if spec.is_external or not spec.self_healing.enabled:
+                continue
+            flows = [self.flows[f.name] for f in by_connect[name]]
+            states = [topology.flow_state(f) for f in by_connect[name]]
+            connectors = pulumi.Output.all(*[f.connector_names for f in flows]).apply(
+                lambda names, states=states: {n: state for ns, state in zip(names, states) for n in ns})
+            connect = self.connect[name]
+            resource, target = run_supervisor(
+                name, spec=spec, kafka_alias=spec.kafka, platform=platform, connectors=connectors,
+                rest_credentials=connect.rest_credentials,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *flows]))
+            # Where its /metrics answers (in the platform's network on docker/kubernetes).
+            supervisors[name] = pulumi.Output.all(resource.urn).apply(lambda _, t=target: f"http://{t.address}/metrics")
+            if metrics:
+                connect.scrape_targets.append(target)
+        return supervisors
 
     def _acls(self, topology, groups) -> dict[str, KafkaAcls]:
         """One KafkaAcls per authorizing cluster: what its Connect groups, the

@@ -17,23 +17,20 @@ list pods, get pods/log."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
 from mirrorstack.platforms import kube_tunnel
+from mirrorstack.shipping import module_sources
 from mirrorstack.validation.package import deterministic_zip, spark_modules
 
 # What the pod imports; their packages' own __init__ modules (the model, pulumi) stay behind.
 SHIPPED = ("mirrorstack.failover.in_pod", "mirrorstack.failover.procedure", "mirrorstack.failover.rules",
            "mirrorstack.plan.live_topics", "mirrorstack.plan.replication_plan", "mirrorstack.connect.api",
            "mirrorstack.platforms.kube_tunnel")
-EMPTY_PACKAGES = ("mirrorstack", "mirrorstack.failover", "mirrorstack.plan", "mirrorstack.connect",
-                  "mirrorstack.platforms")
 MOUNT = "/switch"
 START_SECONDS = 300  # for the pod to be scheduled and its container to start
 SWITCH_SECONDS = 600  # beyond the gate's wait: stopping connectors, reading and writing offsets
@@ -50,10 +47,7 @@ class SwitchJobFailed(RuntimeError):
 
 def code_zip() -> bytes:
     """The modules the pod runs, from this installation, byte for byte the same for the same files."""
-    entries = [(f"{package.replace('.', '/')}/__init__.py", b"") for package in EMPTY_PACKAGES]
-    entries += [(f"{name.replace('.', '/')}.py", Path(importlib.util.find_spec(name).origin).read_bytes())
-                for name in SHIPPED]
-    return deterministic_zip([*entries, *spark_modules()])
+    return deterministic_zip([*module_sources(SHIPPED).items(), *spark_modules()])
 
 
 def in_cluster_spec(spec: dict, cluster_domain: str) -> dict:

@@ -320,6 +320,23 @@ class ExternalConnect(_Model):
         "secured cluster's secrets reach foreign workers only this way."))
 
 
+class SelfHealing(_Model):
+    """Restarts of a Connect group's FAILED connectors and tasks without a person
+    (a supervisor beside the workers), on Strimzi's auto-restart schedule."""
+
+    enabled: bool = Field(True, description=(
+        "Run the supervisor: it restarts the failed parts of the stack's connectors, never a paused or "
+        "stopped one (deployed Connect only)."))
+    backoff_seconds: int = Field(60, ge=1, le=3600, description=(
+        "The schedule's unit: the first restart at once, then unit × (n² + n) after the n-th "
+        "(Strimzi's 0, 2, 6, 12, 20... minutes with 60)."))
+    max_backoff_seconds: int = Field(3600, ge=1, le=86_400, description="The longest wait between two restarts.")
+    max_restarts: int = Field(10, ge=1, le=1000, description=(
+        "Restarts in a row after which the supervisor gives up on a connector (alert "
+        "MirrorConnectorRestartCapReached); staying RUNNING for one back-off starts the count over."))
+    check_seconds: int = Field(15, ge=1, le=600, description="How often the supervisor reads the connectors' status.")
+
+
 class ConnectCluster(_Model):
     kafka: str = Field(description=(
         "Alias of the Kafka cluster the workers bootstrap to (their config, offset and status topics); for an "
@@ -344,6 +361,9 @@ class ConnectCluster(_Model):
         "exactly-once flow keeps its source offsets in a connector-specific offsets topic on the target."))
     external: ExternalConnect | None = Field(None, description=(
         "Set to use an existing Connect cluster instead of deploying one."))
+    self_healing: SelfHealing = Field(SelfHealing(), description=(
+        "Failed connectors and tasks restarted without a person, with a growing back-off and a cap "
+        "(docs/guides/self-healing.md). Deployed Connect only: an existing group's operator restarts its own."))
 
     @model_validator(mode="before")
     @classmethod

@@ -64,7 +64,17 @@ def alert_rules(flows: Sequence, *, latency_threshold_ms: int = 30_000, stalled_
         *(stalled_rule(flow, f"{stalled_minutes}m") for flow in flows),
         AlertRule("ConnectWorkerDown", 'up{role="connect"}', "== 0", worker_down_for, "critical",
                   "Connect worker {{ $labels.instance }} of {{ $labels.connect }} is down"),
+        AlertRule(RESTART_CAP_ALERT, f"max by (connector, connect, cluster) ({m.RESTART_CAP_REACHED})", "> 0",
+                  "0m", "critical", "The supervisor of {{ $labels.connect }} gave up restarting "
+                  "{{ $labels.connector }} (its restart cap): find the cause in the worker log, fix it, then "
+                  "pulumi up (or POST .../restart?includeTasks=true&onlyFailed=true)"),
+        AlertRule("ConnectSupervisorDown", 'up{role="supervisor"}', "== 0", worker_down_for, "warning",
+                  "The self-healing supervisor of {{ $labels.connect }} is down: failed connectors wait for a "
+                  "person"),
     ]
+
+
+RESTART_CAP_ALERT = "MirrorConnectorRestartCapReached"
 
 
 CERT_EXPIRY = "mirrorstack_tls_certificate_expiry_timestamp_seconds"

@@ -29,6 +29,10 @@ WORKER_CONNECTORS = "kafka_connect_worker_connector_count"
 CONNECTOR_RUNNING_TASKS = "kafka_connect_worker_connector_running_task_count"  # {connector}
 CONNECTOR_FAILED_TASKS = "kafka_connect_worker_connector_failed_task_count"    # {connector}
 
+# The self-healing supervisor of each Connect group (mirrorstack.connect.healing), {connect, connector}
+from mirrorstack.connect.healing import CAP_REACHED as RESTART_CAP_REACHED  # noqa: E402  1 once it gave up
+from mirrorstack.connect.healing import RESTARTS_TOTAL as CONNECTOR_RESTARTS  # noqa: E402  counter
+
 # Brokers and controllers
 TOPIC_MESSAGES_IN = "kafka_server_broker_topic_messagesinpersec_total"  # counter, {topic}
 UNDER_REPLICATED = "kafka_server_replica_manager_underreplicatedpartitions"

@@ -151,6 +151,15 @@ class Platform(Protocol):
         """Run the validation job (`job`: its main file and package zip, shipped on
         `--py-files`) once; the returned resource's `report` is its summary."""
 
+    def run_python_service(self, service: str, *, module: str, ships: Sequence[str], config,
+                           secret_config=None, opts=None) -> tuple[Any, tuple[str, int]]:
+        """A long-running process of mirrorstack's own Python, `python -m module
+        <config.json>` (local: this project's; containers: the spark image's
+        python3 with the `ships` modules' source). `config` (a dict, may be an
+        Output) is written with `listen` ([host, port] it serves /healthz and
+        /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
+        is, else None) added. Returns (resource, the address Prometheus scrapes)."""
+
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None) -> tuple[Any, str]:
         """Prometheus with `files`; returns (resource, its URL from this machine)."""
 

@@ -19,6 +19,7 @@ uploads them there). Nothing is downloaded when a container or pod starts.
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import zlib
@@ -284,3 +285,37 @@ def _probe(spec: dict, in_network) -> str:
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         return _http_get(host, port, path) + " | head -n 1 | grep -q ' 200 '"
     raise ValueError(f"unknown health check kind {kind!r}")
+
+
+# A control-plane Python service (run_python_service) in the spark image: python3
+# and urllib3 are there; the modules it runs are shipped as source beside its config.
+PYTHON_SERVICE_PORT = 9405  # its /healthz and /metrics
+
+
+@dataclass(frozen=True)
+class PythonService:
+    folder: str
+    code: dict[str, str]  # absolute path in the container → module source
+    argv: list[str]  # `python3 -m`: run in code_dir (or with it on PYTHONPATH), the module is found there
+    secrets_file: str | None
+
+    @property
+    def code_dir(self) -> str:
+        return f"{self.folder}/code"
+
+    @property
+    def config_file(self) -> str:
+        return f"{self.folder}/config.json"
+
+    def config_text(self, config: dict) -> str:
+        """The config the service reads, with where it listens and its secrets are."""
+        return json.dumps({**config, "listen": ["0.0.0.0", PYTHON_SERVICE_PORT], "secrets_file": self.secrets_file},
+                          indent=2, sort_keys=True)
+
+
+def python_service(service: str, module: str, ships, has_secrets: bool) -> PythonService:
+    from mirrorstack.shipping import module_sources
+    folder = f"{FILES_ROOT}/{dns_label(service)}"
+    code = {f"{folder}/code/{path}": text.decode() for path, text in module_sources(ships).items()}
+    return PythonService(folder, code, ["python3", "-B", "-m", module, f"{folder}/config.json"],
+                         f"{folder}/secrets/config.json" if has_secrets else None)

@@ -30,8 +30,8 @@ from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
-    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_jmx_agent,
-    image_runtime, image_spark_jars, probe_command,
+    IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label, image_jmx_agent,
+    image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
@@ -284,11 +284,24 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}], command=command, envs=list(envs),
-            uploads=list(uploads), ports=ports, restart="unless-stopped",
+            uploads=uploads if isinstance(uploads, pulumi.Output) else list(uploads), ports=ports, restart="unless-stopped",
             labels=[{"label": "mirrorstack.stack", "value": self.stack},
                     {"label": "mirrorstack.service", "value": service}], opts=opts)
         self.containers[host] = container
         return container, url
+
+    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
+        """In the spark image (python3, urllib3), the modules' source and its
+        config uploaded, the secrets 0600 for the image's user; not published."""
+        spec = python_service(service, module, ships, secret_config is not None)
+        uploads = [*({"file": path, "content": text} for path, text in sorted(spec.code.items())),
+                   {"file": spec.config_file, "content": pulumi.Output.from_input(config).apply(spec.config_text)}]
+        if secret_config is not None:
+            secrets = pulumi.Output.from_input(secret_config).apply(lambda c: {"config.json": json.dumps(c)})
+            uploads = self._with_secret_uploads(uploads, [(spec.secrets_file.rsplit("/", 1)[0], secrets)], SPARK_UID)
+        container, _ = self._run_image(service, "spark", port=PYTHON_SERVICE_PORT, publish=False, command=spec.argv,
+                                       envs=[f"PYTHONPATH={spec.code_dir}"], uploads=uploads, opts=opts)
+        return container, (dns_label(service), PYTHON_SERVICE_PORT)
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         """The official Prometheus image, its files uploaded; published on 127.0.0.1."""

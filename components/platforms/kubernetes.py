@@ -54,7 +54,7 @@ from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
     container_port, container_script, dns_label, image_runtime, image_spark_jars,
-    probe_command, ready_gate, tcp_target,
+    probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
@@ -483,7 +483,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     # -------------------------------------------------------------- monitoring services
 
     def _run_image(self, service: str, image_key: str, *, port: int, args=None, env=(), files=None,
-                   mounts=(), volumes=(), run_as: int | None = None, opts=None):
+                   mounts=(), volumes=(), run_as: int | None = None, workdir: str | None = None, opts=None):
         """A plain image (Prometheus, Grafana, UIs) as a 1-replica Deployment and a
         Service; `files` go in a ConfigMap mounted at each key's folder. Returns
         (deployment, in-cluster URL)."""
@@ -510,6 +510,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                      "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
         if args:
             container["args"] = args
+        if workdir:  # no env var: no container of the stack takes a value from its environment
+            container["workingDir"] = workdir
         pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
         if run_as is not None:
             pod_security.update(runAsUser=run_as, runAsGroup=run_as, fsGroup=run_as)
@@ -530,6 +532,30 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                args=[f"--config.file={folder}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
                                mounts=[{"name": "data", "mountPath": "/prometheus"}],
                                volumes=[{"name": "data", "emptyDir": {}}], opts=opts)
+
+    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
+        """A Deployment in the spark image (python3, urllib3): the modules' source
+        and its config in a ConfigMap, `secret_config` in a Secret (mode 0400)."""
+        svc = self._label(service)
+        spec = python_service(service, module, ships, secret_config is not None)
+        data = {path.removeprefix(f"{spec.folder}/"): text for path, text in spec.code.items()}
+        data["config.json"] = pulumi.Output.from_input(config).apply(spec.config_text)
+        volumes, mounts, depends = [], [], []
+        if secret_config is not None:
+            depends.append(self._create(k8s.core.v1.Secret, {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": f"{svc}-secrets", "namespace": self.namespace,
+                             "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
+                "stringData": {"config.json": pulumi.Output.secret(pulumi.Output.from_input(secret_config).apply(
+                    json.dumps))}},
+                pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)])))
+            volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": 0o400}})
+            mounts.append({"name": "secrets", "mountPath": spec.secrets_file.rsplit("/", 1)[0], "readOnly": True})
+        deployment, _ = self._run_image(
+            service, "spark", port=PYTHON_SERVICE_PORT, args=spec.argv, run_as=SPARK_UID, workdir=spec.code_dir,
+            files=_Files(data, {key: f"{spec.folder}/{key}" for key in data}), mounts=mounts, volumes=volumes,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
+        return deployment, (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
 
     def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
         """Grafana with provisioning; the admin password from a Secret (env valueFrom)."""

@@ -40,14 +40,15 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirrorstack.connect.api import REQUEST_BUDGET_ENV
 from mirrorstack.model.spec import load_topology
-from mirrorstack.monitoring.alerts import alert_rules
+from mirrorstack.connect.healing import CAP_REACHED, HELD, RESTARTS_TOTAL
+from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules
 from mirrorstack.monitoring.dashboards import concrete_query, dashboard_queries
 from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
 from tests.support.kafka_clients import (admin, consume, consume_group, create_topic, produce, topic_names,
                                          wait_for_count)
 from tests.support.pulumi_cli import refreshed
-from tests.support.stacks import stack_project
+from tests.support.stacks import self_healing, stack_project
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,10 @@ FAILING_UP_BOUND = 120  # seconds
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """The stack after a first good `up`: (project, outputs)."""
-    with stack_project(STACK, tmp_path_factory.mktemp("connect-faults")) as project:
+    # Self-healing in seconds with a cap of 2 restarts: a failure that stays gives up in ~3 s, so
+    # the cap and its alert are seen live and the faults below stay FAILED for `up` to meet.
+    with stack_project(STACK, tmp_path_factory.mktemp("connect-faults"),
+                       change=self_healing(backoff_seconds=1, max_restarts=2)) as project:
         # the stack file's monitoring, quick: scraped every 2 s, a failed task alerting after 10 s
         for key, value in (("scrape_interval", "2s"), ("failed_for", "10s")):
             project.run("config", "set", "--path", f"mirrorstack:topology.monitoring.{key}", value)
@@ -95,7 +99,8 @@ def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deploy
     dashboards, against real records; then a broken task fires its alert, and is mended."""
     project, out = deployed
     prometheus, primary, standby = out["prometheus_url"], out["clusters"]["primary"], out["clusters"]["standby"]
-    assert out["alert_rules"] == ["ConnectWorkerDown", "MirrorConnectorFailed", "MirrorReplicationLatencyHigh",
+    assert out["alert_rules"] == ["ConnectSupervisorDown", "ConnectWorkerDown", "MirrorConnectorFailed",
+                                  "MirrorConnectorRestartCapReached", "MirrorReplicationLatencyHigh",
                                   "MirrorReplicationStalled", "MirrorTaskFailed"]
     assert "grafana_url" not in out  # local: dashboards as files only
     dashboards = sorted(project.local_dir.glob("grafana/dashboards/*.json"))
@@ -108,12 +113,17 @@ def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deploy
     consume_group(primary, "orders", "app-billing", 300)
     produce(primary, "orders", 200)  # after the group committed: rates and latencies are fresh
 
-    # every exporter is a target, and up: 2 clusters x (controller + broker) + 1 Connect worker
-    ups = wait_until("5 targets up", lambda: (lambda r: r if len(r) == 5 and all(x["value"][1] == "1" for x in r)
+    # every exporter is a target, and up: 2 clusters x (controller + broker) + 1 Connect worker,
+    # and the Connect group's self-healing supervisor
+    ups = wait_until("6 targets up", lambda: (lambda r: r if len(r) == 6 and all(x["value"][1] == "1" for x in r)
                                               else None)(query(prometheus, "up")))
     assert sorted((u["metric"]["cluster"], u["metric"]["role"]) for u in ups) == [
         ("primary", "broker"), ("primary", "controller"), ("standby", "broker"), ("standby", "connect"),
-        ("standby", "controller")]
+        ("standby", "controller"), ("standby", "supervisor")]
+    # the reverse flow, stopped by the topology while primary is active, is held: never restarted
+    held = {s["metric"]["connector"] for s in query(prometheus, f"{HELD} == 1")}
+    assert held == {f"standby->primary.{kind}" for kind in
+                    ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")}, held
 
     # EVERY expression of the dashboards and every alert's measured base returns a series
     topology = _topology(project)
@@ -149,9 +159,24 @@ def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deploy
     assert alert["labels"]["connector"] == SOURCE and alert["labels"]["severity"] == "critical"
     assert float(alert["value"]) >= 1
     print(f"MirrorTaskFailed fired {time.monotonic() - broke:.0f}s after the config broke")
+    # The supervisor restarted the failed task on its schedule, twice (the cap here), each time
+    # in vain, then gave up: its alert fires, naming the connector, until the task runs again.
+    def gave_up():
+        alerts = requests.get(f"{prometheus}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == RESTART_CAP_ALERT and a["state"] == "firing"]
+    (capped,) = wait_until(f"{RESTART_CAP_ALERT} firing", gave_up, timeout=60)
+    assert (capped["labels"]["connector"], capped["labels"]["connect"]) == (SOURCE, "standby"), capped
+    (restarts,) = query(prometheus, f'{RESTARTS_TOTAL}{{connector="{SOURCE}"}}')
+    assert restarts["value"][1] == "2", restarts
+    log = (project.local_dir / "connect-standby-supervisor" / "service.log").read_text()
+    assert log.count(f"restarted the failed parts of {SOURCE} ") == 2 and f"gave up on {SOURCE}: still FAILED " \
+        "after 2 restarts in a row (the cap)" in log, log[-3000:]
+    print(f"{RESTART_CAP_ALERT} fired {time.monotonic() - broke:.0f}s after the config broke")
     # mended as it was (the stack's own config), and its topics gone: the module's other tests start
     # from a running flow with no partition to copy (the one they create is each task's only one)
     requests.put(f"{url}/config", json=config, timeout=30).raise_for_status()
+    wait_until("the supervisor no longer giving up", lambda: query(
+        prometheus, f'{CAP_REACHED}{{connector="{SOURCE}"}} == 0'), timeout=60)
     for bootstrap, topic in ((primary, "orders"), (standby, "primary.orders")):
         client = admin(bootstrap)  # kept: the future fails if its client is collected first
         client.delete_topics([topic])[topic].result(timeout=30)

@@ -23,6 +23,7 @@ import requests
 import yaml
 
 from mirrorstack.model.spec import load_topology
+from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms import make_platform
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
@@ -39,6 +40,7 @@ RECORDS = 40  # per region and batch
 TOPIC = "orders"
 JOB = "validation-job"
 WAIT = 180  # seconds: a restarted broker, records crossing MM2
+SUPERVISOR = "connect-central-supervisor"  # the Connect group's self-healing
 
 
 def image(key: str) -> str:
@@ -198,10 +200,15 @@ class TestAggregation:
 
     def test_every_service_container_is_healthy_and_restarts_unless_stopped(self, aggregation):
         found = stack_containers(aggregation.mocks, "aggregation")
-        services = {s for s in found if s not in (JOB, "prometheus")}
+        services = {s for s in found if s not in (JOB, "prometheus", SUPERVISOR)}
         assert services == {"us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0",
                             "central-broker-0", "connect-central-0"}
         assert found["prometheus"].attrs["Config"]["Image"] == image("prometheus")
+        # the Connect group's self-healing supervisor: python3 of the spark image, restarted unless stopped
+        supervisor = found[SUPERVISOR]
+        assert supervisor.attrs["Config"]["Image"] == image("spark") and supervisor.status == "running"
+        assert supervisor.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        assert not supervisor.attrs["HostConfig"]["PortBindings"]
         for service in services:
             container = found[service]
             assert health(container) == "healthy", (service, container.logs(tail=30))
@@ -239,7 +246,14 @@ class TestAggregation:
             time.sleep(2)
         assert {instance.rpartition(":")[0] for instance in health_of} == {
             "us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0", "central-broker-0",
-            "connect-central-0"}, health_of
+            "connect-central-0", SUPERVISOR}, health_of
+        # The supervisor reads Connect in the network: every connector of both flows, none failed.
+        watched = prometheus_query(aggregation, "/api/v1/query", query=FAILED_PARTS)["result"]
+        assert sorted((r["metric"]["connector"], r["value"][1]) for r in watched) == sorted(
+            (f"{flow}.Mirror{kind}Connector", "0") for flow in ("us->central", "uk->central")
+            for kind in ("Source", "Checkpoint", "Heartbeat"))
+        errors = prometheus_query(aggregation, "/api/v1/query", query=CHECK_ERRORS)["result"]
+        assert [r["value"][1] for r in errors] == ["0"]
         copied = {}
         while sum(copied.values()) < 2 * RECORDS:  # the counters of the records test's batch
             result = prometheus_query(aggregation, "/api/v1/query",
@@ -328,12 +342,23 @@ class TestSecure:
 
     def test_every_service_container_is_healthy(self, secure):
         found = stack_containers(secure.mocks, "secure")
-        assert {s for s in found if s != JOB} == {"edge-controller", "central-controller", "edge-broker-0",
-                                                  "central-broker-0", "connect-central-0"}
+        assert {s for s in found if s not in (JOB, SUPERVISOR)} == {
+            "edge-controller", "central-controller", "edge-broker-0", "central-broker-0", "connect-central-0"}
         for service, container in found.items():
-            if service != JOB:
+            if service not in (JOB, SUPERVISOR):
                 assert health(container) == "healthy", (service, container.logs(tail=30))
         assert secure.outputs_of(CONTAINER)[f"{secure.platform.prefix}-{JOB}"]["exitCode"] == 0
+        # The supervisor reads Connect behind its basic auth (the password from its 0600 file):
+        # every connector watched, no check refused.
+        read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                "'http://127.0.0.1:9405/metrics', timeout=5).read().decode())"]
+        deadline = time.monotonic() + WAIT
+        while f'{LAST_CHECK}{{connect="central"}} 0.000' in (metrics := exec_output(found[SUPERVISOR], read)):
+            assert time.monotonic() < deadline, found[SUPERVISOR].logs(tail=30)
+            time.sleep(1)
+        assert f'{CHECK_ERRORS}{{connect="central"}} 0' in metrics, found[SUPERVISOR].logs(tail=30)
+        assert len(re.findall(rf'^{FAILED_PARTS}{{connect="central",connector="edge->central\.Mirror\w+"}} 0$',
+                              metrics, re.M)) == 3, metrics
 
     def test_mirror_maker_runs_behind_connects_basic_auth(self, secure):
         """The connectors the real MM2 provider created through the published
@@ -361,7 +386,7 @@ class TestSecure:
         for name in services:
             container = client.containers.get(name)
             uid = exec_output(container, ["id", "-u"]).strip()
-            assert uid == "1000"
+            assert uid == ("185" if name.endswith(SUPERVISOR) else "1000")  # the spark image's user, or Kafka's
             for line in exec_output(container, ["stat", "-c", "%n %a %u %g", *files[name]]).splitlines():
                 path, mode, owner, group = line.rsplit(" ", 3)
                 assert (mode, owner, group) == ("600", uid, uid), line

@@ -18,6 +18,7 @@ import requests
 import yaml
 from confluent_kafka import Producer
 
+from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
@@ -241,12 +242,18 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     assert len(java_pods) == 8 and all(C1_ONLY in " ".join(c["command"]) for p in pods
                                        if p["metadata"]["name"] in java_pods for c in p["spec"]["containers"])
 
-    # Prometheus in the cluster scrapes every JMX exporter: 3 controllers, 4 brokers, 1 Connect worker
-    ups = _wait("8 targets up", lambda: (lambda r: r if len(r) == 8 and all(x["value"][1] == "1" for x in r)
+    # Prometheus in the cluster scrapes every JMX exporter: 3 controllers, 4 brokers, 1 Connect worker;
+    # and the Connect group's self-healing supervisor (a Deployment)
+    ups = _wait("9 targets up", lambda: (lambda r: r if len(r) == 9 and all(x["value"][1] == "1" for x in r)
                                          else None)(_prometheus("up")))
     assert sorted((u["metric"]["cluster"], u["metric"]["role"]) for u in ups) == sorted(
         [(a, "controller") for a in NODE_PORTS] + [(a, "broker") for a in NODE_PORTS for _ in range(BROKERS[a])]
-        + [("central", "connect")])
+        + [("central", "connect"), ("central", "supervisor")])
+    # the supervisor reads Connect in the cluster: every connector of both flows watched, none failed
+    watched = _wait("the supervisor's first check", lambda: _prometheus(FAILED_PARTS) or None)
+    assert sorted((w["metric"]["connector"], w["value"][1]) for w in watched) == sorted(
+        (name, "0") for states in out["flows"].values() for name in states)
+    assert [e["value"][1] for e in _prometheus(CHECK_ERRORS)] == ["0"]
 
     def counted() -> dict | None:
         counts = {s["metric"]["source"]: float(s["value"][1])

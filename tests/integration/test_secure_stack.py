@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV
 from mirrorstack.certificates import tls
+from mirrorstack.connect.healing import HELD, LAST_CHECK, RESTARTS_TOTAL
 from mirrorstack.kafka.acl_resource import acl_binding, acl_filter
 from mirrorstack.kafka.acls import VALIDATION_GROUPS, Acl
 from tests.support import connect_rest
@@ -29,7 +30,7 @@ from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
 from tests.support.secured import jaas_credentials, librdkafka_client, node_admin, principal_client, private_key_bodies
 from tests.support.services import _parallel
-from tests.support.stacks import deployed_stack
+from tests.support.stacks import deployed_stack, self_healing
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +112,8 @@ def secure(tmp_path_factory):
     """ONE deployed secure stack for the module's tests, in file order: each
     later test starts from what the ones before left (more brokers, a new CA)."""
     tmp_path = tmp_path_factory.mktemp("secure")
-    with deployed_stack("secure", tmp_path) as (project, out):
+    # Self-healing in seconds (restarts 0, 4, 12, 24... s after a failure), so the test sees it act.
+    with deployed_stack("secure", tmp_path, change=self_healing(backoff_seconds=2, max_restarts=10)) as (project, out):
         yield project, out, tmp_path
 
 
@@ -156,7 +158,8 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
     assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"]) == \
         (RECORDS, RECORDS, 0, 0)
 
-    secrets = {**_secrets(local), "Connect REST password": creds["password"]}
+    secrets = {**_secrets(local), "Connect REST password": creds["password"],
+               **{f"{name}'s password": c["password"] for name, c in project.outputs()["principal_credentials"].items()}}
     secrets.update(_ca_keys(project))  # the CA keys: kept only in state (encrypted), never in a file
     assert len(secrets) >= 5  # two passwords and at least the brokers' and a client's key
     # 1. Pulumi state (and its backups/history): only ciphertext.
@@ -215,11 +218,6 @@ def _wait_for(what: str, check, timeout: float = 120):
     return found
 
 
-def _failed_trace(project) -> str | None:
-    tasks = _connector(project, SOURCE_TASKS).get("tasks", [])
-    return next((t.get("trace") or "" for t in tasks if t["state"] == "FAILED"), None)
-
-
 def _acl_change(admin, acl: Acl, grant: bool) -> None:
     futures = admin.create_acls([acl_binding(acl)]) if grant else admin.delete_acls([acl_filter(acl)])
     for future in futures.values():
@@ -240,6 +238,65 @@ def _all_arrived(project, sent: list[str], part: str) -> None:
     arrived = consume(project.outputs()["clusters"]["central"], "edge.orders", expected=len(sent), timeout=180,
                       client={**_app(project, "reports-app"), "isolation.level": "read_committed"})
     assert sorted(r.value.decode() for r in arrived) == sorted(sent), part
+
+
+def _healing(out: dict) -> dict:
+    """The supervisor's series: (metric, connector) → value (connector None for the group's own)."""
+    found = {}
+    for line in requests.get(out["supervisors"]["central"], timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            connector = re.search(r'connector="([^"]*)"', series)
+            found[(series.split("{")[0], connector and connector.group(1))] = float(value)
+    return found
+
+
+def _target_write_refused_then_healed_by_the_supervisor(project, out, admins, writer, sent) -> None:
+    """Target write revoked while records flow: the source task FAILS and the Connect
+    group's supervisor restarts it on its schedule. Paused by a person, the connector is
+    left alone, failed task and all; `refresh` records the ACL missing and the failed task
+    (stack output `flows`). The right back and the connector resumed, the supervisor's
+    next restart heals it, no `up` run: every record arrives once, validation counts 0 missing."""
+    acl = Acl("User:mirrorstack", "TOPIC", "edge.orders", "LITERAL", "WRITE")
+    assert "flow edge->central: target write" in _stack_acl(out, "central", acl)
+    restarts = lambda: _healing(out)[(RESTARTS_TOTAL, SOURCE_TASKS)]  # noqa: E731
+    assert restarts() == 0
+    _acl_change(admins["central"], acl, grant=False)
+    sent += [r.value.decode() for r in produce(out["clusters"]["edge"], "orders", 20, prefix="unwritten", client=writer)]
+    _wait_for("the supervisor restarting the refused source task", lambda: restarts() >= 1)
+    log = (project.local_dir / "connect-central-supervisor" / "service.log").read_text()
+    assert re.search(rf"restarted the failed parts of {re.escape(SOURCE_TASKS)} \(restart 1 in a row.*"
+                     r"TopicAuthorizationException", log), log[-3000:]
+
+    # A person pauses it, a task FAILED (after the 2nd restart the next is 12 s away): held,
+    # never restarted, however many checks pass.
+    _wait_for("a 2nd restart", lambda: restarts() >= 2)
+    _wait_for("a failed source task", lambda: "FAILED" in [t["state"] for t in _connector(project, SOURCE_TASKS)["tasks"]])
+    _connector(project, SOURCE_TASKS, "pause", "put")
+    _wait_for("the supervisor holding the paused connector", lambda: _healing(out)[(HELD, SOURCE_TASKS)] == 1)
+    held = _healing(out)
+    _wait_for("4 more checks", lambda: _healing(out)[(LAST_CHECK, None)] >= held[(LAST_CHECK, None)] + 4)
+    assert restarts() == held[(RESTARTS_TOTAL, SOURCE_TASKS)]
+    status = _connector(project, SOURCE_TASKS)
+    assert status["connector"]["state"] == "PAUSED" and "FAILED" in [t["state"] for t in status["tasks"]], status
+    # refresh (running the program, so the stack's outputs are read again): the ACL missing,
+    # the flow's state as Connect has it now
+    refreshed = project.run("refresh", "--yes", "--skip-preview", "--run-program", timeout=600)
+    assert "1 ACLs missing" in refreshed.stdout + refreshed.stderr, refreshed.stdout[-3000:]
+    state = project.outputs()["flows"]["edge->central"][SOURCE_TASKS]
+    assert state["state"] == "PAUSED" and " FAILED on " in state.get("failed", ""), state
+
+    # The right back, resumed by the person: the supervisor's next restart heals it, no `up`.
+    _acl_change(admins["central"], acl, grant=True)
+    before, started = restarts(), time.monotonic()
+    _connector(project, SOURCE_TASKS, "resume", "put")
+    _all_arrived(project, sent, "target write")
+    assert restarts() > before
+    print(f"\nhealed by the supervisor {time.monotonic() - started:.0f} s after the resume "
+          f"({int(restarts())} restarts in all)")
+    project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-healing", timeout=900)
+    counts = project.outputs()["validation"]["flows"]["edge->central"]
+    assert counts["missing"] == 0 and counts["duplicates"] == 0 and counts["matched"] == counts["source_records"], counts
 
 
 def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_without_any_of_its_own(secure):
@@ -286,18 +343,7 @@ def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_withou
     _acl_change(admins["edge"], acl, grant=True)
     _all_arrived(project, sent, "source read")
 
-    # Target write: the task's producer is refused and the task fails. `pulumi refresh` sees
-    # the ACL gone; `up` grants it again and restarts the failed task.
-    acl = Acl(mm2, "TOPIC", "edge.orders", "LITERAL", "WRITE")
-    assert "flow edge->central: target write" in _stack_acl(out, "central", acl)
-    _acl_change(admins["central"], acl, grant=False)
-    sent += [r.value.decode() for r in produce(edge, "orders", 20, prefix="unwritten", client=writer)]
-    trace = _wait_for(f"a failed source task without {acl}", lambda: _failed_trace(project))
-    assert "TopicAuthorizationException" in trace, trace[:2000]
-    refreshed = project.run("refresh", "--yes", "--skip-preview", timeout=600)
-    assert "1 ACLs missing" in refreshed.stdout + refreshed.stderr, refreshed.stdout[-3000:]
-    project.run("up", "--yes", "--skip-preview", timeout=900)
-    _all_arrived(project, sent, "target write")
+    _target_write_refused_then_healed_by_the_supervisor(project, out, admins, writer, sent)
 
     # Checkpoints: a group that consumed on edge is checkpointed; without the right to
     # describe groups on edge the checkpoint connector finds none and stops.

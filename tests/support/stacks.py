@@ -81,15 +81,18 @@ def port_base() -> int:
 
 
 @contextmanager
-def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
+def stack_project(stack: str, tmp_path: Path, topology: dict | None = None, change=None):
     """An initialised stack of the repo's program, with its own state, service
     folder and port range; destroyed afterwards if anything still runs.
-    `topology` replaces the stack file's (a test's own topology)."""
+    `topology` replaces the stack file's (a test's own topology); `change`
+    edits it in place (e.g. a faster self-healing schedule)."""
     project = PulumiProject.of_repo(REPO, stack, tmp_path, engine_env(tmp_path / "pulumi"))
     stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
     document = yaml.safe_load(stack_file.read_text())
     if topology is not None:
         document["config"]["mirrorstack:topology"] = topology
+    if change is not None:
+        change(document["config"]["mirrorstack:topology"])
     fast_discovery(document["config"]["mirrorstack:topology"])
     fast_first_rebalance(document["config"]["mirrorstack:topology"])
     stack_file.write_text(yaml.safe_dump(document))
@@ -106,11 +109,22 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None):
 
 
 @contextmanager
-def deployed_stack(stack: str, tmp_path: Path):
+def deployed_stack(stack: str, tmp_path: Path, change=None):
     """`pulumi up`, yield (project, outputs), then `pulumi destroy` and check
     that no service process is left."""
-    with stack_project(stack, tmp_path) as project:
+    with stack_project(stack, tmp_path, change=change) as project:
         project.up_output = project.run("up", "--yes", "--skip-preview", timeout=900).stdout
         yield project, project.outputs()
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
         assert leftover_processes(str(project.local_dir)) == []
+
+
+def self_healing(backoff_seconds: int, max_restarts: int, check_seconds: int = 1):
+    """A `change` giving every deployed Connect group a schedule a test can watch
+    run through (seconds, where users have Strimzi's minutes)."""
+    def change(topology: dict) -> None:
+        for group in topology.get("connect", {}).values():
+            if "external" not in group:
+                group["self_healing"] = {"backoff_seconds": backoff_seconds, "max_restarts": max_restarts,
+                                         "check_seconds": check_seconds}
+    return change

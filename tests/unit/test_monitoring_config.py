@@ -93,7 +93,8 @@ def test_alert_rules_pass_promtool_and_name_each_flow(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     names = [r.name for r in rules]
     assert {"MirrorConnectorFailed", "MirrorTaskFailed", "MirrorReplicationLatencyHigh",
-            "MirrorReplicationStalled", "ConnectWorkerDown"} == set(names)
+            "MirrorReplicationStalled", "ConnectWorkerDown", "MirrorConnectorRestartCapReached",
+            "ConnectSupervisorDown"} == set(names)
     stalled = [r for r in rules if r.name == "MirrorReplicationStalled"]
     assert [r.labels["flow"] for r in stalled] == ["us->central", "uk->central"]
     assert 'cluster="us", topic=~"orders|clicks.*", topic!~"clicks\\\\.tmp"' in stalled[0].expr

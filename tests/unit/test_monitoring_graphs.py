@@ -85,8 +85,10 @@ def test_local_every_jvm_runs_the_agent_that_prometheus_scrapes(local):
     assert prometheus["argv"][0] == toolchain.prometheus_binary()
     assert f"--config.file={folder}/prometheus/prometheus.yml" in prometheus["argv"]
     targets = scrape_targets(prometheus["files"]["prometheus.yml"])
-    assert set(targets) == set(agents)
-    assert {agents[t]: v for t, v in targets.items()}["connect-standby-0"] == ("standby", "connect")
+    supervisor = services["connect-standby-supervisor"]["health"]["url"].split("/")[2]  # host:port
+    assert set(targets) == set(agents) | {supervisor}  # + the Connect group's self-healing supervisor
+    assert targets[supervisor] == ("standby", "supervisor")
+    assert {agents[t]: v for t, v in targets.items() if t != supervisor}["connect-standby-0"] == ("standby", "connect")
     assert yaml.safe_load(prometheus["files"]["prometheus.yml"])["rule_files"] == [f"{folder}/prometheus/alerts.yml"]
     assert prometheus["health"]["url"] == f"{built['prometheus_url']}/-/ready"
 
@@ -134,7 +136,9 @@ def test_docker_prometheus_grafana_and_extras(dockerized):
     assert published["ip"] == "127.0.0.1" and built["prometheus_url"] == f"http://127.0.0.1:{int(published['external'])}"
     uploads = {u["file"]: u for u in prom["uploads"]}
     targets = scrape_targets(uploads["/etc/mirrorstack/prometheus/prometheus.yml"]["content"])
-    assert {t.split(":")[0] for t in targets} == JVMS | {"kafka-exporter-primary", "kafka-exporter-standby"}
+    assert {t.split(":")[0] for t in targets} == JVMS | {"kafka-exporter-primary", "kafka-exporter-standby",
+                                                        "connect-standby-supervisor"}
+    assert targets["connect-standby-supervisor:9405"] == ("standby", "supervisor")
     assert targets["kafka-exporter-primary:9308"] == ("primary", "kafka-exporter")
     grafana = containers["grafana"]
     assert "GF_SECURITY_ADMIN_PASSWORD__FILE=/etc/mirrorstack/grafana-admin-password" in grafana["envs"]
@@ -180,7 +184,8 @@ def test_k8s_agent_is_the_images_nothing_is_downloaded(k8s):
 def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):
     mocks, built = k8s
     deployments = _by_kind(built, "Deployment")
-    assert set(deployments) == {"prometheus", "grafana", "kafka-exporter-primary", "kafka-exporter-standby"}
+    assert set(deployments) == {"prometheus", "grafana", "kafka-exporter-primary", "kafka-exporter-standby",
+                                "connect-standby-supervisor"}
     config = _by_kind(built, "ConfigMap")["prometheus-files"]["data"]
     targets = scrape_targets(config["prometheus.yml"])
     assert "primary-broker-0.mirrorstack-active-passive.svc.cluster.local:" in " ".join(targets)

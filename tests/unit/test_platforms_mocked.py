@@ -128,10 +128,11 @@ def docker_run():
     return deploy(lambda: DockerPlatform(STACK))
 
 
-def containers(mocks, *, job: bool = False):
-    """The services' containers (or, with job, only the validation job's)."""
+def containers(mocks, *, job: bool = False, supervisors: bool = False):
+    """The services' containers (or, with job, only the validation job's; with
+    supervisors, only the Connect groups' self-healing supervisors')."""
     found = mocks.of_type("docker:index/container:Container")
-    return {n: c for n, c in found.items() if (n == JOB) == job}
+    return {n: c for n, c in found.items() if (n == JOB) == job and n.endswith("-supervisor") == supervisors}
 
 
 def uploaded(container: dict, name: str) -> str:
@@ -144,7 +145,9 @@ def test_docker_one_network_and_one_image_for_the_stack(docker_run):
     assert list(mocks.of_type("docker:index/network:Network").values()) == [{"name": "mirrorstack-aggregation"}]
     images = mocks.of_type("docker:index/remoteImage:RemoteImage")
     assert {n: i["name"] for n, i in images.items()} == {
-        "kafka-image": f"apache/kafka:{kafka_version()}", "spark-image": f"apache/spark:{spark_version()}-python3"}
+        "kafka-image": f"apache/kafka:{kafka_version()}", "spark-image": f"apache/spark:{spark_version()}-python3",
+        # the Connect group's self-healing supervisor: python3 in the spark image
+        "connect-central-supervisor-image": f"apache/spark:{spark_version()}-python3"}
     assert all(image["keepLocally"] is True for image in images.values())
 
 
@@ -211,7 +214,7 @@ def test_docker_replaces_named_containers_volumes_and_network_by_deleting_first(
     mocks, _ = docker_run
     named = [r for r in mocks.resources if r.typ in (
         "docker:index/container:Container", "docker:index/volume:Volume", "docker:index/network:Network")]
-    assert len(named) == 2 * len(SERVICES) + 1 + 1  # + the network, the validation job's container
+    assert len(named) == 2 * len(SERVICES) + 1 + 1 + 1  # + the network, the job's and the supervisor's containers
     assert {r.name: mocks.delete_before_replace[(r.typ, r.registered_name)] for r in named} == {
         r.name: True for r in named}
     # Images are shared between stacks (keep_locally): nothing to delete first.
@@ -383,16 +386,18 @@ def test_docker_and_kubernetes_ship_the_job_package_as_a_zip_on_py_files(docker_
 def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run):
     mocks, built = k8s_run
     assert set(mocks.of_type("kubernetes:core/v1:Namespace")) == {NAMESPACE}
-    assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == {f"{s}-files" for s in SERVICES} | {f"{JOB}-job"}
-    assert set(mocks.of_type("kubernetes:core/v1:Service")) == SERVICES
+    supervisor = "connect-central-supervisor"  # the Connect group's self-healing, a Deployment
+    assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == \
+        {f"{s}-files" for s in [*SERVICES, supervisor]} | {f"{JOB}-job"}
+    assert set(mocks.of_type("kubernetes:core/v1:Service")) == SERVICES | {supervisor}
     assert set(mocks.of_type("kubernetes:apps/v1:StatefulSet")) == SERVICES
-    assert not mocks.of_type("kubernetes:apps/v1:Deployment")
+    assert set(mocks.of_type("kubernetes:apps/v1:Deployment")) == {supervisor}
     assert set(mocks.of_type("kubernetes:core/v1:Secret")) == {f"{JOB}-flows"}
     assert set(mocks.of_type("kubernetes:batch/v1:Job")) == {JOB}
     assert not mocks.of_type("kubernetes:batch/v1:CronJob")  # only with validation.schedule
     assert set(mocks.of_type("kubernetes:policy/v1:PodDisruptionBudget")) == set(GROUPS)
     assert set(mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")) == {"mirrorstack-ingress"}
-    assert len(built["manifests"]) == 1 + 1 + 3 * len(SERVICES) + len(GROUPS) + 3
+    assert len(built["manifests"]) == 1 + 1 + 3 * len(SERVICES) + len(GROUPS) + 3 + 3  # + the supervisor's three
     for manifest in built["manifests"][1:]:
         assert manifest["metadata"]["namespace"] == NAMESPACE
 
@@ -432,7 +437,7 @@ def test_k8s_broker_configmap_holds_server_properties(k8s_run):
 
 def test_k8s_services_are_headless_and_resolve_before_ready(k8s_run):
     _, built = k8s_run
-    services = manifests_of(built, "Service")
+    services = {n: s for n, s in manifests_of(built, "Service").items() if not n.endswith("-supervisor")}
     for name, service in services.items():
         assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
         assert service["spec"]["selector"]["app.kubernetes.io/instance"] == name
@@ -691,7 +696,8 @@ def local_commands(mocks, folder: Path, services, local=None, other=None) -> dic
 def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
     """(docker, kubernetes) service → its start script's command lines."""
     docker_side = {n: script_commands(c["command"][0])
-                   for n, c in docker_mocks.of_type("docker:index/container:Container").items() if n != JOB}
+                   for n, c in docker_mocks.of_type("docker:index/container:Container").items()
+                   if n != JOB and not n.endswith("-supervisor")}
     k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
                 for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
     return docker_side, k8s_side
@@ -732,7 +738,7 @@ def test_jvm_options_reach_every_jvm_of_their_cluster_or_group_on_every_platform
             lines = {n: r["argv"] for n, r in mocks.of_type(DYNAMIC).items() if "argv" in r}
         with_options = {n for n, argv in lines.items() if "-XX:TieredStopAtLevel=1" in argv}
         assert with_options == {"us-controller", "us-broker-0"}, (name, lines)
-        workers = [argv for n, argv in lines.items() if "connect-central" in n]
+        workers = [argv for n, argv in lines.items() if "connect-central" in n and not n.endswith("-supervisor")]
         assert len(workers) == 1, (name, sorted(lines))
         worker = workers[0]
         assert "-XX:+UseSerialGC" in worker and "-XX:+UseG1GC" not in worker

@@ -219,14 +219,16 @@ def test_k8s_secrets_are_secret_objects_never_configmaps(k8s_secure):
     mocks, built = k8s_secure
     assert leaks(mocks) == []
     secrets = manifests(built, "Secret")
-    assert set(secrets) == {f"{s}-secrets" for s in SERVICES} | {"edge-client", "central-client", f"{JOB}-flows"}
+    # + the REST credentials of the Connect group's self-healing supervisor
+    assert set(secrets) == {f"{s}-secrets" for s in [*SERVICES, "connect-central-supervisor"]} | {
+        "edge-client", "central-client", f"{JOB}-flows"}
     for registered in (r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"):
         assert SECRET_SIG in registered.inputs["stringData"], registered.name  # secret in state too
     for name, config_map in manifests(built, "ConfigMap").items():
         assert not holds_secret_text(config_map), name
     holders = {(m["kind"], m["metadata"]["name"]) for m in built["manifests"] if holds_secret_text(m)}
-    assert holders == {("Secret", f"{s}-secrets") for s in SERVICES} | {("Secret", "edge-client"),
-                                                                       ("Secret", "central-client")}
+    assert holders == {("Secret", f"{s}-secrets") for s in [*SERVICES, "connect-central-supervisor"]} | {
+        ("Secret", "edge-client"), ("Secret", "central-client")}
     assert set(secrets["edge-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "scram.properties"}
     assert set(secrets["central-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "broker.properties"}
     assert set(secrets["edge-controller-secrets"]["stringData"]) == {"server.pem", "ca.pem"}
@@ -439,3 +441,51 @@ def test_a_worker_is_ready_once_its_group_runs_every_task(tmp_path, body, status
         assert "s3cret" not in check  # the password is read when the check runs
     finally:
         server.shutdown()
+
+
+# ---------------------------------------------------------------- the self-healing supervisor
+
+SUPERVISOR = "connect-central-supervisor"
+SUPERVISOR_ARGV = ["python3", "-B", "-m", "mirrorstack.connect.supervisor", f"{folder(SUPERVISOR)}/config.json"]
+
+
+def test_every_platform_runs_the_groups_supervisor_with_its_rest_credentials_only_in_a_secret(
+        tmp_path_factory, docker_secure, k8s_secure):
+    """One supervisor per deployed Connect group: the same module and config on
+    every platform, the workers as it reaches them, the REST password only in
+    a 0600 file / a Secret, the modules it imports shipped as source."""
+    # docker: the spark image (python3), its code and config uploaded, the secret 0600 for its user
+    supervisor = docker_containers(docker_secure[0])[SUPERVISOR]
+    assert supervisor["command"] == SUPERVISOR_ARGV and supervisor["restart"] == "unless-stopped"
+    assert f"PYTHONPATH={folder(SUPERVISOR)}/code" in supervisor["envs"]
+    uploads = uploads_of(supervisor)
+    config = json.loads(uploads[f"{folder(SUPERVISOR)}/config.json"]["content"])
+    assert config["urls"] == ["http://connect-central-0:8083"] and config["listen"] == ["0.0.0.0", 9405]
+    assert set(config["connectors"].values()) == {"running"} and len(config["connectors"]) == 3
+    secret = uploads[f"{folder(SUPERVISOR)}/secrets/config.json"]
+    assert (secret["permissions"], secret["owner"]) == ("0600", "185") and config["secrets_file"] == secret["file"]
+    assert FAKE_PASSWORD_MARK in secret["content"] and FAKE_PASSWORD_MARK not in json.dumps(config)
+    shipped = {f.removeprefix(f"{folder(SUPERVISOR)}/code/") for f in uploads if "/code/" in f}
+    assert shipped == {"mirrorstack/__init__.py", "mirrorstack/connect/__init__.py", "mirrorstack/platforms/__init__.py",
+                       "mirrorstack/connect/supervisor.py", "mirrorstack/connect/healing.py",
+                       "mirrorstack/connect/api.py", "mirrorstack/platforms/kube_tunnel.py"}
+    assert uploads[f"{folder(SUPERVISOR)}/code/mirrorstack/__init__.py"]["content"] == ""  # not the real package
+    # kubernetes: a Deployment, the password in a Secret mounted read-only 0400
+    built = k8s_secure[1]
+    pod = manifests(built, "Deployment")[SUPERVISOR]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == SUPERVISOR_ARGV and pod["securityContext"]["runAsUser"] == 185
+    assert container["workingDir"] == f"{folder(SUPERVISOR)}/code" and not container["env"]  # `-m` finds it there
+    assert {"name": "secrets", "secret": {"secretName": f"{SUPERVISOR}-secrets", "defaultMode": 0o400}} in pod["volumes"]
+    assert FAKE_PASSWORD_MARK in json.dumps(manifests(built, "Secret")[f"{SUPERVISOR}-secrets"])
+    files = manifests(built, "ConfigMap")[f"{SUPERVISOR}-files"]["data"]
+    assert json.loads(files["config.json"])["urls"] == [
+        "http://connect-central-0.mirrorstack-secure.svc.cluster.local:8083"]
+    assert "def decide(" in files["code__mirrorstack__connect__healing.py"]  # mounted at code/mirrorstack/connect/
+    # local: this project's python, the secret file 0600 beside the config
+    folder_ = tmp_path_factory.mktemp("local-supervisor").resolve()
+    mocks, _ = deploy(lambda: LocalPlatform(STACK, str(folder_)), topology=secure_topology("local"), stack=STACK)
+    local = mocks.of_type("pulumi-python:dynamic")[SUPERVISOR]
+    assert local["argv"][1:] == ["-m", "mirrorstack.connect.supervisor", f"{folder_}/{SUPERVISOR}/config.json"]
+    assert FAKE_PASSWORD_MARK in json.dumps(local["secret_files"])
+    assert FAKE_PASSWORD_MARK not in json.dumps(local["files"])

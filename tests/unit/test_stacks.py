@@ -168,7 +168,10 @@ def test_kubernetes_manifests_validate_strictly(built):
     # per set; the validation job's secret, configmap, job
     # monitoring: prometheus configmap, service, deployment; grafana secret, configmap, service, deployment
     # secured clusters: a Secret per node and Connect worker, a client Secret per cluster
+    # each deployed Connect group's supervisor: configmap, service, deployment (+ a Secret with REST auth)
+    supervisors = [cc for cc in topology.connect.values() if not cc.is_external and cc.self_healing.enabled]
     assert len(out["manifests"]) == (2 + 3 * len(expected_services(topology)) + expected_budgets(topology)
+                                     + sum(3 + cc.rest_auth for cc in supervisors)
                                      + 3 * (topology.validation is not None)
                                      + 7 * (topology.monitoring is not None) + expected_secrets(topology))
     for manifest in out["manifests"]:

@@ -5,6 +5,8 @@ so adding a cluster never moves the ports of the others.
 """
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pulumi
@@ -110,6 +112,23 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
+
+    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None,
+                           opts: pulumi.ResourceOptions | None = None):
+        """This project's Python (the one running the program) on 127.0.0.1;
+        `ships` is for containers (the module is installed here)."""
+        folder = self.service_dir(service)
+        host, port = self.address(service, "metrics")
+        secrets_file = f"{folder}/secrets/config.json" if secret_config is not None else None
+        files = {"config.json": pulumi.Output.from_input(config).apply(
+            lambda c: json.dumps({**c, "listen": [host, port], "secrets_file": secrets_file}, indent=2, sort_keys=True))}
+        secret_files = None if secret_config is None else pulumi.Output.secret(
+            pulumi.Output.from_input(secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
+        resource = LocalService(
+            service, workdir=folder, files=files, secret_files=secret_files,
+            argv=[sys.executable, "-m", module, f"{folder}/config.json"],
+            health={"kind": "http", "url": f"http://{host}:{port}/healthz"}, opts=opts)
+        return resource, (host, port)
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts: pulumi.ResourceOptions | None = None):
         """Debian's Prometheus as a process on 127.0.0.1; `{dir}` in `files` is its

@@ -1,0 +1,151 @@
+"""Self-healing's decisions, pure: when a FAILED connector or task of a Connect
+group is restarted, when the supervisor gives up, and the metrics it serves.
+
+The schedule is Strimzi's auto-restart: the first restart at once, then
+`unit × (n² + n)` after the n-th (2, 6, 12, 20, 30, 42, 56 units...), never
+more than `max_delay`, at most `max_restarts` in a row; a connector that has
+stayed RUNNING for as long as its next back-off starts over at 0. A connector
+that the topology holds paused or stopped, or that is PAUSED or STOPPED in
+Connect (by hand, or by a failover switch, whose first step stops the flow's
+connectors), is never restarted.
+
+No pulumi: the supervisor runs it in the spark image too
+(mirrorstack.connect.supervisor).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mirrorstack.connect.api import failed_parts
+
+HELD_STATES = ("PAUSED", "STOPPED")  # Connect's target states a person or a failover chose
+
+
+@dataclass(frozen=True)
+class Schedule:
+    unit_seconds: float = 60.0  # Strimzi's minute
+    max_delay_seconds: float = 3600.0
+    max_restarts: int = 10
+
+    def delay(self, restarts: int) -> float:
+        """Seconds after the `restarts`-th restart in a row before the next one."""
+        return min(self.unit_seconds * (restarts * restarts + restarts), self.max_delay_seconds)
+
+
+@dataclass
+class Memory:
+    """What the supervisor remembers of one connector between checks."""
+    restarts: int = 0  # in a row, since it last stayed healthy
+    last_restart: float | None = None
+    healthy_since: float | None = None
+    total: int = 0  # every restart since the supervisor started (the counter)
+    failed_count: int = 0
+    capped: bool = False
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "restart" | "wait" | "capped" | "held" | "healthy" | "absent"
+    why: str = ""
+
+
+def decide(status: dict | None, wanted: str, memory: Memory, now: float, schedule: Schedule) -> Decision:
+    """What to do with one connector now, from its live status and the
+    state the topology wants it in ("running", "paused", "stopped")."""
+    if status is None:
+        return Decision("absent", "not on this Connect group (yet)")
+    state = (status.get("connector") or {}).get("state")
+    if wanted != "running":
+        return Decision("held", f"the topology holds the flow {wanted}")
+    if state in HELD_STATES:
+        return Decision("held", f"{state} in Connect (by hand or by a failover): left alone")
+    failed = failed_parts(status)
+    if not failed:
+        return Decision("healthy")
+    if memory.restarts >= schedule.max_restarts:
+        return Decision("capped", f"still FAILED after {memory.restarts} restarts in a row (the cap), "
+                                  f"left for a person: {'; '.join(failed)}")
+    due = 0.0 if memory.last_restart is None else memory.last_restart + schedule.delay(memory.restarts)
+    if now < due:
+        return Decision("wait", f"next restart in {due - now:.0f} s: {'; '.join(failed)}")
+    return Decision("restart", "; ".join(failed))
+
+
+def remember(memory: Memory, decision: Decision, status: dict | None, now: float, schedule: Schedule) -> None:
+    """Fold one check's outcome into `memory` (after a restart was made, if any)."""
+    memory.failed_count = len(failed_parts(status))
+    memory.held = decision.action == "held"
+    memory.capped = decision.action == "capped"
+    if decision.action == "restart":
+        memory.restarts += 1
+        memory.total += 1
+        memory.last_restart = now
+        memory.healthy_since = None
+    elif decision.action == "healthy":
+        memory.healthy_since = memory.healthy_since if memory.healthy_since is not None else now
+        # Stayed up for as long as its next back-off: the next failure starts the schedule over.
+        if memory.restarts and now - memory.healthy_since >= max(schedule.delay(memory.restarts), schedule.unit_seconds):
+            memory.restarts = 0
+    else:
+        memory.healthy_since = None
+
+
+@dataclass
+class Supervision:
+    """Every connector of one Connect group the supervisor watches."""
+    connect: str
+    wanted: dict[str, str]  # connector → the topology's flow state
+    schedule: Schedule
+    memory: dict[str, Memory] = field(default_factory=dict)
+    checks: int = 0
+    check_errors: int = 0
+    last_check: float = 0.0
+
+    def of(self, name: str) -> Memory:
+        return self.memory.setdefault(name, Memory())
+
+
+RESTARTS_TOTAL = "mirrorstack_connector_restarts_total"
+RESTARTS_IN_A_ROW = "mirrorstack_connector_restarts_in_a_row"
+RESTART_CAP = "mirrorstack_connector_restart_cap"
+CAP_REACHED = "mirrorstack_connector_restart_cap_reached"
+FAILED_PARTS = "mirrorstack_connector_failed_parts"
+HELD = "mirrorstack_connector_held"
+LAST_CHECK = "mirrorstack_supervisor_last_check_timestamp_seconds"
+CHECK_ERRORS = "mirrorstack_supervisor_check_errors_total"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def metrics_text(supervision: Supervision) -> str:
+    """The Prometheus text exposition of the supervisor's state: one series per
+    connector and metric, so every connector shows 0 while all is well."""
+    kinds = [(RESTARTS_TOTAL, "counter", "Restarts of the connector's failed parts by the supervisor.",
+              lambda m: m.total),
+             (RESTARTS_IN_A_ROW, "gauge", "Restarts in a row, since the connector last stayed healthy.",
+              lambda m: m.restarts),
+             (RESTART_CAP, "gauge", "Restarts in a row after which the supervisor gives up.",
+              lambda m: supervision.schedule.max_restarts),
+             (CAP_REACHED, "gauge", "1 while the supervisor has given up on the connector (its cap reached).",
+              lambda m: int(m.capped)),
+             (FAILED_PARTS, "gauge", "FAILED parts (connector, tasks) at the last check.",
+              lambda m: m.failed_count),
+             (HELD, "gauge", "1 while the connector is paused or stopped (never restarted).",
+              lambda m: int(m.held))]
+    lines = []
+    for metric, kind, text, value in kinds:
+        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
+        for name in sorted(supervision.wanted):
+            memory = supervision.of(name)
+            lines.append(f'{metric}{{connect="{_label(supervision.connect)}",connector="{_label(name)}"}} '
+                         f"{value(memory)}")
+    lines += [f"# HELP {LAST_CHECK} When the supervisor last read the connectors' status.",
+              f"# TYPE {LAST_CHECK} gauge", f'{LAST_CHECK}{{connect="{_label(supervision.connect)}"}} '
+              f"{supervision.last_check:.3f}",
+              f"# HELP {CHECK_ERRORS} Checks that could not read Connect's status.",
+              f"# TYPE {CHECK_ERRORS} counter",
+              f'{CHECK_ERRORS}{{connect="{_label(supervision.connect)}"}} {supervision.check_errors}']
+    return "\n".join(lines) + "\n"

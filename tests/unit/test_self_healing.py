@@ -1,0 +1,149 @@
+"""Self-healing's decisions (mirrorstack.connect.healing), its metrics and alert
+(checked by the real promtool), and the supervisor each platform runs per
+deployed Connect group. The supervisor against a real Connect group:
+tests/integration/test_secure_stack.py (healed, held while paused) and
+test_connect_faults.py (the cap and its alert, live)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mirrorstack import toolchain
+from mirrorstack.connect.healing import (CAP_REACHED, Memory, Schedule, Supervision, decide, metrics_text,
+                                         remember)
+from mirrorstack.connect.supervision import SHIPS, supervisor_config
+from mirrorstack.model.spec import SelfHealing, TopologyError, load_topology
+from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules, alert_rules_file
+
+ROOT = Path(__file__).resolve().parents[2]
+STRIMZI = Schedule(unit_seconds=60, max_delay_seconds=3600, max_restarts=10)
+
+
+def status(connector: str = "RUNNING", *tasks: str) -> dict:
+    return {"connector": {"state": connector, "worker_id": "w:8083"},
+            "tasks": [{"id": i, "state": s, "worker_id": "w:8083",
+                       **({"trace": "org.apache.kafka.common.errors.TopicAuthorizationException: edge.orders"}
+                          if s == "FAILED" else {})} for i, s in enumerate(tasks)]}
+
+
+def test_the_schedule_is_strimzis_with_a_ceiling():
+    assert [STRIMZI.delay(n) / 60 for n in range(10)] == [0, 2, 6, 12, 20, 30, 42, 56, 60, 60]
+    assert Schedule(unit_seconds=2, max_delay_seconds=10).delay(3) == 10
+
+
+def test_a_failed_task_is_restarted_at_once_then_after_a_growing_backoff_then_given_up():
+    schedule, memory, now = Schedule(unit_seconds=10, max_delay_seconds=1000, max_restarts=3), Memory(), 1000.0
+    failed = status("RUNNING", "RUNNING", "FAILED")
+    times = []
+    for _ in range(200):  # one check a second
+        decision = decide(failed, "running", memory, now, schedule)
+        if decision.action == "restart":
+            times.append(now - 1000)
+            assert "task 1 FAILED on w:8083: org.apache.kafka.common.errors.TopicAuthorizationException" in decision.why
+        remember(memory, decision, failed, now, schedule)
+        now += 1
+    assert times == [0, 20, 80]  # at once, then 2 and 6 units after the one before
+    assert memory.capped and memory.total == 3
+    assert decide(failed, "running", memory, now, schedule).action == "capped"
+    # healthy again (a person's `up`): no longer capped at once, the count starts over after one back-off
+    remember(memory, decide(status("RUNNING", "RUNNING"), "running", memory, now, schedule),
+             status("RUNNING", "RUNNING"), now, schedule)
+    assert not memory.capped and memory.restarts == 3
+    later = now + schedule.delay(3)
+    remember(memory, decide(status("RUNNING", "RUNNING"), "running", memory, later, schedule),
+             status("RUNNING", "RUNNING"), later, schedule)
+    assert memory.restarts == 0 and memory.total == 3
+
+
+def test_a_short_healthy_spell_does_not_start_the_count_over():
+    schedule, memory = Schedule(unit_seconds=10, max_restarts=5), Memory()
+    for now, state in [(0, "FAILED"), (5, "RUNNING"), (12, "RUNNING"), (13, "FAILED")]:
+        s = status("RUNNING", state)
+        remember(memory, decide(s, "running", memory, now, schedule), s, now, schedule)
+    assert memory.restarts == 1  # up 8 s of the 20 s back-off: still one in a row
+    assert decide(status("RUNNING", "FAILED"), "running", memory, 19, schedule).action == "wait"
+    assert decide(status("RUNNING", "FAILED"), "running", memory, 20, schedule).action == "restart"
+
+
+@pytest.mark.parametrize("wanted, connector", [("paused", "PAUSED"), ("stopped", "STOPPED"),
+                                                ("running", "PAUSED"), ("running", "STOPPED"),
+                                                ("paused", "RUNNING")])
+def test_paused_or_stopped_flows_and_connectors_are_never_restarted(wanted, connector):
+    memory = Memory()
+    decision = decide(status(connector, "FAILED"), wanted, memory, 0, STRIMZI)
+    assert decision.action == "held", decision
+    remember(memory, decision, status(connector, "FAILED"), 0, STRIMZI)
+    assert memory.held and memory.restarts == 0
+
+
+def test_a_failed_connector_itself_is_restarted_and_a_missing_one_is_not():
+    assert decide(status("FAILED"), "running", Memory(), 0, STRIMZI).action == "restart"
+    assert decide(None, "running", Memory(), 0, STRIMZI).action == "absent"
+    assert decide(status("RUNNING", "RUNNING", "UNASSIGNED"), "running", Memory(), 0, STRIMZI).action == "healthy"
+
+
+def test_metrics_show_every_connector_even_when_all_is_well():
+    supervision = Supervision("central", {"a->b.MirrorSourceConnector": "running", "a->b.Mirror\"X": "paused"},
+                              STRIMZI)
+    supervision.of("a->b.MirrorSourceConnector").capped = True
+    text = metrics_text(supervision)
+    assert f'{CAP_REACHED}{{connect="central",connector="a->b.MirrorSourceConnector"}} 1' in text
+    assert f'{CAP_REACHED}{{connect="central",connector="a->b.Mirror\\"X"}} 0' in text
+    assert "mirrorstack_connector_restart_cap{" in text and "# TYPE mirrorstack_connector_restarts_total counter" in text
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(lines) == 6 * 2 + 2
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([toolchain.promtool_binary(), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_cap_alert_fires_once_the_supervisor_gives_up_and_resolves_after(tmp_path):
+    """promtool's rule test: the alert stays quiet while restarts go on, fires the
+    evaluation after the cap is reached, and resolves once the connector runs."""
+    (tmp_path / "alerts.yml").write_text(alert_rules_file(alert_rules([])))
+    connector = 'connect="central",connector="edge->central.MirrorSourceConnector",cluster="central"'
+    (tmp_path / "test.yml").write_text(yaml.safe_dump({
+        "rule_files": ["alerts.yml"], "evaluation_interval": "15s",
+        "tests": [{"interval": "15s",
+                   "input_series": [{"series": f"{CAP_REACHED}{{{connector},job=\"connect-central-supervisor\"}}",
+                                     "values": "0 0 0 1 1 1 0 0"},
+                                    {"series": f'up{{role="supervisor",connect="central",instance="s:9405"}}',
+                                     "values": "1 1 1 1 1 1 1 1"}],
+                   "alert_rule_test": [
+                       {"eval_time": "30s", "alertname": RESTART_CAP_ALERT, "exp_alerts": []},
+                       {"eval_time": "45s", "alertname": RESTART_CAP_ALERT, "exp_alerts": [{
+                           "exp_labels": {"severity": "critical", "connect": "central", "cluster": "central",
+                                          "connector": "edge->central.MirrorSourceConnector"},
+                           "exp_annotations": {"summary": (
+                               "The supervisor of central gave up restarting edge->central.MirrorSourceConnector "
+                               "(its restart cap): find the cause in the worker log, fix it, then pulumi up (or "
+                               "POST .../restart?includeTasks=true&onlyFailed=true)")}}]},
+                       {"eval_time": "90s", "alertname": RESTART_CAP_ALERT, "exp_alerts": []},
+                       {"eval_time": "90s", "alertname": "ConnectSupervisorDown", "exp_alerts": []}]}]}))
+    checked = promtool("test", "rules", str(tmp_path / "test.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_supervisors_config_has_the_schedule_and_each_connectors_wanted_state():
+    config = supervisor_config("central", ["http://127.0.0.1:1"], {"b": "paused", "a": "running"},
+                               SelfHealing(backoff_seconds=5, max_restarts=3))
+    assert config["connectors"] == {"a": "running", "b": "paused"} and list(config["connectors"]) == ["a", "b"]
+    assert config["schedule"] == {"unit_seconds": 5.0, "max_delay_seconds": 3600.0, "max_restarts": 3}
+    assert config["check_seconds"] == 15 and "password" not in json.dumps(config)
+    assert "mirrorstack.connect.api" in SHIPS and not any("model" in m or "pulumi" in m for m in SHIPS)
+
+
+def test_self_healing_settings_are_checked_with_the_field_named():
+    topology = yaml.safe_load((ROOT / "stacks" / "Pulumi.aggregation.yaml").read_text())["config"]["mirrorstack:topology"]
+    topology["connect"] = {"hub": {"kafka": "central", "self_healing": {"max_restarts": 0}}}
+    for flow in topology["flows"]:
+        flow["connect"] = "hub"
+    with pytest.raises(TopologyError, match=r"connect\.hub\.self_healing\.max_restarts"):
+        load_topology(topology)
+    topology["connect"]["hub"]["self_healing"] = {"enabled": False}
+    assert load_topology(topology).connect["hub"].self_healing.enabled is False
