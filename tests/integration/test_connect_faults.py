@@ -331,6 +331,10 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     producer = Producer({"bootstrap.servers": primary, "acks": "all"})
     producer.produce(topic, key=b"big", value=big)
     assert producer.flush(30) == 0
+    # the supervisor restarts it twice in vain, then gives up: from then on it stays FAILED
+    wait_until("the supervisor giving up", lambda: re.search(
+        rf'^{CAP_REACHED}{{[^}}]*connector="{re.escape(SOURCE)}"}} 1$',
+        requests.get(out["supervisors"]["standby"], timeout=10).text, re.M), timeout=90, every=1)
     failed = _wait_task_state(connect_url, SOURCE, "FAILED")
     assert "RecordTooLargeException" in failed["tasks"][0].get("trace", ""), failed
     assert failed["connector"]["state"] == "RUNNING"  # only the task failed; its config is untouched
