@@ -336,7 +336,7 @@ def test_a_preview_that_reaches_nothing_shows_no_phantom_update_and_says_what_it
     exported = deployed.run("stack", "export").stdout
     state = json.loads(exported)
     services = [r for r in state["deployment"]["resources"] if (r.get("outputs") or {}).get("pid")]
-    assert len(services) == 5
+    assert len(services) == 6  # 2 clusters x (broker, controller), the Connect worker and its supervisor
     for resource in services:
         resource["outputs"]["machine"] = "pr-runner/0"
     (tmp_path / "elsewhere.json").write_text(json.dumps(state))
@@ -355,7 +355,7 @@ def test_a_preview_that_reaches_nothing_shows_no_phantom_update_and_says_what_it
     plan = plan_of(normalised(done.stderr, deployed))
     assert "? prod: not reachable from here, plan not checked (no answer from 127.0.0.1:<port> within 5s)" in plan
     assert_golden("plan-unreachable.txt", plan)
-    assert out.count("could not check its process from here") == 5, out[-4000:]
+    assert out.count("could not check its process from here") == 6, out[-4000:]
     assert "could not check its connectors from here" in out, out[-4000:]
 
 
