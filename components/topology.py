@@ -18,7 +18,8 @@ from mirrorstack.kafka.acl_resource import KafkaAcls
 from mirrorstack.kafka.args import KafkaClusterArgs
 from mirrorstack.kafka.cluster import KafkaCluster
 from mirrorstack.mirror.args import MirrorMaker2Args
-from mirrorstack.mirror.connectors import PRODUCER_OVERRIDE, mirror_connector_configs, push_overrides, throughput_settings
+from mirrorstack.mirror.connectors import (PRODUCER_OVERRIDE, connector_names, mirror_connector_configs, push_overrides,
+                                         throughput_settings)
 from mirrorstack.mirror.resource import MirrorMaker2
 from mirrorstack.monitoring.args import MonitoringArgs
 from mirrorstack.monitoring.component import Monitoring
@@ -160,9 +161,9 @@ class ReplicationTopology(pulumi.ComponentResource):
             if spec.is_external or not spec.self_healing.enabled:
                 continue
             flows = [self.flows[f.name] for f in by_connect[name]]
-            states = [topology.flow_state(f) for f in by_connect[name]]
-            connectors = pulumi.Output.all(*[f.connector_names for f in flows]).apply(
-                lambda names, states=states: {n: state for ns, state in zip(names, states) for n in ns})
+            # From the model, not the flows' outputs: known in a preview, so changing a flow's
+            # connectors shows no update of the supervisor unless their names or states change.
+            connectors = {n: topology.flow_state(f) for f in by_connect[name] for n in connector_names(f)}
             connect = self.connect[name]
             resource, target = run_supervisor(
                 name, spec=spec, kafka_alias=spec.kafka, platform=platform, connectors=connectors,
