@@ -16,7 +16,7 @@ SHIPS = (MODULE, "mirrorstack.connect.healing", "mirrorstack.connect.api", "mirr
 
 
 def supervisor_service(connect: str) -> str:
-    return f"connect-{connect}-supervisor"
+    return f"supervisor-{connect}"  # not connect-*: the workers' folders and names
 
 
 def supervisor_config(connect: str, urls: list[str], connectors: dict[str, str], settings: SelfHealing) -> dict:

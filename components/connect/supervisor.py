@@ -11,7 +11,7 @@ The config (written by mirrorstack.connect.supervision): connect (the group's
 name), urls (every worker's REST URL as this process reaches it), ca_file,
 secrets_file (a 0600 JSON: connect_auth {username, password}; none without
 REST auth), connectors (name → the topology's flow state), schedule (unit_seconds,
-max_delay_seconds, max_restarts), check_seconds, listen ([host, port] of the
+max_delay_seconds, max_restarts), check_seconds, listen ("host:port" of the
 metrics server). Imports no pulumi: in a container it runs from shipped source.
 """
 from __future__ import annotations
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m mirrorstack.connect.supervisor <config.json>", file=sys.stderr)
         return 2
     supervision, config = load(argv[0])
-    host, port = config["listen"]
+    host, port = config["listen"].rsplit(":", 1)
     serve(supervision, host, int(port))
     held = sorted(n for n, s in supervision.wanted.items() if s != "running")
     log(supervision, f"watching {len(supervision.wanted)} connectors every {config['check_seconds']} s"

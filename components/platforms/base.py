@@ -156,7 +156,7 @@ class Platform(Protocol):
         """A long-running process of mirrorstack's own Python, `python -m module
         <config.json>` (local: this project's; containers: the spark image's
         python3 with the `ships` modules' source). `config` (a dict, may be an
-        Output) is written with `listen` ([host, port] it serves /healthz and
+        Output) is written with `listen` ("host:port" it serves /healthz and
         /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
         is, else None) added. Returns (resource, the address Prometheus scrapes)."""
 

@@ -309,7 +309,7 @@ class PythonService:
 
     def config_text(self, config: dict) -> str:
         """The config the service reads, with where it listens and its secrets are."""
-        return json.dumps({**config, "listen": ["0.0.0.0", PYTHON_SERVICE_PORT], "secrets_file": self.secrets_file},
+        return json.dumps({**config, "listen": f"0.0.0.0:{PYTHON_SERVICE_PORT}", "secrets_file": self.secrets_file},
                           indent=2, sort_keys=True)
 
 

@@ -116,7 +116,7 @@ def test_aggregation_stack_end_to_end(aggregation):
             preview = project.run("preview", "--diff", timeout=600).stdout
             assert re.search(r'\+ state +: "paused"', preview) and "~ 2 to update" in preview, preview[-3000:]
             # the other: the supervisor learns the flow is held, so it never restarts it
-            assert "aggregation-connect-central-supervisor" in preview, preview[-3000:]
+            assert "aggregation-supervisor-central" in preview, preview[-3000:]
         project.run("up", "--yes", "--skip-preview", timeout=600)
         states = project.outputs()["flows"]["uk->central"]
         assert {s["state"] for s in states.values()} == {connect_state}, states

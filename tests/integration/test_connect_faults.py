@@ -66,10 +66,12 @@ FAILING_UP_BOUND = 120  # seconds
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """The stack after a first good `up`: (project, outputs)."""
-    # Self-healing in seconds with a cap of 2 restarts: a failure that stays gives up in ~3 s, so
-    # the cap and its alert are seen live and the faults below stay FAILED for `up` to meet.
+    # Self-healing in seconds with a cap of 2 restarts: restarts at once and 20 s later, then a
+    # give-up, so the cap and its alert are seen live and the faults below stay FAILED for `up`.
+    # (The unit is 10 s, not 1: running for one back-off starts the count over, and a record too
+    # large fails its task again 6-15 s after a restart; a shorter back-off would never give up.)
     with stack_project(STACK, tmp_path_factory.mktemp("connect-faults"),
-                       change=self_healing(backoff_seconds=1, max_restarts=2)) as project:
+                       change=self_healing(backoff_seconds=10, max_restarts=2)) as project:
         # the stack file's monitoring, quick: scraped every 2 s, a failed task alerting after 10 s
         for key, value in (("scrape_interval", "2s"), ("failed_for", "10s")):
             project.run("config", "set", "--path", f"mirrorstack:topology.monitoring.{key}", value)
@@ -168,7 +170,7 @@ def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deploy
     assert (capped["labels"]["connector"], capped["labels"]["connect"]) == (SOURCE, "standby"), capped
     (restarts,) = query(prometheus, f'{RESTARTS_TOTAL}{{connector="{SOURCE}"}}')
     assert restarts["value"][1] == "2", restarts
-    log = (project.local_dir / "connect-standby-supervisor" / "service.log").read_text()
+    log = (project.local_dir / "supervisor-standby" / "service.log").read_text()
     assert log.count(f"restarted the failed parts of {SOURCE} ") == 2 and f"gave up on {SOURCE}: still FAILED " \
         "after 2 restarts in a row (the cap)" in log, log[-3000:]
     print(f"{RESTART_CAP_ALERT} fired {time.monotonic() - broke:.0f}s after the config broke")

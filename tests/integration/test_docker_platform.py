@@ -40,7 +40,7 @@ RECORDS = 40  # per region and batch
 TOPIC = "orders"
 JOB = "validation-job"
 WAIT = 180  # seconds: a restarted broker, records crossing MM2
-SUPERVISOR = "connect-central-supervisor"  # the Connect group's self-healing
+SUPERVISOR = "supervisor-central"  # the Connect group's self-healing
 
 
 def image(key: str) -> str:

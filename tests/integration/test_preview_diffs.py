@@ -27,7 +27,7 @@ SECRET = "s3cr3t-Pa55"
 
 def normalised(text: str, project) -> str:
     text = text.replace(str(project.local_dir), "<local>").replace(str(toolchain.tools_dir()), "<tools>")
-    text = text.replace(toolchain.java_binary(), "<java>")
+    text = text.replace(toolchain.java_binary(), "<java>").replace(sys.executable, "<python>")
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)  # each test stack has its own port range
     text = re.sub(r'(\bport\s*: )"\d+"', r'\1"<port>"', text)
     text = re.sub(r"(\.port=)\d+", r"\1<port>", text)  # inside a properties file's diff
@@ -169,21 +169,21 @@ def test_a_stack_deployed_before_the_renames_is_neither_replaced_nor_changed(dep
     # `preview --json` leaves out most unchanged steps; what it lists must be unchanged or a read
     steps = deployed.upgrade_preview["steps"]
     # The one resource an upgrade creates: the Connect group's self-healing supervisor (issue 31).
-    supervisor = lambda s: s["op"] == "create" and s["urn"].endswith("-supervisor")  # noqa: E731
+    supervisor = lambda s: s["op"] == "create" and s["urn"].endswith("::dev-copy-supervisor-dev")  # noqa: E731
     changed = [(s["op"], s["urn"].split("::", 2)[2]) for s in steps
                if not (s["op"] == "same" or (s["op"] == "read" and "pulumi:pulumi:StackReference" in s["urn"])
                        or only_plugin_discovery_added(s) or only_large_record_settings(s) or supervisor(s))]
     assert changed == [], changed
-    assert [s["urn"].rsplit("::", 1)[1] for s in steps if supervisor(s)] == ["dev-copy-connect-dev-supervisor"]
+    assert [s["urn"].rsplit("::", 1)[1] for s in steps if supervisor(s)] == ["dev-copy-supervisor-dev"]
     restarted = [s["urn"].rsplit("::", 1)[1] for s in steps if only_plugin_discovery_added(s)]
     assert restarted == ["dev-copy-connect-dev-0"], restarted
     reconfigured = [s["urn"].rsplit("::", 1)[1] for s in steps if only_large_record_settings(s)]
     assert reconfigured == ["dev-copy-prod->dev-connectors"], reconfigured
-    assert re.search(r"^\s+\d+ unchanged$", deployed.upgrade, re.M) and "+ 1 created" in deployed.upgrade \
+    assert re.search(r"\d+ unchanged$", deployed.upgrade, re.M) and "+ 1 created" in deployed.upgrade \
         and "deleted" not in deployed.upgrade and "replaced" not in deployed.upgrade, deployed.upgrade
     # ... and the `up` moved each resource (same id and outputs) to its new URN
     old, new = deployed.old_state, state_of(deployed)
-    new = {urn: r for urn, r in new.items() if not urn.endswith("-supervisor")}
+    new = {urn: r for urn, r in new.items() if "-supervisor-" not in urn}
     assert len(old) == len(new)
     kind = lambda urn: urn.split("::")[2].rsplit("$", 1)[-1]  # noqa: E731
     name = lambda urn: urn.rsplit("::", 1)[1]  # noqa: E731
@@ -250,8 +250,8 @@ def test_a_replacement_says_which_inputs_force_it(deployed):
         deployed.run("config", "set", "mirrorstack:localDir", str(deployed.local_dir))
     # every service moves folder: replaced (a process cannot change its folder in place), because of workdir
     assert reasons.splitlines() == [f"REPLACE dev-copy-{s}: forced by a change of workdir" for s in (
-        "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller")], reasons
-    assert out.count("(replace)") == 5
+        "connect-dev-0", "dev-broker-0", "dev-controller", "prod-broker-0", "prod-controller", "supervisor-dev")], reasons
+    assert out.count("(replace)") == 6
 
 
 def test_a_stack_deployed_before_group_ids_carried_the_stack_keeps_its_connect_group(deployed, tmp_path):

@@ -264,7 +264,7 @@ def _target_write_refused_then_healed_by_the_supervisor(project, out, admins, wr
     _acl_change(admins["central"], acl, grant=False)
     sent += [r.value.decode() for r in produce(out["clusters"]["edge"], "orders", 20, prefix="unwritten", client=writer)]
     _wait_for("the supervisor restarting the refused source task", lambda: restarts() >= 1)
-    log = (project.local_dir / "connect-central-supervisor" / "service.log").read_text()
+    log = (project.local_dir / "supervisor-central" / "service.log").read_text()
     assert re.search(rf"restarted the failed parts of {re.escape(SOURCE_TASKS)} \(restart 1 in a row.*"
                      r"TopicAuthorizationException", log), log[-3000:]
 

@@ -85,7 +85,7 @@ def test_local_every_jvm_runs_the_agent_that_prometheus_scrapes(local):
     assert prometheus["argv"][0] == toolchain.prometheus_binary()
     assert f"--config.file={folder}/prometheus/prometheus.yml" in prometheus["argv"]
     targets = scrape_targets(prometheus["files"]["prometheus.yml"])
-    supervisor = services["connect-standby-supervisor"]["health"]["url"].split("/")[2]  # host:port
+    supervisor = services["supervisor-standby"]["health"]["url"].split("/")[2]  # host:port
     assert set(targets) == set(agents) | {supervisor}  # + the Connect group's self-healing supervisor
     assert targets[supervisor] == ("standby", "supervisor")
     assert {agents[t]: v for t, v in targets.items() if t != supervisor}["connect-standby-0"] == ("standby", "connect")
@@ -137,8 +137,8 @@ def test_docker_prometheus_grafana_and_extras(dockerized):
     uploads = {u["file"]: u for u in prom["uploads"]}
     targets = scrape_targets(uploads["/etc/mirrorstack/prometheus/prometheus.yml"]["content"])
     assert {t.split(":")[0] for t in targets} == JVMS | {"kafka-exporter-primary", "kafka-exporter-standby",
-                                                        "connect-standby-supervisor"}
-    assert targets["connect-standby-supervisor:9405"] == ("standby", "supervisor")
+                                                        "supervisor-standby"}
+    assert targets["supervisor-standby:9405"] == ("standby", "supervisor")
     assert targets["kafka-exporter-primary:9308"] == ("primary", "kafka-exporter")
     grafana = containers["grafana"]
     assert "GF_SECURITY_ADMIN_PASSWORD__FILE=/etc/mirrorstack/grafana-admin-password" in grafana["envs"]
@@ -185,7 +185,7 @@ def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):
     mocks, built = k8s
     deployments = _by_kind(built, "Deployment")
     assert set(deployments) == {"prometheus", "grafana", "kafka-exporter-primary", "kafka-exporter-standby",
-                                "connect-standby-supervisor"}
+                                "supervisor-standby"}
     config = _by_kind(built, "ConfigMap")["prometheus-files"]["data"]
     targets = scrape_targets(config["prometheus.yml"])
     assert "primary-broker-0.mirrorstack-active-passive.svc.cluster.local:" in " ".join(targets)

@@ -132,7 +132,7 @@ def containers(mocks, *, job: bool = False, supervisors: bool = False):
     """The services' containers (or, with job, only the validation job's; with
     supervisors, only the Connect groups' self-healing supervisors')."""
     found = mocks.of_type("docker:index/container:Container")
-    return {n: c for n, c in found.items() if (n == JOB) == job and n.endswith("-supervisor") == supervisors}
+    return {n: c for n, c in found.items() if (n == JOB) == job and n.startswith("supervisor-") == supervisors}
 
 
 def uploaded(container: dict, name: str) -> str:
@@ -147,7 +147,7 @@ def test_docker_one_network_and_one_image_for_the_stack(docker_run):
     assert {n: i["name"] for n, i in images.items()} == {
         "kafka-image": f"apache/kafka:{kafka_version()}", "spark-image": f"apache/spark:{spark_version()}-python3",
         # the Connect group's self-healing supervisor: python3 in the spark image
-        "connect-central-supervisor-image": f"apache/spark:{spark_version()}-python3"}
+        "supervisor-central-image": f"apache/spark:{spark_version()}-python3"}
     assert all(image["keepLocally"] is True for image in images.values())
 
 
@@ -386,7 +386,7 @@ def test_docker_and_kubernetes_ship_the_job_package_as_a_zip_on_py_files(docker_
 def test_k8s_one_namespace_and_per_service_configmap_service_statefulset(k8s_run):
     mocks, built = k8s_run
     assert set(mocks.of_type("kubernetes:core/v1:Namespace")) == {NAMESPACE}
-    supervisor = "connect-central-supervisor"  # the Connect group's self-healing, a Deployment
+    supervisor = "supervisor-central"  # the Connect group's self-healing, a Deployment
     assert set(mocks.of_type("kubernetes:core/v1:ConfigMap")) == \
         {f"{s}-files" for s in [*SERVICES, supervisor]} | {f"{JOB}-job"}
     assert set(mocks.of_type("kubernetes:core/v1:Service")) == SERVICES | {supervisor}
@@ -437,7 +437,7 @@ def test_k8s_broker_configmap_holds_server_properties(k8s_run):
 
 def test_k8s_services_are_headless_and_resolve_before_ready(k8s_run):
     _, built = k8s_run
-    services = {n: s for n, s in manifests_of(built, "Service").items() if not n.endswith("-supervisor")}
+    services = {n: s for n, s in manifests_of(built, "Service").items() if not n.startswith("supervisor-")}
     for name, service in services.items():
         assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
         assert service["spec"]["selector"]["app.kubernetes.io/instance"] == name
@@ -697,7 +697,7 @@ def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
     """(docker, kubernetes) service → its start script's command lines."""
     docker_side = {n: script_commands(c["command"][0])
                    for n, c in docker_mocks.of_type("docker:index/container:Container").items()
-                   if n != JOB and not n.endswith("-supervisor")}
+                   if n != JOB and not n.startswith("supervisor-")}
     k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
                 for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
     return docker_side, k8s_side
@@ -738,7 +738,7 @@ def test_jvm_options_reach_every_jvm_of_their_cluster_or_group_on_every_platform
             lines = {n: r["argv"] for n, r in mocks.of_type(DYNAMIC).items() if "argv" in r}
         with_options = {n for n, argv in lines.items() if "-XX:TieredStopAtLevel=1" in argv}
         assert with_options == {"us-controller", "us-broker-0"}, (name, lines)
-        workers = [argv for n, argv in lines.items() if "connect-central" in n and not n.endswith("-supervisor")]
+        workers = [argv for n, argv in lines.items() if "connect-central" in n and not n.startswith("supervisor-")]
         assert len(workers) == 1, (name, sorted(lines))
         worker = workers[0]
         assert "-XX:+UseSerialGC" in worker and "-XX:+UseG1GC" not in worker

@@ -220,14 +220,14 @@ def test_k8s_secrets_are_secret_objects_never_configmaps(k8s_secure):
     assert leaks(mocks) == []
     secrets = manifests(built, "Secret")
     # + the REST credentials of the Connect group's self-healing supervisor
-    assert set(secrets) == {f"{s}-secrets" for s in [*SERVICES, "connect-central-supervisor"]} | {
+    assert set(secrets) == {f"{s}-secrets" for s in [*SERVICES, "supervisor-central"]} | {
         "edge-client", "central-client", f"{JOB}-flows"}
     for registered in (r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"):
         assert SECRET_SIG in registered.inputs["stringData"], registered.name  # secret in state too
     for name, config_map in manifests(built, "ConfigMap").items():
         assert not holds_secret_text(config_map), name
     holders = {(m["kind"], m["metadata"]["name"]) for m in built["manifests"] if holds_secret_text(m)}
-    assert holders == {("Secret", f"{s}-secrets") for s in [*SERVICES, "connect-central-supervisor"]} | {
+    assert holders == {("Secret", f"{s}-secrets") for s in [*SERVICES, "supervisor-central"]} | {
         ("Secret", "edge-client"), ("Secret", "central-client")}
     assert set(secrets["edge-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "scram.properties"}
     assert set(secrets["central-broker-0-secrets"]["stringData"]) == {"server.pem", "ca.pem", "broker.properties"}
@@ -445,7 +445,7 @@ def test_a_worker_is_ready_once_its_group_runs_every_task(tmp_path, body, status
 
 # ---------------------------------------------------------------- the self-healing supervisor
 
-SUPERVISOR = "connect-central-supervisor"
+SUPERVISOR = "supervisor-central"
 SUPERVISOR_ARGV = ["python3", "-B", "-m", "mirrorstack.connect.supervisor", f"{folder(SUPERVISOR)}/config.json"]
 
 
@@ -460,7 +460,7 @@ def test_every_platform_runs_the_groups_supervisor_with_its_rest_credentials_onl
     assert f"PYTHONPATH={folder(SUPERVISOR)}/code" in supervisor["envs"]
     uploads = uploads_of(supervisor)
     config = json.loads(uploads[f"{folder(SUPERVISOR)}/config.json"]["content"])
-    assert config["urls"] == ["http://connect-central-0:8083"] and config["listen"] == ["0.0.0.0", 9405]
+    assert config["urls"] == ["http://connect-central-0:8083"] and config["listen"] == "0.0.0.0:9405"
     assert set(config["connectors"].values()) == {"running"} and len(config["connectors"]) == 3
     secret = uploads[f"{folder(SUPERVISOR)}/secrets/config.json"]
     assert (secret["permissions"], secret["owner"]) == ("0600", "185") and config["secrets_file"] == secret["file"]

@@ -110,7 +110,7 @@ def test_the_cap_alert_fires_once_the_supervisor_gives_up_and_resolves_after(tmp
     (tmp_path / "test.yml").write_text(yaml.safe_dump({
         "rule_files": ["alerts.yml"], "evaluation_interval": "15s",
         "tests": [{"interval": "15s",
-                   "input_series": [{"series": f"{CAP_REACHED}{{{connector},job=\"connect-central-supervisor\"}}",
+                   "input_series": [{"series": f"{CAP_REACHED}{{{connector},job=\"supervisor-central\"}}",
                                      "values": "0 0 0 1 1 1 0 0"},
                                     {"series": f'up{{role="supervisor",connect="central",instance="s:9405"}}',
                                      "values": "1 1 1 1 1 1 1 1"}],

@@ -121,7 +121,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         host, port = self.address(service, "metrics")
         secrets_file = f"{folder}/secrets/config.json" if secret_config is not None else None
         files = {"config.json": pulumi.Output.from_input(config).apply(
-            lambda c: json.dumps({**c, "listen": [host, port], "secrets_file": secrets_file}, indent=2, sort_keys=True))}
+            lambda c: json.dumps({**c, "listen": f"{host}:{port}", "secrets_file": secrets_file}, indent=2, sort_keys=True))}
         secret_files = None if secret_config is None else pulumi.Output.secret(
             pulumi.Output.from_input(secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
         resource = LocalService(
