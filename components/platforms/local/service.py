@@ -78,6 +78,17 @@ def _refuse_taken_port(props) -> None:
                            "or stop what listens there")
 
 
+def _wait_port_released(props, timeout: float = 15.0) -> None:
+    """After stopping the old process: until its own port stops answering. Seen with
+    the supervisor (a Python process): its port still answered the instant after it
+    was stopped, and the new one was refused as if another process held the port."""
+    from mirrorstack.platforms.local import health
+    address = health.own_address(props["health"])
+    deadline = time.monotonic() + timeout
+    while address and health.port_open(*address, timeout=0.2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def _launch(props) -> dict:
     from mirrorstack.platforms.local import health, launcher
 
@@ -126,6 +137,7 @@ class LocalServiceProvider(ResourceProvider):
         from mirrorstack.platforms.local import launcher
         if olds.get("pid"):
             launcher.stop(_handle(olds))
+            _wait_port_released(olds)
         return UpdateResult(outs=_launch(news))
 
     def read(self, id_, props):
