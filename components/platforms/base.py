@@ -33,6 +33,12 @@ def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
     return port
 
 
+def python_service_config(config: dict, listen: str, secrets_file: str | None) -> str:
+    """A run_python_service config as written, with where it listens and its secrets are."""
+    import json
+    return json.dumps({**config, "listen": listen, "secrets_file": secrets_file}, indent=2, sort_keys=True)
+
+
 def fill_dir(content, folder: str):
     """`{dir}` in a file's content replaced by `folder`; the content may be an
     Output (a file generated from other resources' outputs)."""

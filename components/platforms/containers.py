@@ -19,7 +19,6 @@ uploads them there). Nothing is downloaded when a container or pod starts.
 """
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import zlib
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 from mirrorstack import toolchain
 from mirrorstack.kafka import security
 from mirrorstack.properties import render_properties
+from mirrorstack.platforms.base import python_service_config
 from mirrorstack.platforms.java_service import JavaRuntime
 from mirrorstack.versions import jmx_exporter_version
 
@@ -308,9 +308,7 @@ class PythonService:
         return f"{self.folder}/config.json"
 
     def config_text(self, config: dict) -> str:
-        """The config the service reads, with where it listens and its secrets are."""
-        return json.dumps({**config, "listen": f"0.0.0.0:{PYTHON_SERVICE_PORT}", "secrets_file": self.secrets_file},
-                          indent=2, sort_keys=True)
+        return python_service_config(config, f"0.0.0.0:{PYTHON_SERVICE_PORT}", self.secrets_file)
 
 
 def python_service(service: str, module: str, ships, has_secrets: bool) -> PythonService:

@@ -14,7 +14,8 @@ import pulumi
 from mirrorstack import toolchain
 from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.model.spec import Resources
-from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
+from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
+                                        python_service_config)
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
@@ -121,7 +122,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         host, port = self.address(service, "metrics")
         secrets_file = f"{folder}/secrets/config.json" if secret_config is not None else None
         files = {"config.json": pulumi.Output.from_input(config).apply(
-            lambda c: json.dumps({**c, "listen": f"{host}:{port}", "secrets_file": secrets_file}, indent=2, sort_keys=True))}
+            lambda c: python_service_config(c, f"{host}:{port}", secrets_file))}
         secret_files = None if secret_config is None else pulumi.Output.secret(
             pulumi.Output.from_input(secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
         resource = LocalService(
