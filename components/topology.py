@@ -178,29 +178,19 @@ class ReplicationTopology(pulumi.ComponentResource):
     def _acls(self, topology, groups) -> dict[str, KafkaAcls]:
         """One KafkaAcls per authorizing cluster: what its Connect groups, the
         flows and the application principals need there. Clients of the
-        cluster (Connect, so MM2 and the validation job) wait for it."""
+        cluster (Connect, so MM2 and the validation job) wait for it. On
+        external clusters nothing is created: the preview lists what to grant."""
         authorizing = [a for a in topology.clusters if topology.authorizes(a)]
-        if not authorizing:
+        external = [a for a in topology.clusters if topology.clusters[a].is_external
+                    and any(a in (f.source, f.target) for f in topology.flows)]
+        if not authorizing and not external:
             return {}
-        principals = {a: acls.client_principal(a, topology.clusters[a].security) for a in authorizing}
-
-        def lines(group_ids: dict[str, str]) -> dict[str, list[str]]:
-            sets = {alias: acls.AclSet() for alias in authorizing}
-            flows = topology.flows_by_connect()
-            for name, spec in topology.connect.items():
-                if spec.kafka in sets and not spec.is_external:
-                    acls.connect_acls(sets[spec.kafka], principals[spec.kafka], group_ids[name],
-                                 exactly_once=any(f.exactly_once for f in flows[name]))
-            validated = {f.name for f in topology.validated_flows()}
-            for flow in topology.flows:
-                acls.flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
-                               connect_group=group_ids[flow.connect], validated=flow.name in validated,
-                               transactional=any(f.exactly_once for f in flows[flow.connect]))
-            for name, principal in topology.principals.items():
-                acls.principal_acls(sets[principal.cluster], name, principal)
-            return {alias: s.lines() for alias, s in sets.items()}
-
-        planned = pulumi.Output.all(**groups).apply(lines)
+        principals = {**{a: acls.client_principal(a, topology.clusters[a].security) for a in authorizing},
+                      **{a: acls.external_principal(topology.clusters[a].external.security) for a in external}}
+        planned = pulumi.Output.all(**groups).apply(
+            lambda ids: acls.topology_acls(topology, [*authorizing, *external], principals, ids))
+        for alias in external:
+            planned.apply(lambda p, a=alias: pulumi.log.info(acls.external_plan(a, p[a]), resource=self))
         made = {}
         for alias in authorizing:
             cluster = self.clusters[alias]

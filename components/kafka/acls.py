@@ -179,6 +179,45 @@ def _adder(acls: AclSet, principal: str, owner: str):
     return add
 
 
+def topology_acls(topology, aliases: list[str], principals: dict[str, str],
+                  group_ids: dict[str, str]) -> dict[str, list[str]]:
+    """alias → the ACL lines its Connect groups, the flows and the application
+    principals need there, for each of `aliases`."""
+    sets = {alias: AclSet() for alias in aliases}
+    flows = topology.flows_by_connect()
+    for name, spec in topology.connect.items():
+        if spec.kafka in sets and not spec.is_external:
+            connect_acls(sets[spec.kafka], principals[spec.kafka], group_ids[name],
+                         exactly_once=any(f.exactly_once for f in flows[name]))
+    validated = {f.name for f in topology.validated_flows()}
+    for flow in topology.flows:
+        flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
+                  connect_group=group_ids[flow.connect], validated=flow.name in validated,
+                  transactional=any(f.exactly_once for f in flows[flow.connect]))
+    for name, principal in topology.principals.items():
+        if principal.cluster in sets:
+            principal_acls(sets[principal.cluster], name, principal)
+    return {alias: s.lines() for alias, s in sets.items()}
+
+
+def external_plan(alias: str, lines: list[str]) -> str:
+    """What a preview says about an external cluster: mirrorstack creates no
+    ACL there, its owners grant these (if it authorizes) before the flows start."""
+    head = (f"ACLs needed on {alias} (external: mirrorstack creates none; if it runs an authorizer, "
+            f"its owners grant these before the flows start)")
+    return "\n".join([head, *(f"  {line}" for line in lines)])
+
+
+def external_principal(security) -> str:
+    """The principal mirrorstack's clients are on an external cluster, as its
+    authorizer sees them (Kafka's default principal builder)."""
+    if security.protocol.startswith("SASL_"):
+        return f"User:{security.username or '<username>'}"
+    if security.mtls:
+        return "User:<your-client-certificate-subject>"
+    return "User:ANONYMOUS"  # no name: what Kafka calls every such client
+
+
 def client_principal(alias: str, security) -> str:
     """The principal mirrorstack's own clients are on a deployed cluster."""
     if security.sasl_mechanism:

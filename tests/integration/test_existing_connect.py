@@ -114,6 +114,11 @@ def test_existing_connect_takes_over_hand_made_connectors(site, tmp_path):
         assert "mm2-msc-us: exists (RUNNING, made outside mirrorstack); up adopts it" in preview, preview
         assert ("mm2-msc-uk: exists (RUNNING); up stops it, copies its source offsets to "
                 "uk->central.MirrorSourceConnector") in preview, preview
+        # External clusters: no ACL is created there; the preview lists what their owners grant.
+        assert "ACLs needed on us (external: mirrorstack creates none" in preview, preview
+        assert "allow User:ANONYMOUS READ on TOPIC orders (LITERAL) for flow us->central: source read" in preview
+        assert "allow User:ANONYMOUS WRITE on TOPIC orders (LITERAL) for flow uk->central: target write" \
+            in preview, preview  # identity: the same name on the target
         up = project.run("up", "--yes", "--skip-preview", timeout=900)
         assert "source offsets carried over" in up.stdout + up.stderr
         assert site.connectors() == sorted([

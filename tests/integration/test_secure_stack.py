@@ -363,6 +363,30 @@ def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_withou
     _wait_for("a checkpoint task again", lambda: checkpoint_tasks() or None)
 
 
+def test_preview_diff_shows_the_acls_a_topics_change_adds_and_removes(secure):
+    """A reviewer sees every right a change grants or takes away, with the parts that
+    need it, before anything is applied: payments out of the flow, refunds in."""
+    project, out, _ = secure
+    stack_file = project.dir / "stacks" / "Pulumi.secure.yaml"
+    before = stack_file.read_text()
+    try:
+        _set_topology(project, lambda t: t["flows"][0].update(topics=["orders", "refunds"]))
+        diff = project.run("preview", "--diff", timeout=600).stdout
+    finally:
+        stack_file.write_text(before)
+    gone = {alias: [line for line in out["acls"][alias] if "payments " in line] for alias in ("edge", "central")}
+    assert gone["edge"] and gone["central"], out["acls"]
+    for alias, lines in gone.items():
+        for line in lines:  # the right as deployed, shown going
+            assert re.search(rf'[-~] \[\d+\]: "{re.escape(line)}"', diff), (alias, line, diff)
+    mm2 = "User:mirrorstack"
+    for line in (f"allow {mm2} READ on TOPIC refunds (LITERAL) for flow edge->central: source read",
+                 f"allow {mm2} WRITE on TOPIC edge.refunds (LITERAL) for flow edge->central: target write"):
+        assert re.search(rf'[+~] \[\d+\]: .*"{re.escape(line)}', diff), (line, diff)
+    assert re.search(r"~ .*edge-acls", diff) and re.search(r"~ .*central-acls", diff), diff
+    assert "to replace" not in diff, diff
+
+
 # ---------------------------------------------------------------- certificate lifecycle
 
 CLUSTERS = ("edge", "central")

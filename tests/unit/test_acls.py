@@ -5,9 +5,9 @@ cluster (tests/integration/test_secure_stack.py proves them)."""
 import pytest
 import yaml
 
-from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, flow_acls, \
-    principal_acls, resource_names
-from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, external_plan, \
+    external_principal, flow_acls, principal_acls, resource_names, topology_acls
+from mirrorstack.model.spec import ClientSecurity, TopologyError, load_topology
 from tests.support.stacks import REPO
 
 SECURE = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"]["mirrorstack:topology"]
@@ -132,3 +132,32 @@ def test_authorization_mistakes_are_named_before_anything_exists(change, message
     with pytest.raises(TopologyError) as raised:
         load_topology({**base, **change})
     assert message in str(raised.value)
+
+
+def test_the_preview_lists_what_to_grant_on_an_external_cluster():
+    """mirrorstack creates no ACL on an external cluster; the preview names the rights its
+    flows need there, for the user mirrorstack's clients connect as."""
+    topology = load_topology(_secure(clusters={
+        **SECURE["clusters"],
+        "partner": {"external": {"bootstrap_servers": "partner-kafka:9093", "security": {
+            "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "mm2-at-partner"}}},
+        "legacy": {"external": {"bootstrap_servers": "legacy-kafka:9092"}}},
+        connect={**SECURE["connect"], "central": {**SECURE["connect"]["central"], "push": True}},
+        flows=[*SECURE["flows"], {"source": "partner", "target": "central", "topics": ["invoices"],
+                                  "connect": "central"},
+               {"source": "central", "target": "legacy", "topics": ["edge.orders"],
+                "connect": "central"}]))
+    principals = {"partner": external_principal(topology.clusters["partner"].external.security),
+                  "legacy": external_principal(topology.clusters["legacy"].external.security)}
+    assert principals == {"partner": "User:mm2-at-partner", "legacy": "User:ANONYMOUS"}
+    lines = topology_acls(topology, ["partner", "legacy"], principals, {name: "g" for name in topology.connect})
+    partner = {Acl.parse(line)[0] for line in lines["partner"]}
+    assert Acl("User:mm2-at-partner", "TOPIC", "invoices", "LITERAL", "READ") in partner
+    assert not {a.operation for a in partner} & {"WRITE", "CREATE", "ALTER"}  # a source is only read
+    legacy = {Acl.parse(line)[0] for line in lines["legacy"]}
+    assert Acl("User:ANONYMOUS", "TOPIC", "central.edge.orders", "LITERAL", "WRITE") in legacy
+    text = external_plan("partner", lines["partner"])
+    assert text.startswith("ACLs needed on partner (external: mirrorstack creates none")
+    assert any(line.startswith("  allow User:mm2-at-partner READ on TOPIC invoices (LITERAL) for flow "
+                               "partner->central: source read") for line in text.splitlines()[1:])
+    assert external_principal(ClientSecurity(protocol="SSL", mtls=True)) == "User:<your-client-certificate-subject>"
