@@ -197,7 +197,8 @@ class ReplicationTopology(pulumi.ComponentResource):
             access = cluster.admin_access
             users = cluster.principal_passwords if access["mechanism"] != "PLAIN" else {}  # PLAIN's are in its JAAS
             made[alias] = KafkaAcls(f"{alias}-acls", cluster=alias, bootstrap=access["bootstrap"],
-                                    admin_keystore=access["admin_keystore"], truststore=access["truststore"],
+                                    admin_keystore=pulumi.Output.secret(access["admin_keystore"]),
+                                    truststore=access["truststore"],
                                     acls=planned.apply(lambda p, a=alias: p[a]),
                                     users=pulumi.Output.secret(pulumi.Output.all(**users)) if users else None,
                                     mechanism=access["mechanism"],

@@ -93,8 +93,14 @@ class KafkaCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
+        # The ACL resource's listener where INTERNAL does not answer this machine (docker).
+        admin = {name: platform.admin_listener(name) for name in broker_names} \
+            if args.authorization and sec.secured else {}
+        admin = {name: listener for name, listener in admin.items() if listener is not None}
         if sec.secured:
             nodes = self._node_hosts([name for name, _ in controllers], broker_names)
+            for name, (advertised, _) in admin.items():  # the client checks the name it dialled
+                nodes[name] = sorted({*nodes[name], advertised.rpartition(":")[0]})
             certs = ClusterCertificates(f"{alias}-tls", ClusterCertificatesArgs(
                 cluster=alias, nodes=nodes, settings=sec.certificates), opts=child)
             self.tls = certs
@@ -104,8 +110,9 @@ class KafkaCluster(pulumi.ComponentResource):
                                             for name in args.principals}
         authorizer = acls.authorizer_settings() if args.authorization else {}
         admin_address = None
-        if args.authorization and certs:  # over INTERNAL, from where the program runs
-            admin_address = "%s:%d" % platform.host_address(broker_names[0], "internal")
+        if args.authorization and certs:  # from where the program runs: ADMIN, else INTERNAL
+            admin_address = admin[broker_names[0]][0] if admin else \
+                "%s:%d" % platform.host_address(broker_names[0], "internal")
         # One node at a time (rolling restarts, also on create): each depends on the
         # one before, and the engine starts a resource only once its dependencies are done.
         ctrls: list[pulumi.Resource] = []
@@ -146,6 +153,8 @@ class KafkaCluster(pulumi.ComponentResource):
             props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
                                              log_dir=platform.data_dir(name), broker_count=cluster.brokers,
                                              listen_host=platform.listen_host, overrides=overrides)
+            if name in admin:
+                props = security.with_admin_listener(props, advertised=admin[name][0], listen=admin[name][1])
             if (rack := platform.rack()) is not None:
                 props = broker.with_rack(props, rack)
             if cluster.node_ports is not None:  # the model allows it on kubernetes only

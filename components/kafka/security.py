@@ -18,6 +18,7 @@ FILE_PROVIDER = {
     "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
 }
 CLIENT_LISTENER, INTERNAL_LISTENER = "CLIENT", "INTERNAL"
+ADMIN_LISTENER = "ADMIN"  # docker: the ACL resource's way in from the host (Platform.admin_listener)
 JAAS_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -79,6 +80,16 @@ def broker_listener_settings(security, *, client: str, internal: str, listen_cli
         else:  # SCRAM: the broker keeps salted hashes in the metadata log, created after start
             props[f"{prefix}.sasl.jaas.config"] = f"{JAAS_MODULES[mechanism]} required;"
     return props
+
+
+def with_admin_listener(props: dict[str, str], *, advertised: str, listen: str) -> dict[str, str]:
+    """A secured broker's properties plus ADMIN: TLS with client certificates
+    (the global ssl.client.auth), for the ACL resource acting as a node."""
+    out = dict(props)
+    out["listeners"] += f",{ADMIN_LISTENER}://{listen}"
+    out["advertised.listeners"] += f",{ADMIN_LISTENER}://{advertised}"
+    out["listener.security.protocol.map"] += f",{ADMIN_LISTENER}:SSL"
+    return out
 
 
 def controller_tls_settings(keystore: str, truststore: str) -> dict[str, str]:

@@ -37,6 +37,7 @@ from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
 
 METRICS_PORT_NAME = "metrics"
+ADMIN_PORT_NAME = "admin"
 # Monitoring services: their files and ports inside the containers.
 PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
 GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
@@ -103,6 +104,13 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             self._host_ports[key] = hashed_host_port(self.port_base, "/".join(key), set(self._host_ports.values()))
             self._inside[(HOST, self._host_ports[key])] = inside
         return HOST, self._host_ports[key]
+
+    def admin_listener(self, service: str) -> tuple[str, str]:
+        """Published on 127.0.0.1 and advertised there: the ACL resource's
+        client, on this machine, reaches every broker at the address it is told."""
+        _, port = self.address(service, ADMIN_PORT_NAME)
+        host, published = self.host_address(service, ADMIN_PORT_NAME)
+        return f"{host}:{published}", f"{self.listen_host}:{port}"
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus (on the stack network) scrapes the service's JMX exporter."""

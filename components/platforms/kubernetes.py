@@ -139,6 +139,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             self._inside[(HOST, self._forwards[key])] = self.address(service, port_name)
         return self._forwards[key]
 
+    def admin_listener(self, service: str) -> None:
+        return None  # the model refuses authorization here so far (no listener the program reaches)
+
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         if self.rest_access == "in-cluster":
             return self.address(service, port_name)

@@ -9,6 +9,7 @@ containers of the Kafka image running Kafka's console clients (the brokers
 publish no port), exactly as another container of the stack would."""
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -22,7 +23,10 @@ import pytest
 import requests
 import yaml
 
+from mirrorstack.certificates.tls import keystore_parts
+from mirrorstack.kafka import security
 from mirrorstack.model.spec import load_topology
+from mirrorstack.properties import render_properties
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms import make_platform
@@ -150,7 +154,38 @@ def assert_validated(code: int, output: str, records: int) -> None:
     assert re.search(rf"source {records}  target {records}  matched {records}  missing 0  ", output), output[-3000:]
 
 
+def app_client(deployed, alias: str, user: str) -> str:
+    """Client properties of the application user `user` on the secure stack's `alias`
+    (SCRAM on edge, PLAIN with a client certificate on central), its CA and keys inline."""
+    dynamic = deployed.outputs_of(DYNAMIC)
+
+    def named(name: str) -> dict:  # the topology's prefix before the logical name
+        (found,) = [out for key, out in dynamic.items() if key == name or key.endswith(f"-{name}")]
+        return found
+    tls_out = named(f"{alias}-tls")
+    mechanism = "SCRAM-SHA-512" if alias == "edge" else "PLAIN"
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+             "sasl.jaas.config": security.jaas_config(mechanism, user, named(f"{alias}-{user}-password")["result"]),
+             "ssl.truststore.type": "PEM", "ssl.truststore.certificates": tls_out["truststore"]}
+    if alias == "central":  # mtls: any certificate of the CA; the SASL user is the principal
+        key, cert = keystore_parts(tls_out["leaves"]["client"])
+        props.update({"ssl.keystore.type": "PEM", "ssl.keystore.key": key, "ssl.keystore.certificate.chain": cert})
+    return render_properties(props)
+
+
+def run_as(deployed, alias: str, user: str, command: str, records: list[str] | None = None,
+           timeout: int = WAIT) -> tuple[int, str, str]:
+    """`command` (a Kafka tool's class and arguments; `{config}` is the user's client
+    properties) in a one-shot container on the stack's network, `records` on its stdin."""
+    config = base64.b64encode(app_client(deployed, alias, user).encode()).decode()
+    feed = f"printf '%s\\n' {' '.join(records)} | " if records else ""
+    script = (f"echo {config} | base64 -d > /tmp/client.properties && "
+              f"{feed}{KAFKA} {command.format(config='/tmp/client.properties')}")
+    return run_in_network(deployed, script, timeout=timeout)
+
+
 RECORD = re.compile(r"[a-z]+-[a-z]-[0-9]+")  # what `values` makes
+REFUSED = re.compile(r"AuthorizationException|authorization failed|not authorized", re.I)
 
 
 def values(region: str, batch: str) -> list[str]:
@@ -377,6 +412,43 @@ class TestSecure:
                     break
                 assert time.monotonic() < deadline, status
                 time.sleep(2)
+
+    def test_deny_by_default_and_mm2_replicates_with_only_its_derived_acls(self, secure):
+        """The secured clusters authorize on docker too: the ACL resource, run where `up`
+        runs, reached each broker at its published ADMIN listener. A user without ACLs is
+        refused; an application does what its section grants; MM2 copies its records with
+        only the rights derived for the flow."""
+        acls = {name.rpartition("-acls")[0].rpartition("-")[2]: out["acls"]
+                for name, out in secure.outputs_of(DYNAMIC).items() if name.endswith("-acls")}
+        assert any(" WRITE on TOPIC edge.orders " in line for line in acls["central"]), acls
+        assert not any(line.startswith("allow User:mirrorstack WRITE") for line in acls["edge"])
+        bootstrap = "{alias}-broker-0:9092"
+        code, out, err = run_as(secure, "edge", "newcomer-edge", (
+            "org.apache.kafka.tools.TopicCommand --bootstrap-server %s --command-config {config} --create "
+            "--if-not-exists --topic orders --partitions 1 --replication-factor 1") % bootstrap.format(alias="edge"))
+        assert code != 0 and REFUSED.search(out + err), (code, out[-2000:], err[-2000:])
+        sent = values("edge", "a")
+        edge, central = bootstrap.format(alias="edge"), bootstrap.format(alias="central")
+        code, out, err = run_as(secure, "edge", "orders-app", (
+            f"org.apache.kafka.tools.TopicCommand --bootstrap-server {edge} --command-config {{config}} --create "
+            "--if-not-exists --topic orders --partitions 2 --replication-factor 1"))
+        assert code == 0, (out[-2000:], err[-2000:])
+        code, out, err = run_as(secure, "edge", "orders-app", (
+            f"org.apache.kafka.tools.ConsoleProducer --bootstrap-server {edge} --topic orders "
+            "--producer.config {config} --producer-property acks=all"), records=sent)
+        assert code == 0, (out[-2000:], err[-2000:])
+        code, out, err = run_as(secure, "central", "reports-app", (
+            f"org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server {central} --topic edge.orders "
+            f"--consumer.config {{config}} --group reports-docker --from-beginning --max-messages {len(sent)} "
+            f"--timeout-ms {WAIT * 1000} --consumer-property isolation.level=read_committed "
+            # until MM2 creates it (a client may not: auto-creation would be refused as a CREATE)
+            "--consumer-property allow.auto.create.topics=false"), timeout=WAIT + 60)
+        assert sorted(v for v in out.split() if RECORD.fullmatch(v)) == sorted(sent), (
+            out[-3000:], err[-6000:], [line for line in acls["central"] if "reports-app" in line])
+        code, out, err = run_as(secure, "central", "reports-app", (  # it reads only
+            f"org.apache.kafka.tools.ConsoleProducer --bootstrap-server {central} --topic edge.orders "
+            "--producer.config {config} --producer-property max.block.ms=20000"), records=["x-x-1"])
+        assert REFUSED.search(out + err), (code, out[-2000:], err[-2000:])
 
     def test_secrets_are_files_0600_owned_by_the_images_user(self, secure):
         client = secure.mocks.client

@@ -489,3 +489,25 @@ def test_every_platform_runs_the_groups_supervisor_with_its_rest_credentials_onl
     assert local["argv"][1:] == ["-m", "mirrorstack.connect.supervisor", f"{folder_}/{SUPERVISOR}/config.json"]
     assert FAKE_PASSWORD_MARK in json.dumps(local["secret_files"])
     assert FAKE_PASSWORD_MARK not in json.dumps(local["files"])
+
+
+def test_docker_acls_reach_every_broker_at_its_published_admin_listener(docker_secure):
+    """The ACL resource runs where `up` runs: each broker advertises an ADMIN listener
+    (TLS, node certificates only) at its port published on 127.0.0.1, whose address its
+    certificate names; INTERNAL stays unpublished and advertised by container name."""
+    mocks, built = docker_secure
+    containers = docker_containers(mocks)
+    dynamic = {r.name: r.inputs for r in mocks.resources if r.typ.startswith("pulumi-python:dynamic")}
+    for alias in ("edge", "central"):
+        broker = f"{alias}-broker-0"
+        container = containers[broker]
+        (published,) = _ints([p for p in container["ports"] if p["ip"] == "127.0.0.1"])
+        props = dict(line.split("=", 1) for line in uploads_of(container)[f"{folder(broker)}/server.properties"][
+            "content"].splitlines() if "=" in line and not line.startswith("#"))
+        assert f"ADMIN://127.0.0.1:{published['external']}" in props["advertised.listeners"]
+        assert f"ADMIN://0.0.0.0:{published['internal']}" in props["listeners"]
+        assert "ADMIN:SSL" in props["listener.security.protocol.map"] and props["ssl.client.auth"] == "required"
+        assert f"INTERNAL://{broker}:" in props["advertised.listeners"]
+        assert dynamic[f"{alias}-acls"]["bootstrap"] == f"127.0.0.1:{published['external']}"
+        assert "127.0.0.1" in dynamic[f"{alias}-tls"]["nodes"][broker]
+        assert props["authorizer.class.name"].endswith("StandardAuthorizer")

@@ -56,6 +56,9 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         port; on local it is the address the services use among themselves."""
         return self.address(service, port_name)
 
+    def admin_listener(self, service: str) -> None:
+        return None  # INTERNAL is on 127.0.0.1 already
+
     def service_dir(self, service: str) -> str:
         return str(self.base_dir / service)
 
