@@ -201,7 +201,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                                     truststore=access["truststore"],
                                     acls=planned.apply(lambda p, a=alias: p[a]),
                                     users=pulumi.Output.secret(pulumi.Output.all(**users)) if users else None,
-                                    mechanism=access["mechanism"],
+                                    mechanism=access["mechanism"], tunnels=access["tunnels"],
                                     opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.ready))
             cluster.client_resources.append(made[alias])  # Connect (so MM2, validation) waits for its rights
         return made

@@ -23,10 +23,14 @@ def _say(cluster: str, line: str) -> None:
     print(f"mirrorstack: {cluster} ACLs: {line}", file=sys.stderr, flush=True)
 
 
-def _admin(props):
+def admin_client(props):
+    """An AdminClient acting as the node whose keystore the resource holds (a super user)."""
     from confluent_kafka.admin import AdminClient
 
     from mirrorstack.certificates.tls import keystore_parts
+    from mirrorstack.platforms import kube_tunnel
+    for tunnel in props.get("tunnels") or []:  # kubernetes: every broker's ADMIN port-forward, first
+        kube_tunnel.local(tunnel)
     key, cert = keystore_parts(props["admin_keystore"])
     return AdminClient({"bootstrap.servers": props["bootstrap"], "security.protocol": "SSL",
                         "ssl.ca.pem": props["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
@@ -87,7 +91,7 @@ def _apply(props, old_lines, new_lines, old_users, new_users) -> None:
 
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, \
         UserScramCredentialUpsertion
-    cluster, admin = props["cluster"], _admin(props)
+    cluster, admin = props["cluster"], admin_client(props)
     scram = (props.get("mechanism") or "").startswith("SCRAM-")  # PLAIN's users live in the brokers' JAAS
     mechanism = ScramMechanism[props["mechanism"].replace("-", "_")] if scram else None
     users = {u: p for u, p in (new_users or {}).items() if (old_users or {}).get(u) != p}
@@ -142,7 +146,7 @@ class KafkaAclsProvider(ResourceProvider):
         """Refresh: an ACL someone deleted drops out of state, so the next `up` puts it back."""
         from mirrorstack.kafka.acls import Acl
         lines = props.get("acls") or []
-        present = _present(_admin(props), _acls(lines))
+        present = _present(admin_client(props), _acls(lines))
         kept = [line for line in lines if Acl.parse(line)[0] in present]
         if len(kept) < len(lines):
             _say(props["cluster"], f"{len(lines) - len(kept)} ACLs missing: " + "; ".join(
@@ -158,9 +162,11 @@ class KafkaAcls(Resource, module="kafka", name="KafkaAcls"):
     acls: pulumi.Output[list]
 
     def __init__(self, name: str, *, cluster: str, bootstrap: str, admin_keystore, truststore, acls,
-                 users=None, mechanism: str | None = None, opts: pulumi.ResourceOptions | None = None):
+                 users=None, mechanism: str | None = None, tunnels: list[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         super().__init__(KafkaAclsProvider(), resource_name, {
             "cluster": cluster, "bootstrap": bootstrap, "admin_keystore": admin_keystore, "truststore": truststore,
             "acls": acls, "users": users or {}, "mechanism": mechanism,
+            **({"tunnels": tunnels} if tunnels else {}),  # kubernetes (port-forward): opened before any call
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=SECRET_INPUTS)))

@@ -99,7 +99,7 @@ class KafkaCluster(pulumi.ComponentResource):
         admin = {name: listener for name, listener in admin.items() if listener is not None}
         if sec.secured:
             nodes = self._node_hosts([name for name, _ in controllers], broker_names)
-            for name, (advertised, _) in admin.items():  # the client checks the name it dialled
+            for name, (advertised, _, _) in admin.items():  # the client checks the name it dialled
                 nodes[name] = sorted({*nodes[name], advertised.rpartition(":")[0]})
             certs = ClusterCertificates(f"{alias}-tls", ClusterCertificatesArgs(
                 cluster=alias, nodes=nodes, settings=sec.certificates), opts=child)
@@ -177,7 +177,8 @@ class KafkaCluster(pulumi.ComponentResource):
             self._deployed_clients(sec, certs, password)
             if admin_address is not None:  # the ACL resource acts as the first broker (a super user)
                 self.admin_access = {"bootstrap": admin_address, "admin_keystore": certs.keystore(broker_names[0]),
-                                     "truststore": certs.truststore, "mechanism": sec.sasl_mechanism}
+                                     "truststore": certs.truststore, "mechanism": sec.sasl_mechanism,
+                                     "tunnels": [tunnel for _, _, tunnel in admin.values() if tunnel]}
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
 

@@ -17,9 +17,6 @@ from mirrorstack.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_
 from mirrorstack.model.paths import field_path as _path
 from mirrorstack.spark.flows import FlowSelection
 
-# Where the ACL resource reaches a secured cluster's brokers as a node (Platform.admin_listener).
-AUTHORIZING_PLATFORMS = ("local", "docker")
-
 # Flow and Topology in the annotations are mirrorstack.model.spec's, not imported: the
 # model imports these rules (one direction), which only read its objects.
 
@@ -464,9 +461,6 @@ def _security_problems(t: Topology) -> Iterator[str]:
             yield (f"{_path((*where, 'authorization'))}: ACLs need clients with a name, and {sec.protocol} "
                    f"{'without mtls ' if sec.protocol == 'SSL' else ''}gives none; fix: use protocol SASL_SSL "
                    "(or SSL with mtls: true), or remove authorization")
-        elif sec.authorization and t.platform not in AUTHORIZING_PLATFORMS:
-            yield (f"{_path((*where, 'authorization'))}: ACLs are applied on the local and docker platforms "
-                   f"only so far (not {t.platform}); fix: remove authorization")
     yield from _principal_problems(t)
 
 

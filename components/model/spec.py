@@ -20,7 +20,7 @@ from mirrorstack.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, conne
 from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
-from mirrorstack.model.rules import AUTHORIZING_PLATFORMS, rule_problems
+from mirrorstack.model.rules import rule_problems
 from mirrorstack.model.strict import StrictModel as _Model
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.versions import official_image
@@ -118,7 +118,7 @@ class Security(_Model):
     authorization: bool | None = Field(None, description=(
         "Run KRaft's StandardAuthorizer, deny by default: every principal may do only what an ACL grants "
         "(brokers and controllers are super users). Default: on wherever clients prove who they are "
-        "(SASL_SSL, or SSL with mtls) on the local and docker platforms; false turns it off."))
+        "(SASL_SSL, or SSL with mtls), on every platform; false turns it off."))
     certificates: Certificates = Field(Certificates(), description=(
         "Validity and renewal of the generated certificates, and CA rotation (SSL and SASL_SSL)."))
 
@@ -774,7 +774,7 @@ class Topology(_Model):
         sec = cluster.security
         if cluster.is_external or not sec.identifies_clients:
             return False
-        return sec.authorization if sec.authorization is not None else self.platform in AUTHORIZING_PLATFORMS
+        return sec.authorization is not False  # unset: on
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
         return FlowSelection.of(flow).remote(topic)

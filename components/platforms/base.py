@@ -113,12 +113,13 @@ class Platform(Protocol):
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         """How this machine (the Pulumi program, its dynamic resources) reaches it."""
 
-    def admin_listener(self, service: str) -> tuple[str, str] | None:
+    def admin_listener(self, service: str) -> tuple[str, str, str | None] | None:
         """A broker's listener for this machine's ACL resource, where its
         INTERNAL one, advertised by a name only the platform's network
         resolves, is not enough (a Kafka client goes on to every broker's
-        advertised address): (advertised, listen) "host:port", or None where
-        INTERNAL answers this machine as it is (local)."""
+        advertised address): (advertised, listen) "host:port" and the kube://
+        tunnel (kube_tunnel) the resource opens first, if any; None where
+        INTERNAL answers this machine as it is (local, kubernetes in-cluster)."""
 
     def host_url(self, service: str, port_name: str) -> str:
         """The HTTP URL by which this machine reaches it (Connect's REST API):

@@ -34,6 +34,7 @@ from mirrorstack.platforms.java_service import JavaRuntime
 from mirrorstack.versions import jmx_exporter_version
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
+ADMIN_PORT_NAME = "admin"  # a broker's listener for the ACL resource (Platform.admin_listener)
 FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>
 JOB_DIR = "/opt/mirrorstack/validation"  # the Spark validation job's files
 CLIENTS_ROOT = "/etc/mirrorstack/clients"  # a cluster's client folder: CLIENTS_ROOT/<alias>

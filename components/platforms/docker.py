@@ -29,7 +29,7 @@ from mirrorstack.validation.job_config import spark_submit_argv
 from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
     IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label, image_jmx_agent,
     image_runtime, image_spark_jars, probe_command, python_service,
 )
@@ -37,7 +37,6 @@ from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
 
 METRICS_PORT_NAME = "metrics"
-ADMIN_PORT_NAME = "admin"
 # Monitoring services: their files and ports inside the containers.
 PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
 GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
@@ -105,12 +104,12 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             self._inside[(HOST, self._host_ports[key])] = inside
         return HOST, self._host_ports[key]
 
-    def admin_listener(self, service: str) -> tuple[str, str]:
+    def admin_listener(self, service: str) -> tuple[str, str, None]:
         """Published on 127.0.0.1 and advertised there: the ACL resource's
         client, on this machine, reaches every broker at the address it is told."""
         _, port = self.address(service, ADMIN_PORT_NAME)
         host, published = self.host_address(service, ADMIN_PORT_NAME)
-        return f"{host}:{published}", f"{self.listen_host}:{port}"
+        return f"{host}:{published}", f"{self.listen_host}:{port}", None
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus (on the stack network) scrapes the service's JMX exporter."""

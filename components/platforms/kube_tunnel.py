@@ -34,8 +34,11 @@ class TunnelError(RuntimeError):
 
 
 def address(namespace: str, kind: str, name: str, port: int, *, context: str | None = None,
-            kubeconfig: str | None = None) -> str:
-    query = urlencode({k: v for k, v in (("context", context), ("kubeconfig", kubeconfig)) if v})
+            kubeconfig: str | None = None, local_port: int | None = None) -> str:
+    """`local_port`: open the tunnel on that port of 127.0.0.1 (a Kafka listener
+    advertised there), not on a free one."""
+    query = urlencode({k: v for k, v in (("context", context), ("kubeconfig", kubeconfig),
+                                          ("local", str(local_port) if local_port else None)) if v})
     return f"{SCHEME}://{namespace}/{kind}/{name}:{port}" + (f"?{query}" if query else "")
 
 
@@ -91,13 +94,16 @@ def local(url: str, scheme: str = "http") -> str:
         argv = [kubectl(), "port-forward", "--namespace", namespace, "--address", "127.0.0.1",
                 *(["--context", options["context"]] if "context" in options else []),
                 *(["--kubeconfig", options["kubeconfig"]] if "kubeconfig" in options else []),
-                f"{kind}/{name}", f":{port}"]
+                f"{kind}/{name}", f"{options.get('local', '')}:{port}"]
         failures = []
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
             try:
                 local_port = _read_port(proc)
+                if options.get("local") and local_port != int(options["local"]):
+                    proc.kill()
+                    raise TunnelError(f"kubectl listens on {local_port}, not on the asked {options['local']}")
                 break
             except TunnelError as exc:
                 failures.append(f"try {attempt}: {exc}")

@@ -52,7 +52,8 @@ from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID, JOB_DIR,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID,
+    JOB_DIR,
     container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
@@ -139,8 +140,17 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             self._inside[(HOST, self._forwards[key])] = self.address(service, port_name)
         return self._forwards[key]
 
-    def admin_listener(self, service: str) -> None:
-        return None  # the model refuses authorization here so far (no listener the program reaches)
+    def admin_listener(self, service: str) -> tuple[str, str, str] | None:
+        """port-forward: advertised on 127.0.0.1 at the port its tunnel opens
+        there (the stack's own, deterministic), so the ACL resource reaches every
+        broker at the address it is told. In-cluster: INTERNAL answers."""
+        if self.rest_access == "in-cluster":
+            return None
+        _, port = self.address(service, ADMIN_PORT_NAME)
+        local_port = self._forward_port(service, ADMIN_PORT_NAME)
+        tunnel = kube_tunnel.address(self.namespace, "service", self._label(service), port,
+                                     context=pulumi.Config("kubernetes").get("context"), local_port=local_port)
+        return f"{HOST}:{local_port}", f"{self.listen_host}:{port}", tunnel
 
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         if self.rest_access == "in-cluster":

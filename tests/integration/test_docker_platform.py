@@ -27,7 +27,9 @@ from mirrorstack.certificates.tls import keystore_parts
 from mirrorstack.kafka import security
 from mirrorstack.model.spec import load_topology
 from mirrorstack.properties import render_properties
-from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK
+from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK, RESTARTS_TOTAL
+from mirrorstack.kafka.acl_resource import acl_binding, acl_filter, admin_client
+from mirrorstack.kafka.acls import Acl
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms import make_platform
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
@@ -335,7 +337,10 @@ def assert_destroyed(deployed) -> None:
 
 @pytest.fixture(scope="class")
 def secure(engine):
-    yield from bring_up(engine, "secure")
+    # self-healing on a schedule a test watches run (seconds, where users have minutes)
+    healing = {"backoff_seconds": 2, "max_restarts": 10, "check_seconds": 1}
+    yield from bring_up(engine, "secure", connect={"central": {"kafka": "central", "rest_auth": True,
+                                                               "self_healing": healing}})
 
 
 def generated_secrets(deployed) -> dict[str, str]:
@@ -443,12 +448,53 @@ class TestSecure:
             f"--timeout-ms {WAIT * 1000} --consumer-property isolation.level=read_committed "
             # until MM2 creates it (a client may not: auto-creation would be refused as a CREATE)
             "--consumer-property allow.auto.create.topics=false"), timeout=WAIT + 60)
-        assert sorted(v for v in out.split() if RECORD.fullmatch(v)) == sorted(sent), (
-            out[-3000:], err[-6000:], [line for line in acls["central"] if "reports-app" in line])
+        assert sorted(v for v in out.split() if RECORD.fullmatch(v)) == sorted(sent), (out[-3000:], err[-6000:])
         code, out, err = run_as(secure, "central", "reports-app", (  # it reads only
             f"org.apache.kafka.tools.ConsoleProducer --bootstrap-server {central} --topic edge.orders "
             "--producer.config {config} --producer-property max.block.ms=20000"), records=["x-x-1"])
         assert REFUSED.search(out + err), (code, out[-2000:], err[-2000:])
+        self._healed_without_up(secure, sent)
+
+    @staticmethod
+    def _healed_without_up(secure, sent: list[str]) -> None:
+        """Self-healing on docker: MM2's write right on central revoked while records
+        flow, the source task FAILS and the supervisor's container restarts it; the right
+        back, every record arrives exactly once with no `up`."""
+        (central_acls,) = [out for name, out in secure.outputs_of(DYNAMIC).items() if name.endswith("central-acls")]
+        admin = admin_client(central_acls)  # as a node, at central's published ADMIN listener
+        write = Acl("User:mirrorstack", "TOPIC", "edge.orders", "LITERAL", "WRITE")
+        supervisor = stack_containers(secure.mocks, "secure")[SUPERVISOR]
+        read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                "'http://127.0.0.1:9405/metrics', timeout=5).read().decode())"]
+        counter = re.compile(re.escape(f'{RESTARTS_TOTAL}{{connect="central",connector="edge->central.'
+                                       'MirrorSourceConnector"}') + r" ([0-9.]+)$", re.M)
+
+        def restarts() -> float:
+            return float(counter.search(exec_output(supervisor, read))[1])
+        assert restarts() == 0
+        for future in admin.delete_acls([acl_filter(write)], request_timeout=30).values():
+            future.result(timeout=30)
+        more = values("edge", "b")
+        code, out, err = run_as(secure, "edge", "orders-app", (
+            "org.apache.kafka.tools.ConsoleProducer --bootstrap-server edge-broker-0:9092 --topic orders "
+            "--producer.config {config} --producer-property acks=all"), records=more)
+        assert code == 0, (out[-2000:], err[-2000:])
+        deadline = time.monotonic() + WAIT
+        while restarts() < 1:
+            assert time.monotonic() < deadline, supervisor.logs(tail=30)
+            time.sleep(1)
+        assert "TopicAuthorizationException" in supervisor.logs(tail=200).decode(errors="replace")
+        for future in admin.create_acls([acl_binding(write)], request_timeout=30).values():
+            future.result(timeout=30)
+        granted = time.monotonic()
+        code, out, err = run_as(secure, "central", "reports-app", (
+            "org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server central-broker-0:9092 "
+            f"--topic edge.orders --consumer.config {{config}} --group reports-healed --from-beginning "
+            f"--max-messages {len(sent) + len(more)} --timeout-ms {WAIT * 1000} "
+            "--consumer-property isolation.level=read_committed"), timeout=WAIT + 60)
+        assert sorted(v for v in out.split() if RECORD.fullmatch(v)) == sorted(sent + more), (out[-3000:], err[-3000:])
+        print(f"\ndocker: healed and read back {time.monotonic() - granted:.0f} s after the grant "
+              f"({restarts():.0f} restarts in all)")
 
     def test_secrets_are_files_0600_owned_by_the_images_user(self, secure):
         client = secure.mocks.client

@@ -332,11 +332,12 @@ def secure(deployer, tmp_path_factory):
         yield project
 
 
-def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: int) -> str:
+def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: int,
+                    credentials: dict | None = None, expect: int | None = 0) -> str:
     """Create `topic` on `alias` and write `records` records to it with Kafka's own tools, run in
-    `pod` (a Connect worker: it mounts every cluster's client Secret) with the client settings the
-    stack gives Connect; the secret ones are read from the mounted file inside the pod, so no
-    secret crosses kubectl. Returns the producer's summary."""
+    `pod` (a Connect worker: it mounts every cluster's client Secret) as the application principal
+    of `credentials` (stack output principal_credentials), its JAAS line on kubectl's stdin, never
+    in an argument. Returns what the tools printed (stdout and stderr)."""
     from mirrorstack.kafka import security
     from mirrorstack.platforms.containers import IMAGE_JAVA, IMAGE_KAFKA_LIBS
     from mirrorstack.platforms.kubernetes import KubernetesPlatform
@@ -347,12 +348,15 @@ def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: i
     lines = "\n".join(f"{k}={v}" for k, v in {**plain, "bootstrap.servers": bootstrap, "acks": "all"}.items())
     props = f"/tmp/{alias}-client.properties"
     java = f"{IMAGE_JAVA} -Xmx96m -cp '{IMAGE_KAFKA_LIBS}/*'"  # small: it shares the worker's memory limit
-    script = (f"printf '%s\\n' '{lines}' > {props} && cat {folder}/{security.CLIENT_SECRETS_FILE} >> {props} && "
+    jaas = security.jaas_config(credentials["mechanism"], credentials["username"], credentials["password"])
+    script = (f"printf '%s\\n' '{lines}' > {props} && cat >> {props} && "
               f"{java} org.apache.kafka.tools.TopicCommand --bootstrap-server {bootstrap} --command-config {props} "
               f"--create --if-not-exists --topic {topic} --partitions 2 --replication-factor 1 && "
               f"{java} org.apache.kafka.tools.ProducerPerformance --topic {topic} --num-records {records} "
-              f"--record-size 100 --throughput -1 --producer.config {props}; status=$?; rm -f {props}; exit $status")
-    return kube.kubectl("exec", "--namespace", SECURE_NAMESPACE, pod, "--", "sh", "-c", script, timeout=240)
+              f"--record-size 100 --throughput -1 --producer.config {props} --producer-props max.block.ms=30000; "
+              f"status=$?; rm -f {props}; exit $status")
+    return kube.kubectl("exec", "-i", "--namespace", SECURE_NAMESPACE, pod, "--", "sh", "-c", f"({script}) 2>&1",
+                        stdin=f"sasl.jaas.config={jaas}\n", expect=expect, timeout=240)
 
 
 def _state_secrets(project) -> dict[str, str]:
@@ -379,8 +383,16 @@ def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure):
     out = project.outputs()
     assert {s["state"] for states in out["flows"].values() for s in states.values()} == {"RUNNING"}
     worker = "connect-central-0-0"
-    summary = _produce_inside(worker, "edge", out["clusters"]["edge"], "orders", SECURE_RECORDS)
+    # Deny by default (the ACL resource reached each broker through its own port-forward): a user
+    # without ACLs is refused; the application writes what its section grants; MM2, the validation
+    # Job below and Connect work with only their derived ACLs.
+    users = out["principal_credentials"]
+    refused = _produce_inside(worker, "edge", out["clusters"]["edge"], "orders", 1, users["newcomer-edge"],
+                              expect=None)
+    assert re.search(r"AuthorizationException|authorization failed|not authorized", refused, re.I), refused
+    summary = _produce_inside(worker, "edge", out["clusters"]["edge"], "orders", SECURE_RECORDS, users["orders-app"])
     assert f"{SECURE_RECORDS} records sent" in summary, summary
+    assert not [line for line in out["acls"]["edge"] if line.startswith("allow User:mirrorstack WRITE")]
     # the validation Job reads both clusters over SASL_SSL (central with its client certificate) and
     # reconciles every record of edge's `orders` with central's copy, read_committed (exactly-once)
     project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "60")
@@ -402,7 +414,12 @@ def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure):
     held = kube.kubectl("get", "secrets", "--namespace", SECURE_NAMESPACE, "-o", "json", timeout=60)
     stored = "\n".join(base64.b64decode(v).decode() for item in json.loads(held)["items"]
                        for v in (item.get("data") or {}).values())
-    assert [n for n, secret in secrets.items() if "password" in n and secret not in stored] == []
+    # SCRAM application users (edge's) are created through the Admin API: the cluster holds only their
+    # salted hashes, no Secret their password
+    scram_apps = {f"secure-edge-{name}-password password" for name in ("orders-app", "newcomer-edge")}
+    apps = [n for n in secrets if n.rpartition("::")[2] in scram_apps]
+    assert len(apps) == 2 and [n for n in apps if secrets[n] in stored] == [], list(secrets)
+    assert [n for n, secret in secrets.items() if "password" in n and n not in apps and secret not in stored] == []
     assert [n for n, secret in secrets.items() if " ca_key " in n and secret in stored] == []
     _destroy(project, SECURE_NAMESPACE)
 

@@ -35,10 +35,8 @@ def fast_first_rebalance(topology: dict) -> None:
 
 
 def on_platform(topology: dict, platform: str) -> dict:
-    """A local stack file's topology on another platform: on kubernetes without its
-    application principals (ACLs are applied on local and docker only so far)."""
-    dropped = ("principals",) if platform == "kubernetes" else ()
-    return {**{k: v for k, v in topology.items() if k not in dropped}, "platform": platform}
+    """A local stack file's topology on another platform."""
+    return {**topology, "platform": platform}
 
 
 def on_c1_only(topology: dict) -> dict:

@@ -116,9 +116,6 @@ def test_who_authorizes_by_default():
 @pytest.mark.parametrize("change, message", [
     ({"clusters": {"a": {"security": {"protocol": "SSL", "authorization": True}}, "b": {}}},
      "clusters.a.security.authorization: ACLs need clients with a name"),
-    ({"platform": "kubernetes", "clusters": {"a": {"security": {"protocol": "SASL_SSL", "authorization": True}},
-                                             "b": {}}},
-     "clusters.a.security.authorization: ACLs are applied on the local and docker platforms only so far"),
     ({"principals": {"app": {"cluster": "nowhere", "allow": []}}}, "principals.app.cluster: unknown cluster"),
     ({"principals": {"app": {"cluster": "b", "allow": []}}}, "principals.app.cluster: b has no SASL users"),
     ({"principals": {"mirrorstack": {"cluster": "a", "allow": []}}}, "is mirrorstack's own user on a"),

@@ -511,3 +511,27 @@ def test_docker_acls_reach_every_broker_at_its_published_admin_listener(docker_s
         assert dynamic[f"{alias}-acls"]["bootstrap"] == f"127.0.0.1:{published['external']}"
         assert "127.0.0.1" in dynamic[f"{alias}-tls"]["nodes"][broker]
         assert props["authorizer.class.name"].endswith("StandardAuthorizer")
+
+
+def test_k8s_acls_reach_every_broker_through_its_own_port_forward(k8s_secure):
+    """port-forward: each broker advertises ADMIN on 127.0.0.1 at the stack's own local
+    port of its tunnel, which the ACL resource opens (kubectl port-forward) before any call."""
+    mocks, built = k8s_secure
+    platform = built["platform"]
+    dynamic = {r.name: r.inputs for r in mocks.resources if r.typ.startswith("pulumi-python:dynamic")}
+    for alias in ("edge", "central"):
+        broker = f"{alias}-broker-0"
+        props = dict(line.split("=", 1) for line in manifests(built, "ConfigMap")[f"{broker}-files"]["data"][
+            "server.properties"].splitlines() if "=" in line and not line.startswith("#"))
+        _, port = platform.address(broker, "admin")
+        (advertised,) = [a for a in props["advertised.listeners"].split(",") if a.startswith("ADMIN://")]
+        local_port = int(advertised.rpartition(":")[2])
+        assert advertised == f"ADMIN://127.0.0.1:{local_port}" and f"ADMIN://0.0.0.0:{port}" in props["listeners"]
+        (service,) = [s for s in manifests(built, "Service").values() if s["metadata"]["name"] == broker]
+        assert {"name": "admin", "port": port, "targetPort": port} in _ints(service["spec"]["ports"])
+        acl = dynamic[f"{alias}-acls"]
+        assert acl["bootstrap"] == f"127.0.0.1:{local_port}"
+        assert acl["tunnels"] == [f"kube://mirrorstack-{STACK}/service/{broker}:{port}?local={local_port}"]
+        assert "127.0.0.1" in dynamic[f"{alias}-tls"]["nodes"][broker]
+    in_cluster = KubernetesPlatform(STACK, rest_access="in-cluster")
+    assert in_cluster.admin_listener("edge-broker-0") is None  # the program is in the cluster: INTERNAL answers
