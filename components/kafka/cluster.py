@@ -93,7 +93,7 @@ class KafkaCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
-        # The ACL resource's listener where INTERNAL does not answer this machine (docker).
+        # The ACL resource's listener where INTERNAL does not answer this machine (docker, kubernetes).
         admin = {name: platform.admin_listener(name) for name in broker_names} \
             if args.authorization and sec.secured else {}
         admin = {name: listener for name, listener in admin.items() if listener is not None}

@@ -18,7 +18,7 @@ FILE_PROVIDER = {
     "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
 }
 CLIENT_LISTENER, INTERNAL_LISTENER = "CLIENT", "INTERNAL"
-ADMIN_LISTENER = "ADMIN"  # docker: the ACL resource's way in from the host (Platform.admin_listener)
+ADMIN_LISTENER = "ADMIN"  # the ACL resource's way in from where `up` runs (Platform.admin_listener)
 JAAS_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",

@@ -29,9 +29,9 @@ from mirrorstack.validation.job_config import spark_submit_argv
 from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
-    IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label, image_jmx_agent,
-    image_runtime, image_spark_jars, probe_command, python_service,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
+    IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label,
+    image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports

@@ -52,9 +52,8 @@ from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, IMAGE_SPARK_UID,
-    JOB_DIR,
-    container_port, container_script, dns_label, image_runtime, image_spark_jars,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
+    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
 from mirrorstack.platforms.java_service import java_service
