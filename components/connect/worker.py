@@ -12,6 +12,11 @@ def worker_defaults() -> dict[str, str]:
         # Source offsets committed every 10 s, not 60 s: a crashed worker's tasks re-copy
         # about 10 s of records (at-least-once duplicates), not a minute's.
         "offset.flush.interval.ms": "10000",
+        # A departed worker's connectors and tasks are reassigned at once, not held UNASSIGNED
+        # for up to Kafka's 5 minutes in case it returns: a rolled worker's connector stayed
+        # UNASSIGNED past the roll's 180 s health wait (a suite run), failing `up`; mirrorstack
+        # rolls one worker at a time, so the churn the delay saves is one rebalance.
+        "scheduled.rebalance.max.delay.ms": "0",
     }
 
 

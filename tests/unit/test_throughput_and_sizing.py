@@ -93,12 +93,19 @@ def test_shipped_stacks_leave_discovery_to_the_default_except_the_demo():
         assert {f.get("refresh_seconds") for f in flows} == {expected}, path
 
 
-def test_workers_commit_source_offsets_every_10_seconds_unless_set():
+@pytest.mark.parametrize("key, default, kafkas", [
+    # source offsets committed every 10 s: a crashed worker's tasks re-copy 10 s of records, not a minute's
+    ("offset.flush.interval.ms", "10000", "60000"),
+    # a departed worker's connectors reassigned at once: Kafka holds them UNASSIGNED up to 5 minutes,
+    # past a roll's health wait
+    ("scheduled.rebalance.max.delay.ms", "0", "300000"),
+])
+def test_worker_defaults_where_kafkas_do_not_fit_unless_set(key, default, kafkas):
     props = worker_properties("g", bootstrap_servers="b:9092", host="h", rest_port=8083, kafka_broker_count=1)
-    assert props["offset.flush.interval.ms"] == "10000" == worker_defaults()["offset.flush.interval.ms"]
+    assert props[key] == default == worker_defaults()[key]
     props = worker_properties("g", bootstrap_servers="b:9092", host="h", rest_port=8083, kafka_broker_count=1,
-                              overrides={"offset.flush.interval.ms": "60000"})
-    assert props["offset.flush.interval.ms"] == "60000"
+                              overrides={key: kafkas})
+    assert props[key] == kafkas
 
 
 def test_workers_find_plugins_by_their_manifests_unless_set():
