@@ -212,7 +212,7 @@ def external_principal(security) -> str:
     """The principal mirrorstack's clients are on an external cluster, as its
     authorizer sees them (Kafka's default principal builder)."""
     if security.protocol.startswith("SASL_"):
-        return f"User:{security.username or '<username>'}"
+        return f"User:{security.username}"  # the model requires it with SASL
     if security.mtls:
         return "User:<your-client-certificate-subject>"
     return "User:ANONYMOUS"  # no name: what Kafka calls every such client

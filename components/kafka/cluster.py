@@ -94,9 +94,8 @@ class KafkaCluster(pulumi.ComponentResource):
 
         broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
         # The ACL resource's listener where INTERNAL does not answer this machine (docker, kubernetes).
-        admin = {name: platform.admin_listener(name) for name in broker_names} \
+        admin = {name: listener for name in broker_names if (listener := platform.admin_listener(name))} \
             if args.authorization and sec.secured else {}
-        admin = {name: listener for name, listener in admin.items() if listener is not None}
         if sec.secured:
             nodes = self._node_hosts([name for name, _ in controllers], broker_names)
             for name, (advertised, _, _) in admin.items():  # the client checks the name it dialled

@@ -100,10 +100,7 @@ def local(url: str, scheme: str = "http") -> str:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
             try:
-                local_port = _read_port(proc)
-                if options.get("local") and local_port != int(options["local"]):
-                    proc.kill()
-                    raise TunnelError(f"kubectl listens on {local_port}, not on the asked {options['local']}")
+                local_port = _read_port(proc)  # with `local`, that port: kubectl binds it or fails
                 break
             except TunnelError as exc:
                 failures.append(f"try {attempt}: {exc}")
