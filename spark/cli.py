@@ -72,8 +72,9 @@ Method
    validated together (identity aggregation: us.orders and uk.orders into
    central's `orders`).
 3. Wait, bounded by wait_seconds with progress on stderr, until each target
-   topic holds at least as many records as its sources' windows; then read the
-   target fully (earliest to latest).
+   partition holds at least as many records as its sources' windows put there
+   (per partition: while the sources take new records, one partition running
+   ahead must not hide another behind); then read the target to its end.
 4. Records are matched on (partition, timestamp, sha256(key), sha256(value),
    sha256 of headers) — never on offsets — with multiplicity: occurrences of a
    match key are numbered (row_number by offset) on both sides and the two
@@ -91,7 +92,10 @@ Method
      "wait-rate" (the default), more records in flight than the target took during the wait, scaled to
      another wait of the same bound, fail the group;
    - duplicates: target occurrences beyond the source multiplicity of a key;
-   - extras: target records whose key no source record has;
+   - extras: target records whose key no source record has; copies of records
+     the sources took after the snapshot (applications writing while the job
+     runs) are set aside first, counted as `after_snapshot`, and checked by
+     the next run;
    - out_of_order: per target partition, over matched pairs in target-offset
      order, pairs whose source offset is lower than the previous pair's (per
      source: identity merges interleave sources legitimately);
@@ -133,6 +137,7 @@ Report (`--out FILE`, JSON)
         "stalled": int, "stalled_partitions": [int],   # of the missing: stuck after the last arrival
         "in_flight_bound": int | null,                 # in flight that the wait's rate justifies
         "duplicates": int, "extras": int, "out_of_order": int,
+        "after_snapshot": int,                         # copies of newer source records, set aside
         "purged": int, "purged_evidence": str,
         "purged_partitions": [{"flow", "topic", "partition", "purged", "pending", "log_start"}],
         "samples": {"missing" | "in_flight": [{"flow", "topic", "partition", "source_offset",

@@ -41,6 +41,15 @@ class WaitProgress:
         return int(self.taken(group) / waited * max(wait_seconds, waited))
 
 
+def partitions_behind(expected: dict[int, int], held: dict[int, int], held_total: int) -> int:
+    """Records the target still lacks: per partition it holds (`held`, {partition:
+    records}), against what its sources' windows put there (`expected`). Partitions
+    the target does not have count in the topic's total only (a wrong partition
+    count is the report's `partitions_ok`, not a reason to wait)."""
+    short = sum(max(0, n - held[p]) for p, n in expected.items() if p in held)
+    return max(short, sum(expected.values()) - held_total)
+
+
 def why(kind: str) -> str:
     """The reason a record counted where it did, for the report's samples."""
     return {

@@ -14,7 +14,7 @@ from typing import Callable
 from .checkpoints import checkpoints_frame, latest_checkpoints
 from .config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
 from .offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
-from .progress import WaitProgress, why
+from .progress import WaitProgress, partitions_behind, why
 from .purged import purged_for_group
 from .report import group_failures
 from .spark_io import hashed_records, read_kafka, read_whole_topic, tasks_for
@@ -140,23 +140,46 @@ class Validator:
         return frame
 
     # -- the frames
-    def source_frame(self, group: Group, snap):
+    def _member_range(self, m: Member, ranges: dict[int, tuple[int, int]]):
+        """The source records of `m` in {partition: (begin, end)} offsets, hashed, in the window, with `src`."""
         from pyspark.sql import functions as F
+        raw = read_kafka(
+            self.spark, m.flow.source_bootstrap, m.flow.source_client,
+            assign=json.dumps({m.topic: sorted(ranges)}),
+            startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in ranges.items()}}),
+            endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in ranges.items()}}),
+            includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in ranges.values()))))
+        return self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src))
+
+    def source_frame(self, group: Group, snap):
+        frames = [self._member_range(m, snap[(m.flow.index, m.topic)]) for m in group.members]
+        return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
+
+    def after_snapshot_frame(self, group: Group, snap):
+        """The sources' records after the snapshot, up to their end offsets now
+        (hashed, with `src`); None when no source took any."""
         frames = []
         for m in group.members:
             marks = snap[(m.flow.index, m.topic)]
-            raw = read_kafka(
-                self.spark, m.flow.source_bootstrap, m.flow.source_client,
-                assign=json.dumps({m.topic: sorted(marks)}),
-                startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in marks.items()}}),
-                endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in marks.items()}}),
-                includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in marks.values()))))
-            frames.append(self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src)))
-        return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
+            if self.kafka:
+                now = {p: high for p, (_, high) in (self.kafka.watermarks(
+                    m.flow.source_bootstrap, m.flow.source_client, m.topic) or {}).items()}
+            else:
+                now = jvm_list_offsets(self.spark, m.flow.source_bootstrap, m.flow.source_client, m.topic,
+                                       "latest") or {}
+            later = {p: (e, now[p]) for p, (_, e) in marks.items() if now.get(p, e) > e}
+            if later:
+                frames.append(self._member_range(m, later))
+        return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
-    def wait_for_targets(self, expected: dict[int, int]) -> tuple[dict[int, int], float, WaitProgress]:
-        """Until each target holds its sources' window, bounded by wait_seconds;
-        what each target partition took meanwhile is the evidence of records in flight."""
+    def wait_for_targets(self, expected: dict[int, dict[int, int]]
+                         ) -> tuple[dict[int, int], float, WaitProgress, set[int]]:
+        """Until each target partition holds its sources' window of that partition
+        (`expected`: {group: {partition: records}}), bounded by wait_seconds; what
+        each target partition took meanwhile is the evidence of records in flight.
+        Per partition, not per topic: while sources take new records, one partition
+        running ahead must not hide another still behind. Returns the groups still
+        behind when the wait ended."""
         groups, progress = self.config.groups, WaitProgress()
         started = time.monotonic()
         deadline = started + self.config.wait_seconds
@@ -164,18 +187,20 @@ class Validator:
             for i in expected:
                 progress.observe(i, self.target_partition_counts(groups[i]))
             counts = {i: sum(progress.last[i].values()) for i in expected}
-            behind = {i: expected[i] - counts[i] for i in expected if counts[i] < expected[i]}
+            behind = {i: n for i in expected
+                      if (n := partitions_behind(expected[i], progress.last[i], counts[i]))}
             elapsed = time.monotonic() - started
             if not behind:
                 self.log(f"targets hold the expected records after {elapsed:.1f}s")
-                return counts, elapsed, progress
+                return counts, elapsed, progress, set()
             if time.monotonic() >= deadline:
                 self.log(f"wait bound of {self.config.wait_seconds:.0f}s expired; still behind: "
                          + ", ".join(f"{groups[i].topic} by {n} (took {progress.taken(i)} during the wait)"
                                      for i, n in behind.items()))
-                return counts, elapsed, progress
+                return counts, elapsed, progress, set(behind)
             self.log(f"waiting ({elapsed:.0f}s of {self.config.wait_seconds:.0f}s): "
-                     + ", ".join(f"{groups[i].topic} {counts[i]}/{expected[i]}" for i in behind))
+                     + ", ".join(f"{groups[i].topic} {sum(expected[i].values()) - n} of {sum(expected[i].values())}"
+                                 for i, n in behind.items()))
             time.sleep(max(0.0, min(self.poll_seconds, deadline - time.monotonic())))
 
     # -- one group
@@ -198,12 +223,27 @@ class Validator:
         spark.conf.set("spark.sql.shuffle.partitions",
                        str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
         target = self._persist(target)
-        target_records = target.count()
+        read = target.count()
         if not self.kafka and self.since_ms is None:
             observed = target.agg(F.max("partition")).first()[0]
             target_parts = None if observed is None else int(observed) + 1
 
         mk = ["partition", "ts", "h"]
+        # Copies of records the sources took after the snapshot (applications go on writing while
+        # the job runs) are no extras: set aside, checked by the next run. Read after the target,
+        # so every copy it holds has its source record in that read. The newest copies of a key
+        # go first (a copy of an identical record from before the snapshot stays).
+        later = self.after_snapshot_frame(group, snap)
+        after_snapshot = 0
+        if later is not None:
+            newest_first = Window.partitionBy(*mk).orderBy(F.col("offset").desc())
+            marked = (target.withColumn("newest", F.row_number().over(newest_first))
+                      .join(later.groupBy(*mk).agg(F.count("*").alias("later")), on=mk, how="left"))
+            aside = F.col("later").isNotNull() & (F.col("newest") <= F.col("later"))
+            after_snapshot = marked.where(aside).count()
+            if after_snapshot:
+                target = self._persist(marked.where(~aside).drop("newest", "later"))
+        target_records = read - after_snapshot
         src = source.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("src", "offset"))) \
             .withColumnRenamed("offset", "s_offset")
         tgt = target.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("offset"))) \
@@ -292,6 +332,7 @@ class Validator:
             "stalled_partitions": sorted({r["partition"] for r in counts if r["kind"] == "stalled"}),
             "in_flight_bound": in_flight_bound,
             "duplicates": total("duplicates"), "extras": total("extras"),
+            "after_snapshot": after_snapshot,
             "out_of_order": sum(ooo_by_src.values()),
             "samples": samples, "lag": lag, "failover": failover,
             "_per_src": {m.src: {"source_records": sum(v for (s, _), v in per_src.items() if s == m.src),
@@ -350,13 +391,15 @@ class Validator:
                 sources[i] = self.source_frame(group, snap)
                 per_src[i] = {(r["src"], r["partition"]): r["count"]
                               for r in sources[i].groupBy("src", "partition").count().collect()}
-                expected[i] = sum(per_src[i].values())
-            counts, waited, progress = self.wait_for_targets(expected)
+                expected[i] = {}
+                for (_, partition), n in per_src[i].items():
+                    expected[i][partition] = expected[i].get(partition, 0) + n
+            counts, waited, progress, behind = self.wait_for_targets(expected)
             groups = []
             for i, group in enumerate(config.groups):
                 self.log(f"validating {group.topic} on {group.target_bootstrap}")
                 result = self.validate_group(group, snap, sources[i], per_src[i],
-                                             timed_out=counts[i] < expected[i], waited=waited,
+                                             timed_out=i in behind, waited=waited,
                                              target_hint=counts[i], moving=progress.moving(i),
                                              in_flight_bound=progress.in_flight_bound(i, waited, config.wait_seconds))
                 purged, purged_per_src = purged_for_group(self, group)

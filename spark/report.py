@@ -41,6 +41,11 @@ def _stalled(group: dict) -> str:
     return f" (stalled {group['stalled']}: partitions {group['stalled_partitions']} took nothing during the wait)"
 
 
+def _set_aside(group: dict) -> str:
+    n = group.get("after_snapshot", 0)
+    return f"  (set aside: {n} copies of records the sources took after the snapshot)" if n else ""
+
+
 def summary_text(report: dict) -> str:
     status = report.get("status") or ("passed" if report["passed"] else "failed")
     window = report.get("window") or {}
@@ -56,7 +61,8 @@ def summary_text(report: dict) -> str:
                      f"missing {g['missing']}{_stalled(g)}  in-flight {g['in_flight']}  duplicates {g['duplicates']}  "
                      f"extras {g['extras']}  out-of-order {g['out_of_order']}  purged {g.get('purged', 0)}  "
                      f"partitions {'ok' if g['partitions_ok'] else 'WRONG'}"
-                     f"{'  (wait bound expired)' if g['timed_out'] else ''}")
+                     f"{'  (wait bound expired)' if g['timed_out'] else ''}"
+                     f"{_set_aside(g)}")
         for f in g["failover"]:
             if f.get("unmatched_regex"):
                 lines.append(f"    failover {f['consumer_group']}: no checkpoint")

@@ -371,6 +371,52 @@ def test_a_tail_is_in_flight_only_where_the_target_took_records_during_the_wait(
     assert code == 1 and any("missing 600 > tolerance 0" in f for f in report["failures"]), report["failures"]
 
 
+class _Mirroring(threading.Thread):
+    """An application writing into the source while a stand-in for MM2 copies each
+    record to the target at once (same partition, key, value, headers and
+    timestamp), about 30 a second until stopped: records keep arriving on both
+    sides while the job runs."""
+
+    def __init__(self, source: str, target: str, topic: str, remote: str):
+        super().__init__(daemon=True)
+        self.source, self.target = (Producer({"bootstrap.servers": b, "acks": "all"}) for b in (source, target))
+        self.topic, self.remote, self.stop, self.copied = topic, remote, threading.Event(), 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            record = dict(partition=self.copied % PARTITIONS, key=f"live-{self.copied}".encode(),
+                          value=b"live", timestamp=int(time.time() * 1000))
+            for producer, topic in ((self.source, self.topic), (self.target, self.remote)):
+                producer.produce(topic, **record)
+                producer.flush(10)
+            self.copied += 1
+            self.stop.wait(0.03)
+        self.source = self.target = None  # closed: they would retry the clusters (and log it) until the module ends
+
+
+def test_records_written_and_copied_while_the_job_runs_are_no_extras(spark, tmp_path, kafka_a, kafka_b):
+    """Applications do not stop for a validation: the copies of records the source
+    took after the job's snapshot are set aside (the next run checks them), not
+    counted as extras; every record of the snapshot is matched."""
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "live")
+    copy_records(kafka_b.bootstrap_servers, remote, src)
+    mirroring = _Mirroring(kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, topic, remote)
+    mirroring.start()
+    try:
+        while mirroring.copied < 20:  # records flow on both sides before the job starts
+            time.sleep(0.05)
+        code, report = validate(spark, tmp_path, config(kafka_a, kafka_b, topic))
+    finally:
+        mirroring.stop.set()
+        mirroring.join(30)
+    [group] = report["groups"]
+    assert code == 0 and report["passed"], (report["failures"], counts(group))
+    assert group["after_snapshot"] > 0, counts(group)  # the job ran while records flowed
+    assert group["source_records"] >= 1020 and group["matched"] == group["source_records"], counts(group)
+    assert (group["missing"], group["extras"], group["duplicates"]) == (0, 0, 0), counts(group)
+    assert group["target_records"] == group["matched"]  # those set aside are not counted here
+
+
 def test_identity_aggregation_validates_two_sources_as_one_target_topic(spark, tmp_path, kafka_a, kafka_b, kafka_c):
     topic = "vj-agg-orders"
     sources = {}

@@ -387,6 +387,18 @@ def test_exactly_once_flows_read_their_target_read_committed():
     parse_config(config)  # the job accepts it: one target client per merged group
 
 
+def test_the_wait_is_over_only_when_every_partition_holds_its_window():
+    from mirrorstack.spark.progress import partitions_behind
+    expected = {0: 100, 1: 100}
+    assert partitions_behind(expected, {0: 100, 1: 100}, 200) == 0
+    # a source still taking records: partition 0 ran ahead with newer copies, 1 is behind
+    assert partitions_behind(expected, {0: 180, 1: 60}, 240) == 40
+    assert partitions_behind(expected, {0: 150, 1: 100}, 250) == 0  # more than the window: newer copies
+    # a target with fewer partitions than its source: waited on the topic's total only
+    assert partitions_behind({0: 100, 1: 100, 2: 50}, {0: 150, 1: 100}, 250) == 0
+    assert partitions_behind({0: 100, 1: 100, 2: 50}, {0: 100, 1: 100}, 200) == 50
+
+
 def test_the_wait_tells_moving_partitions_and_bounds_what_is_in_flight():
     from mirrorstack.spark.progress import WaitProgress, why
     progress = WaitProgress()
