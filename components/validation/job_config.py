@@ -118,6 +118,8 @@ def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[s
     executors') sys.path."""
     argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
+    if settings.jvm_options:  # spark-submit starts the driver's JVM: the job cannot pick its JIT
+        argv += ["--driver-java-options", " ".join(settings.jvm_options)]
     if py_files:
         argv += ["--py-files", ",".join(py_files)]
     if jars:

@@ -40,8 +40,8 @@ def on_platform(topology: dict, platform: str) -> dict:
 
 
 def on_c1_only(topology: dict) -> dict:
-    """`topology` (a stack file's, as a dict) with `jvm_options: [C1_ONLY]` on every deployed cluster
-    and Connect group, the flows' implied groups declared (a group is its flows' `connect`, else their
+    """`topology` (a stack file's, as a dict) with `jvm_options: [C1_ONLY]` on every deployed cluster,
+    Connect group and the validation job, the flows' implied groups declared (a group is its flows' `connect`, else their
     target): containers' and pods' JVMs on C1 only, as the suite's own (tests/conftest.py)."""
     groups = topology.setdefault("connect", {})
     for flow in topology.get("flows", []):
@@ -49,6 +49,8 @@ def on_c1_only(topology: dict) -> dict:
     for part in [*topology.get("clusters", {}).values(), *groups.values()]:
         if part.get("external") is None:
             part["resources"] = {**part.get("resources", {}), "jvm_options": [C1_ONLY]}
+    if topology.get("validation") is not None:  # spark-submit's driver, which cannot pick C1 by itself
+        topology["validation"] = {**topology["validation"], "jvm_options": [C1_ONLY]}
     return topology
 
 

@@ -105,6 +105,11 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"window": "forever"}, "validation.window"),
     ({"window": "0h"}, "validation.window"),
     ({"min_records": -1}, "validation.min_records"),
+    ({"jvm_options": ["-Xmx4g"]}, "validation.jvm_options: '-Xmx4g' is not an option mirrorstack "
+                                  "passes on; fix: use -XX:, -Xms, -Xss, -Xlog: or -D options, one per item, "
+                                  "without spaces (the heap is `validation.driver_memory`"),
+    ({"jvm_options": ["-XX:+UseSerialGC -XX:TieredStopAtLevel=1"]}, "validation.jvm_options"),
+    ({"jvm_options": ["-Dkafka.password=x"]}, "validation.jvm_options: '-Dkafka.password' looks like a"),
 ])
 def test_bad_validation_settings_name_the_field(validation, expected):
     with pytest.raises(TopologyError) as info:
@@ -225,6 +230,33 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert base64.b64decode(uploads[f"/opt/mirrorstack/validation/{ZIP_NAME}"]["contentBase64"]) == job_zip()
     assert argv[argv.index("--py-files") + 1] == f"/opt/mirrorstack/validation/{ZIP_NAME}"
     assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")
+
+
+def test_validation_jvm_options_reach_the_driver_on_every_platform(tmp_path, monkeypatch):
+    """spark-submit (docker, kubernetes) gets them as --driver-java-options; the local job as
+    --java-options after the class-data archive, so they win over its own JIT choice."""
+    from mirrorstack.platforms.local import spark_job
+    from mirrorstack.validation.job_config import spark_submit_argv
+    settings = topology(jvm_options=["-XX:TieredStopAtLevel=1", "-Dx=y"]).validation
+    argv = spark_submit_argv(settings, job_path="/j.py", config_path="/f.json")
+    assert argv[argv.index("--driver-java-options") + 1] == "-XX:TieredStopAtLevel=1 -Dx=y"
+    assert argv.index("--driver-java-options") < argv.index("/j.py")
+    assert "--driver-java-options" not in spark_submit_argv(topology().validation, job_path="/j.py",
+                                                            config_path="/f.json")
+    monkeypatch.setattr(toolchain, "spark_archive_option", lambda: "-XX:SharedArchiveFile=/a.jsa")
+    assert spark_job._java_options("-XX:TieredStopAtLevel=1") == [
+        "--java-options=-XX:SharedArchiveFile=/a.jsa -XX:TieredStopAtLevel=1"]
+    assert spark_job._java_options(None) == ["--java-options=-XX:SharedArchiveFile=/a.jsa"]
+    monkeypatch.setattr(toolchain, "spark_archive_option", lambda: None)
+    assert spark_job._java_options(None) == []
+    # on the resource only when set: a stack deployed before the option existed sees no change
+    mocks, _ = deploy(lambda: LocalPlatform("aggregation", str(tmp_path)))
+    assert "java_options" not in mocks.of_type("pulumi-python:dynamic")[JOB]
+    tuned = aggregation_topology().model_copy(deep=True)
+    tuned.validation.jvm_options = ["-XX:TieredStopAtLevel=1"]
+    mocks, _ = deploy(lambda: LocalPlatform("aggregation", str(tmp_path)), tuned)
+    assert mocks.of_type("pulumi-python:dynamic")[JOB]["java_options"] == "-XX:TieredStopAtLevel=1"
+    assert "java_options" in spark_job.RUN_KEYS  # a change runs the job again, as on docker and kubernetes
 
 
 K8S_SPARK_IMAGE = "registry.example.com/mirrorstack/spark:1"  # carries the spark-sql-kafka jars

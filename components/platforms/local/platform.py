@@ -115,6 +115,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             workdir=str(self.base_dir / name), report_only=settings.report_only,
             jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
+            java_options=settings.jvm_options,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
 
     def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None,

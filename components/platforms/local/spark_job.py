@@ -27,7 +27,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from mirrorstack import naming
 
 # Inputs whose change means a new run.
-RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256")
+RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options")
 EXIT_FAILED = 1
 
 
@@ -39,12 +39,13 @@ def _progress(message: str) -> None:
     print(f"mirrorstack: {message}", file=sys.stderr, flush=True)
 
 
-def _java_options() -> list[str]:
-    """The driver's class-data archive when `make class-archives` made one:
-    read at run time, so a stack's inputs do not depend on the machine."""
+def _java_options(user_options: str | None) -> list[str]:
+    """The driver's class-data archive when `make class-archives` made one (read
+    at run time, so a stack's inputs do not depend on the machine), then the
+    topology's `validation.jvm_options`, which win."""
     from mirrorstack import toolchain
-    option = toolchain.spark_archive_option()
-    return [f"--java-options={option}"] if option else []  # "=": the value starts with "-"
+    options = " ".join(filter(None, [toolchain.spark_archive_option(), user_options]))
+    return [f"--java-options={options}"] if options else []  # "=": the value starts with "-"
 
 
 def _run(props) -> dict:
@@ -64,7 +65,7 @@ def _run(props) -> dict:
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
             "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else []),
-            *_java_options()]
+            *_java_options(props.get("java_options"))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), *filter(None, [os.environ.get("PYTHONPATH")])])}
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
               f"({props['master']}); report: {report_file}")
@@ -147,9 +148,11 @@ class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):
 
     def __init__(self, name: str, *, job_file: str, job_sha256: str, config: pulumi.Input[dict], workdir: str,
                  jars: str, report_only: bool, run_id: str, driver_memory: str, master: str,
-                 timeout_seconds: int, opts: pulumi.ResourceOptions | None = None):
+                 timeout_seconds: int, java_options: list[str] = (), opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
-        super().__init__(LocalSparkJobProvider(), resource_name, {
+        # only when set: a stack deployed before the input existed sees no change (no re-run)
+        extra = {"java_options": " ".join(java_options)} if java_options else {}
+        super().__init__(LocalSparkJobProvider(), resource_name, {**extra, 
             "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
             "workdir": workdir, "jars": jars, "python": sys.executable,
             "report_only": "true" if report_only else "false", "run_id": run_id,
