@@ -1,6 +1,6 @@
 """Day-2 operations through the real engine on the local platform, one stack
 brought up once: `us` (3 KRaft controllers, 3 brokers) flows into `eu`
-(1 broker) through a 2-worker Connect group next to eu, validation on.
+(1 broker) through a 2-worker Connect group next to eu, validation added after the roll.
 
 1. a non-first controller killed: topics (RF 3) are still created and written;
    the next `up` restarts it;
@@ -41,8 +41,15 @@ TOPOLOGY = {
     "connect": {"eu": {"kafka": "eu", "workers": 2, "resources": SMALL}},
     "flows": [{"source": "us", "target": "eu", "topics": [TOPIC], "heartbeats": False, "checkpoints": False,
                "refresh_seconds": 5}],
-    "validation": {"wait_seconds": 120},
 }
+# Added for the `up` after the roll (a first `up` would run it over no records). The flow is
+# at-least-once: a task that the roll moves between workers re-copies what it sent after its last
+# offset commit if its stop does not commit (a CI run counted 114 duplicates of 1,769 records;
+# exactly-once flows have none). Counted and printed; missing stays 0.
+VALIDATION = {"wait_seconds": 120, "tolerance": {"duplicates": "unlimited"}}
+# What the workers say about a task they stop or take over: printed when the roll duplicated records.
+TASK_MOVES = ("Starting task", "Stopping task", "Committing offsets", "Graceful stop", "Skipping final offset",
+              "Failed to commit offsets", "Joined group")
 
 
 @pytest.fixture(scope="module")
@@ -232,9 +239,16 @@ def test_broker_and_worker_settings_roll_one_at_a_time_without_a_failed_send(sta
     assert producer.errors == [] and producer.remaining == 0, producer.errors[:3]
     assert producer.delivered == producer.sent > 100
 
+    _edit_topology(stack, lambda t: t.update(validation=VALIDATION))
     stack.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-roll", timeout=900)
     counts = stack.outputs()["validation"]["flows"][FLOW]
     assert counts["missing"] == 0 and counts["source_records"] >= producer.delivered, counts
+    assert counts["matched"] == counts["source_records"], counts
+    print(f"after the roll: {counts['matched']} matched, {counts['duplicates']} duplicates (at-least-once)")
+    if counts["duplicates"]:
+        for worker in WORKERS:
+            lines = (stack.local_dir / worker / "service.log").read_text(errors="replace").splitlines()
+            print(f"{worker}:", *[line[:240] for line in lines if any(m in line for m in TASK_MOVES)], sep="\n  ")
 
 
 def test_a_broker_that_cannot_start_stops_the_roll_and_reverting_heals(stack):

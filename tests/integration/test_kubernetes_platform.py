@@ -168,9 +168,9 @@ class Steady(threading.Thread):
         return self.delivered
 
 
-def _set_topology(project, change) -> None:
+def _set_topology(project, change, stack: str = "aggregation") -> None:
     """Change the stack file's topology in place."""
-    stack_file = project.dir / "stacks" / "Pulumi.aggregation.yaml"
+    stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
     document = yaml.safe_load(stack_file.read_text())
     change(document["config"]["mirrorstack:topology"])
     stack_file.write_text(yaml.safe_dump(document))
@@ -188,14 +188,23 @@ def _pod_times(pod: str) -> dict:
             "restarts": container["restartCount"], "last_end": container.get("lastState", {}).get("terminated")}
 
 
-def _validated(expected: int, namespace: str = NAMESPACE) -> None:
-    """The validation Job's summary (its log): every record of the flows matched, none missing."""
+def _add_validation(project, stack: str = "aggregation") -> None:
+    """The validation section, as on_c1_only would have made it (its driver on C1)."""
+    _set_topology(project, lambda t: t.update(validation={"wait_seconds": 60, "jvm_options": [C1_ONLY]}), stack)
+
+
+def _validated(expected: int, namespace: str = NAMESPACE, at_least: bool = False) -> None:
+    """The validation Job's summary (its log): every record of the flows matched, none missing;
+    `at_least`: its snapshot held `expected` records or more."""
     log = kube.kubectl("logs", "--namespace", namespace, "job/validation-job", timeout=60)
     counts = re.search(r"source (\d+)  target (\d+)  matched (\d+)  missing (\d+)", log)
     assert "replication check PASSED" in log and counts, log[-3000:]
     source, target, matched, missing = map(int, counts.groups())
-    # at-least-once: a broker lost mid-write may get a record twice (counted, allowed), never none
-    assert (source, matched, missing) == (expected, expected, 0) and target >= expected, log[-3000:]
+    print("\nthe validation Job:", *[line.strip() for line in log.splitlines()
+                                     if "source " in line and " matched " in line], sep="\n  ")
+    # at-least-once: a broker restarted mid-write may get a record twice (counted, allowed), never none
+    assert source == matched and missing == 0 and target >= source, log[-3000:]
+    assert source >= expected if at_least else source == expected, (expected, log[-3000:])
 
 
 def test_aggregation_replicates_is_scraped_and_validated(aggregation):
@@ -261,39 +270,32 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
         return counts if set(counts) == {"us", "uk"} and min(counts.values()) >= RECORDS else None
     assert set(_wait("MM2's record counts of both sources", counted)) == {"us", "uk"}
 
-    # central's broker pod deleted while records flow: the StatefulSet brings it back, nothing is lost
-    producing = Steady(outside["us"], "orders", "during")
-    producing.start()
-    _wait("records flowing", lambda: len(producing.delivered) >= 50, timeout=60)
-    kube.kubectl("delete", "pod", "--namespace", NAMESPACE, "central-broker-0-0", "--wait=false")
-    kube.kubectl("rollout", "status", "--namespace", NAMESPACE, "statefulset/central-broker-0", "--timeout=180s",
-                 timeout=200)
-    more = producing.finish()
-    total = 2 * RECORDS + len(more)
-    arrived = consume(outside["central"], "orders", expected=total, timeout=240)
-    assert set(more) <= {r.value for r in arrived}
-
-    # a broker setting changed: central's brokers restart one at a time, the second only once the first
-    # is Ready again (rejoined every ISR: the readiness gate, waited for by the rollout resource), while
-    # a client sends acks=all to a topic on both: no send fails. The same `up` adds the validation Job
-    # (Spark in the cluster; a failed Job fails `up`), which reconciles every record of both flows,
-    # those of the broker's loss too.
+    # a broker setting changed: central's brokers restart one at a time (each pod deleted and made
+    # again by its StatefulSet, on its own volume), the second only once the first is Ready again
+    # (rejoined every ISR: the readiness gate, waited for by the rollout resource), while a client
+    # sends acks=all to a topic on both: no send fails; and records flow into us's `orders`, which
+    # MM2 goes on copying into central through the roll: nothing is lost. The same `up` adds the
+    # validation Job (Spark in the cluster; a failed Job fails `up`), which reconciles every record
+    # of both flows its snapshot holds, those copied during the roll too.
     create_topic(outside["central"], "payments", partitions=2, replication_factor=2)
-    paying = Steady(outside["central"], "payments", "pay")
-    paying.start()
+    paying, producing = Steady(outside["central"], "payments", "pay"), Steady(outside["us"], "orders", "during")
+    paying.start(), producing.start()
+    _wait("records flowing", lambda: len(producing.delivered) >= 50, timeout=60)
     paying_since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # the node's clock: this machine's
     _set_topology(project, lambda t: t["clusters"]["central"].setdefault("settings", {}).update(
         {"log.retention.hours": "100"}))  # a dotted key, a string: in the stack file, not `config set --path`
-    project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "60")
+    _add_validation(project)
     project.run("up", "--yes", "--skip-preview", timeout=900)
     assert project.outputs()["validation"]["job"] == "validation-job"
-    paid = paying.finish()  # no failed send
+    paid, more = paying.finish(), producing.finish()  # no failed send
     assert len(paid) >= 100 and len(set(paid)) == len(paid)
     first, second = (_pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0"))
     print(f"\ncentral's brokers after the setting change: {first} {second}")
     assert first["ready"][0] == second["ready"][0] == "True", (first, second)
     assert first["created"] >= paying_since and first["ready"][1] <= second["created"], (paying_since, first, second)
-    _validated(total)
+    _validated(2 * RECORDS + 50, at_least=True)  # the snapshot came while records still flowed
+    arrived = consume(outside["central"], "orders", expected=2 * RECORDS + len(more), timeout=240)
+    assert set(more) <= {r.value for r in arrived}
 
     # destroy leaves no object of the stack. Once in a loaded suite run (run 14) the first destroy
     # failed after 27 s, cause not captured: say what it said, and a second destroy (as a person would
@@ -395,7 +397,7 @@ def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure):
     assert not [line for line in out["acls"]["edge"] if line.startswith("allow User:mirrorstack WRITE")]
     # the validation Job reads both clusters over SASL_SSL (central with its client certificate) and
     # reconciles every record of edge's `orders` with central's copy, read_committed (exactly-once)
-    project.run("config", "set", "--path", "mirrorstack:topology.validation.wait_seconds", "60")
+    _add_validation(project, "secure")
     project.run("up", "--yes", "--skip-preview", timeout=900)
     _validated(SECURE_RECORDS, SECURE_NAMESPACE)
 

@@ -113,7 +113,14 @@ def secure(tmp_path_factory):
     later test starts from what the ones before left (more brokers, a new CA)."""
     tmp_path = tmp_path_factory.mktemp("secure")
     # Self-healing in seconds (restarts 0, 4, 12, 24... s after a failure), so the test sees it act.
-    with deployed_stack("secure", tmp_path, change=self_healing(backoff_seconds=2, max_restarts=10)) as (project, out):
+    healing, validation = self_healing(backoff_seconds=2, max_restarts=10), {}
+
+    def change(topology: dict) -> None:
+        healing(topology)
+        validation.update(topology.pop("validation"))  # the first test adds it once there are records
+
+    with deployed_stack("secure", tmp_path, change=change) as (project, out):
+        project.validation = validation
         yield project, out, tmp_path
 
 
@@ -146,6 +153,7 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
                       client={**reader, "isolation.level": "read_committed"})
     assert sorted(r.value for r in arrived) == sorted(r.value for r in sent)
 
+    _set_topology(project, lambda t: t.update(validation=project.validation))
     again = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=secure-1",
                         timeout=900)
     # The replication plan read the SASL_SSL source through the flow's own client files.
@@ -304,7 +312,8 @@ def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_withou
     exactly their grants, and MM2 replicates with only its derived ACLs: without the
     source read, the target write or the checkpoint group right a named part stops,
     and comes back (nothing lost) once the right is back."""
-    project, out, _ = secure
+    project, _, _ = secure
+    out = project.outputs()  # as deployed now (the first test added the validation's rights)
     local = project.local_dir
     edge, central = out["clusters"]["edge"], out["clusters"]["central"]
     writer, reader = _app(project, "orders-app"), _app(project, "reports-app")
@@ -366,7 +375,8 @@ def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_withou
 def test_preview_diff_shows_the_acls_a_topics_change_adds_and_removes(secure):
     """A reviewer sees every right a change grants or takes away, with the parts that
     need it, before anything is applied: payments out of the flow, refunds in."""
-    project, out, _ = secure
+    project, _, _ = secure
+    acls = project.outputs()["acls"]  # as deployed now (the first test added the validation's rights)
     stack_file = project.dir / "stacks" / "Pulumi.secure.yaml"
     before = stack_file.read_text()
     try:
@@ -375,9 +385,9 @@ def test_preview_diff_shows_the_acls_a_topics_change_adds_and_removes(secure):
     finally:
         stack_file.write_text(before)
     mm2 = "User:mirrorstack"
-    gone = {alias: [line for line in out["acls"][alias] if "payments " in line and line.startswith(f"allow {mm2} ")]
+    gone = {alias: [line for line in acls[alias] if "payments " in line and line.startswith(f"allow {mm2} ")]
             for alias in ("edge", "central")}
-    assert gone["edge"] and gone["central"], out["acls"]
+    assert gone["edge"] and gone["central"], acls
     for alias, lines in gone.items():
         for line in lines:  # the right as deployed, shown going
             assert re.search(rf'[-~] \[\d+\]: "{re.escape(line)}"', diff), (alias, line, diff)
