@@ -152,7 +152,7 @@ class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         # only when set: a stack deployed before the input existed sees no change (no re-run)
         extra = {"java_options": " ".join(java_options)} if java_options else {}
-        super().__init__(LocalSparkJobProvider(), resource_name, {**extra, 
+        super().__init__(LocalSparkJobProvider(), resource_name, {**extra,
             "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
             "workdir": workdir, "jars": jars, "python": sys.executable,
             "report_only": "true" if report_only else "false", "run_id": run_id,
