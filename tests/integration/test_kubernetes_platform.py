@@ -1,8 +1,11 @@
 """`platform: kubernetes` for real: the private cluster of tools.kube_cluster
 (API server with RBAC, kubelet, containerd, kube-proxy, CoreDNS, the images of
 `make images` imported), the kubernetes provider `make plugins` built, the
-real engine. One cluster for the module, one stack on it, many checks; the
-last test stops the cluster and compares the host with how it was before."""
+real engine. One cluster for the module, three stacks on it, many checks; the
+last test stops the cluster and compares the host with how it was before.
+An `up` or `destroy` on the cluster mostly waits for pods, so the active-passive
+stack comes up while the secure stack is checked, and each stack's destroy runs
+beside the next test (the last test waits for every destroy before the stop)."""
 from __future__ import annotations
 
 import base64
@@ -303,12 +306,43 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     _destroy(project, NAMESPACE)
 
 
+class Beside(threading.Thread):
+    """`work()` run beside the test that starts it; `result()` waits for it and
+    returns what it returned, or raises what it raised."""
+
+    def __init__(self, work):
+        super().__init__(daemon=True)
+        self.work, self.value, self.error = work, None, None
+        self.start()
+
+    def run(self):
+        try:
+            self.value = self.work()
+        except BaseException as error:  # noqa: B036 - handed to whoever waits
+            self.error = error
+
+    def result(self, timeout: float = 900):
+        self.join(timeout)
+        assert not self.is_alive(), f"not done within {timeout:.0f}s"
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+_destroying: dict[str, Beside] = {}  # namespace → its stack's destroy, waited for before the cluster stops
+
+
 def _destroy(project, namespace: str) -> None:
+    """Destroy the stack beside the next test; test_stop_puts_the_host_back waits for it."""
+    _destroying[namespace] = Beside(lambda: _destroyed(project, namespace))
+
+
+def _destroyed(project, namespace: str) -> None:
     destroyed = project.run("destroy", "--yes", "--skip-preview", timeout=600, check=False)
     if destroyed.returncode != 0:
-        print(f"\nfirst destroy failed:\n{destroyed.stdout[-4000:]}\n{destroyed.stderr[-2000:]}")
+        print(f"\nfirst destroy of {namespace} failed:\n{destroyed.stdout[-4000:]}\n{destroyed.stderr[-2000:]}")
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
-    assert kube.kubectl("get", "namespace", namespace, expect=1, timeout=60) == ""
+    assert kube.kubectl("get", "namespace", namespace, expect=1, timeout=60) == "", namespace
 
 
 SECURE_NAMESPACE = "mirrorstack-secure"
@@ -326,8 +360,8 @@ def secure(deployer, tmp_path_factory):
     Connect's REST API behind basic auth) on kubernetes, validation added later (records first)."""
     topology = {k: v for k, v in on_platform(_secure_topology(), "kubernetes").items() if k != "validation"}
     topology.update(images=TOPOLOGY["images"])
-    for cluster in topology["clusters"].values():
-        cluster["resources"] = {"cpus": 0.1}
+    for part in (*topology["clusters"].values(), *topology["connect"].values()):
+        part["resources"] = {"cpus": 0.1}  # beside the active-passive stack, a Job's request still fits
     on_c1_only(topology)
     with stack_project("secure", tmp_path_factory.mktemp("kube-secure"), topology) as project:
         project.env = {**kube.engine_env(project.env), **deployer}
@@ -379,8 +413,10 @@ def _state_secrets(project) -> dict[str, str]:
     return found
 
 
-def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure):
+def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure, active_passive):
     project = secure
+    # the next test's stack comes up meanwhile (its test waits for this `up`)
+    active_passive.first_up = Beside(lambda: active_passive.run("up", "--yes", "--skip-preview", timeout=900))
     project.run("up", "--yes", "--skip-preview", timeout=900)
     out = project.outputs()
     assert {s["state"] for states in out["flows"].values() for s in states.values()} == {"RUNNING"}
@@ -442,6 +478,7 @@ def active_passive(deployer, tmp_path_factory):
     topology.update(platform="kubernetes", images=TOPOLOGY["images"])
     for alias, port in AP_NODE_PORTS.items():
         topology["clusters"][alias].update(node_ports=port, resources={"cpus": 0.1})
+    topology["connect"]["standby"]["resources"] = {"cpus": 0.1}  # the secure stack's Jobs fit beside it
     on_c1_only(topology)
     with stack_project("active-passive", tmp_path_factory.mktemp("kube-active-passive"), topology) as project:
         project.env = {**kube.engine_env(project.env), **deployer}
@@ -453,7 +490,10 @@ def test_planned_failover_moves_a_group_with_nothing_lost(active_passive):
     `up` runs it as a Job in the namespace (the deployer's rights), shows its progress, and the
     group resumes on standby with 0 records lost, re-reading exactly what the report says."""
     project = active_passive
-    project.run("up", "--yes", "--skip-preview", timeout=900)
+    if getattr(project, "first_up", None):  # begun beside the secure stack's test
+        project.first_up.result()
+    else:  # this test alone
+        project.run("up", "--yes", "--skip-preview", timeout=900)
     node = _node_address()
     primary, standby = (f"{node}:{AP_NODE_PORTS[alias]}" for alias in ("primary", "standby"))
     create_topic(primary, "orders", 2, 1)
@@ -485,6 +525,13 @@ def test_planned_failover_moves_a_group_with_nothing_lost(active_passive):
 
 
 def test_stop_puts_the_host_back(cluster):
+    failed = {}
+    for namespace, destroy in _destroying.items():  # each stack destroyed, nothing of it left
+        try:
+            destroy.result(timeout=900)
+        except BaseException as error:  # noqa: B036 - every stack's, then one failure naming them
+            failed[namespace] = repr(error)[-3000:]
+    assert failed == {}, failed
     kube_tunnel.close_all()
     kube.cluster_cli("stop", "--purge", timeout=300)
     before, after, volatile = cluster["before"], kube.host(), cluster["volatile"]

@@ -66,8 +66,25 @@ class PulumiProject:
         return project
 
     def outputs(self) -> dict:
+        """The stack's outputs, secrets shown. Read again only when the state changed: each CLI call
+        derives the passphrase's key (about 0.25 s of CPU), and tests poll through outputs."""
+        import copy
         import json
-        return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
+        state = self._state_fingerprint()
+        cached = getattr(self, "_outputs_cache", None)
+        if state is None or cached is None or cached[0] != state:
+            cached = (state, json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout))
+            self._outputs_cache = cached
+        return copy.deepcopy(cached[1])
+
+    def _state_fingerprint(self) -> tuple | None:
+        """Every state file's path, size and change time (the file backend's stacks and history);
+        None when the state is not in a local folder."""
+        url = self.env.get("PULUMI_BACKEND_URL", "")
+        if not url.startswith("file://"):
+            return None
+        stacks = Path(url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks"
+        return tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in stacks.rglob("*") if f.is_file()))
 
     def run(self, *args: str, check: bool = True, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -27,7 +27,8 @@ SHARED_UNITS = {
 # Modules using the session's shared services (tests/integration/conftest.py: clusters a and
 # b, Connect b, Prometheus) run on one worker: each worker process starts its own set, so
 # spread over two they were started twice (a dozen JVMs) and both sets idled to the end.
-SHARED_UNITS.update({f"tests/integration/{module}.py": "session services" for module in (
+SESSION_SERVICES = "session services"
+SHARED_UNITS.update({f"tests/integration/{module}.py": SESSION_SERVICES for module in (
     "test_kafka", "test_connect_mm2", "test_monitoring", "test_spark_kafka", "test_mirror_resource",
     "test_validation_job")})
 
