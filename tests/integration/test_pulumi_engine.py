@@ -127,3 +127,29 @@ def test_dynamic_resource_lifecycle_through_the_real_engine(project, tmp_path):
     assert not target.exists()
     assert _resource_types(project) == []
     project.run("stack", "rm", "--yes")
+
+
+def test_outputs_are_read_from_the_cli_again_exactly_when_the_state_or_the_selected_stack_changed(project, tmp_path):
+    """PulumiProject.outputs, which the suite's tests poll: each CLI read derives the passphrase's
+    key, so an unchanged state is answered from the last read; a changed one never is."""
+    calls, run = [], project.run
+    project.run = lambda *args, **kwargs: (calls.append(args[:2]), run(*args, **kwargs))[1]
+    reads = lambda: calls.count(("stack", "output"))  # noqa: E731
+    first, second, other = (tmp_path / f"{name}.txt" for name in ("first", "second", "other"))
+
+    def deploy(path) -> None:
+        project.run("config", "set-all", "--plaintext", f"path={path}", "--plaintext", "content=x",
+                    "--secret", "token=t")
+        project.run("up", "--yes", "--skip-preview")
+
+    deploy(first)
+    assert (project.outputs()["path"], reads()) == (str(first), 1)
+    project.outputs()["path"] = "changed by a caller"  # a copy: the next reader gets the stack's own
+    assert (project.outputs()["path"], reads()) == (str(first), 1)
+    deploy(second)
+    assert (project.outputs()["path"], reads()) == (str(second), 2)
+    project.run("stack", "init", "other")  # selects it
+    deploy(other)
+    assert (project.outputs()["path"], reads()) == (str(other), 3)
+    project.run("stack", "select", "test")  # only the workspace changes
+    assert (project.outputs()["path"], reads()) == (str(second), 4)

@@ -78,13 +78,16 @@ class PulumiProject:
         return copy.deepcopy(cached[1])
 
     def _state_fingerprint(self) -> tuple | None:
-        """Every state file's path, size and change time (the file backend's stacks and history);
-        None when the state is not in a local folder."""
+        """Path, size and change time of every state file (the file backend's stacks and history)
+        and of the workspace files that say which stack is selected; None when the state is not
+        in a local folder."""
         url = self.env.get("PULUMI_BACKEND_URL", "")
-        if not url.startswith("file://"):
+        if not url.startswith("file://") or "PULUMI_HOME" not in self.env:
             return None
-        stacks = Path(url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks"
-        return tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in stacks.rglob("*") if f.is_file()))
+        folders = (Path(url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks",
+                   Path(self.env["PULUMI_HOME"]) / "workspaces")
+        return tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns)
+                            for folder in folders for f in folder.rglob("*") if f.is_file()))
 
     def run(self, *args: str, check: bool = True, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
