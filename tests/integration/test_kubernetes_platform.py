@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import pytest
@@ -306,35 +307,16 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation):
     _destroy(project, NAMESPACE)
 
 
-class Beside(threading.Thread):
-    """`work()` run beside the test that starts it; `result()` waits for it and
-    returns what it returned, or raises what it raised."""
-
-    def __init__(self, work):
-        super().__init__(daemon=True)
-        self.work, self.value, self.error = work, None, None
-        self.start()
-
-    def run(self):
-        try:
-            self.value = self.work()
-        except BaseException as error:  # noqa: B036 - handed to whoever waits
-            self.error = error
-
-    def result(self, timeout: float = 900):
-        self.join(timeout)
-        assert not self.is_alive(), f"not done within {timeout:.0f}s"
-        if self.error is not None:
-            raise self.error
-        return self.value
+# `up` and `destroy` run beside the tests that start them; their futures are waited for later
+_beside = ThreadPoolExecutor(max_workers=3, thread_name_prefix="kube-beside")
 
 
-_destroying: dict[str, Beside] = {}  # namespace → its stack's destroy, waited for before the cluster stops
+_destroying: dict[str, Future] = {}  # namespace → its stack's destroy, waited for before the cluster stops
 
 
 def _destroy(project, namespace: str) -> None:
     """Destroy the stack beside the next test; test_stop_puts_the_host_back waits for it."""
-    _destroying[namespace] = Beside(lambda: _destroyed(project, namespace))
+    _destroying[namespace] = _beside.submit(_destroyed, project, namespace)
 
 
 def _destroyed(project, namespace: str) -> None:
@@ -416,7 +398,7 @@ def _state_secrets(project) -> dict[str, str]:
 def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure, active_passive):
     project = secure
     # the next test's stack comes up meanwhile (its test waits for this `up`)
-    active_passive.first_up = Beside(lambda: active_passive.run("up", "--yes", "--skip-preview", timeout=900))
+    active_passive.first_up = _beside.submit(active_passive.run, "up", "--yes", "--skip-preview", timeout=900)
     project.run("up", "--yes", "--skip-preview", timeout=900)
     out = project.outputs()
     assert {s["state"] for states in out["flows"].values() for s in states.values()} == {"RUNNING"}
@@ -491,7 +473,7 @@ def test_planned_failover_moves_a_group_with_nothing_lost(active_passive):
     group resumes on standby with 0 records lost, re-reading exactly what the report says."""
     project = active_passive
     if getattr(project, "first_up", None):  # begun beside the secure stack's test
-        project.first_up.result()
+        project.first_up.result(timeout=900)
     else:  # this test alone
         project.run("up", "--yes", "--skip-preview", timeout=900)
     node = _node_address()

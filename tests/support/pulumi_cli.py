@@ -86,8 +86,8 @@ class PulumiProject:
             return None
         folders = (Path(url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks",
                    Path(self.env["PULUMI_HOME"]) / "workspaces")
-        return tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns)
-                            for folder in folders for f in folder.rglob("*") if f.is_file()))
+        files = [f for folder in folders for f in folder.rglob("*") if f.is_file()]
+        return tuple(sorted((str(f), stat.st_size, stat.st_mtime_ns) for f in files for stat in [f.stat()]))
 
     def run(self, *args: str, check: bool = True, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
