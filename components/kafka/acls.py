@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mirrorstack.mirror.connectors import connector_names
+from mirrorstack.model.users import NODE_PRINCIPAL
 from mirrorstack.spark.flows import HEARTBEATS, FlowSelection
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Every node certificate the stack issues (CN=<alias>-broker-<i> / <alias>-controller[-<i>], O=mirrorstack)
-# maps to one super user: adding a broker changes no node's settings.
-NODE_PRINCIPAL = "kafka-nodes"
+# maps to one super user (model/users.py: a name no SASL user can take): adding a broker changes no node's settings.
 NODE_MAPPING_RULE = rf"RULE:^CN=.+-(broker|controller)(-[0-9]+)?,O=mirrorstack$/{NODE_PRINCIPAL}/,DEFAULT"
 LINE = re.compile(r"^allow (?P<principal>\S+) (?P<operation>[A-Z_]+) on (?P<resource>[A-Z_]+) (?P<name>.+) "
                   r"\((?P<pattern>LITERAL|PREFIXED)\) for (?P<parts>.+)$")

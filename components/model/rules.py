@@ -15,6 +15,7 @@ from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
 from mirrorstack.model.paths import ALIAS, PROVIDER_REFERENCE
 from mirrorstack.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
 from mirrorstack.model.paths import field_path as _path
+from mirrorstack.model.users import super_user_names
 from mirrorstack.spark.flows import FlowSelection
 
 # Flow and Topology in the annotations are mirrorstack.model.spec's, not imported: the
@@ -480,6 +481,15 @@ def _principal_problems(t: Topology) -> Iterator[str]:
         elif name == cluster.security.user:
             yield (f"{_path(('principals', name))}: {name!r} is mirrorstack's own user on {principal.cluster}; "
                    "fix: give the application user another name")
+        elif name in (supers := super_user_names(cluster.settings)):
+            yield (f"{_path(('principals', name))}: {name!r} is {supers[name]} on {principal.cluster}, so this user "
+                   "would hold every right whatever `allow` says; fix: give the application user another name")
+    for alias, cluster in t.clusters.items():
+        if not cluster.is_external and cluster.security.sasl_mechanism \
+                and cluster.security.user in (supers := super_user_names(cluster.settings)):
+            yield (f"{_path(('clusters', alias, 'security', 'user'))}: {cluster.security.user!r} is "
+                   f"{supers[cluster.security.user]}, so mirrorstack's own user would hold every right; fix: "
+                   "choose another name (default: mirrorstack)")
 
 
 def _client_security_problems(alias: str, cs) -> Iterator[str]:

@@ -22,6 +22,7 @@ from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
 from mirrorstack.model.rules import rule_problems
 from mirrorstack.model.strict import StrictModel as _Model
+from mirrorstack.model.users import USER_NAME
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.versions import official_image
 from mirrorstack.spark.flows import FlowSelection
@@ -112,7 +113,7 @@ class Security(_Model):
         None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512).")
     mtls: bool = Field(False, description=(
         "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
-    user: str = Field("mirrorstack", pattern=r"^[A-Za-z0-9_.-]+$", description=(
+    user: str = Field("mirrorstack", pattern=USER_NAME, description=(
         "The SASL user created at start: mirrorstack's own (Connect, MirrorMaker 2, the validation job). With "
         "authorization it holds only the rights its flows need (docs/guides/authorization.md)."))
     authorization: bool | None = Field(None, description=(
@@ -698,7 +699,7 @@ class Topology(_Model):
     failover: Failover | None = Field(None, description=(
         "Active/passive or migration: which side clients use; changing `active` switches them (omit for none)."))
     images: Images = Field(Images(), description="docker/kubernetes: the images run; default the pinned official ones.")
-    principals: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], Principal] = Field({}, description=(
+    principals: dict[Annotated[str, Field(pattern=USER_NAME)], Principal] = Field({}, description=(
         "Application users of authorizing clusters and their rights (ACLs), by user name."))
     kubernetes: KubernetesSettings | None = Field(None, description=(
         "platform kubernetes only: storage class, size and deletion policy, pod shutdown time, the "

@@ -2,12 +2,15 @@
 the authorizer settings and the model's rules for `authorization` and
 `principals`. The sets themselves were measured against a deny-by-default
 cluster (tests/integration/test_secure_stack.py proves them)."""
+import re
+
 import pytest
 import yaml
 
 from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, external_plan, \
     external_principal, flow_acls, principal_acls, resource_names, topology_acls
 from mirrorstack.model.spec import ClientSecurity, TopologyError, load_topology
+from mirrorstack.model.users import NODE_PRINCIPAL, USER_NAME
 from tests.support.stacks import REPO
 
 SECURE = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"]["mirrorstack:topology"]
@@ -96,8 +99,14 @@ def test_authorizer_settings_deny_by_default_with_the_nodes_as_super_users():
     settings = authorizer_settings()
     assert settings["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert settings["allow.everyone.if.no.acl.found"] == "false"
-    assert settings["super.users"] == "User:kafka-nodes"
+    assert settings["super.users"] == "User:kafka-nodes@mirrorstack"
     assert settings["ssl.principal.mapping.rules"].endswith(",DEFAULT")
+
+
+def test_no_user_the_model_creates_can_take_the_node_principal():
+    """The nodes' super user has a character no SASL user name of the model may hold."""
+    assert not re.fullmatch(USER_NAME, NODE_PRINCIPAL)
+    assert f"/{NODE_PRINCIPAL}/" in authorizer_settings()["ssl.principal.mapping.rules"]
 
 
 def test_who_authorizes_by_default():
@@ -119,6 +128,19 @@ def test_who_authorizes_by_default():
     ({"principals": {"app": {"cluster": "nowhere", "allow": []}}}, "principals.app.cluster: unknown cluster"),
     ({"principals": {"app": {"cluster": "b", "allow": []}}}, "principals.app.cluster: b has no SASL users"),
     ({"principals": {"mirrorstack": {"cluster": "a", "allow": []}}}, "is mirrorstack's own user on a"),
+    # issue 46: a user named like the nodes' principal was a super user, whatever `allow` said
+    ({"principals": {"kafka-nodes": {"cluster": "a", "allow": []}}},
+     "principals.kafka-nodes: 'kafka-nodes' is the node principal (a super user)"),
+    ({"clusters": {"a": {"security": {"protocol": "SASL_SSL", "user": "kafka-nodes"}}, "b": {}}},
+     "clusters.a.security.user: 'kafka-nodes' is the node principal (a super user)"),
+    ({"clusters": {"a": {"security": {"protocol": "SASL_SSL", "mechanism": "PLAIN"}}, "b": {}},
+      "principals": {"kafka-nodes": {"cluster": "a", "allow": []}}}, "principals.kafka-nodes: 'kafka-nodes' is"),
+    ({"clusters": {"a": {"security": {"protocol": "SASL_SSL"}, "settings": {"super.users": "User:ops;User:root"}},
+                   "b": {}}, "principals": {"root": {"cluster": "a", "allow": []}}},
+     "principals.root: 'root' is a super user by this cluster's `super.users` setting on a"),
+    ({"principals": {"kafka-nodes@mirrorstack": {"cluster": "a", "allow": []}}}, 'principals["kafka-nodes@mirrorstack"]'),
+    ({"clusters": {"a": {"security": {"protocol": "SASL_SSL", "user": "kafka-nodes@mirrorstack"}}, "b": {}}},
+     "clusters.a.security.user"),
     ({"principals": {"app": {"cluster": "a", "allow": [{"topic": "t", "group": "g", "operations": ["read"]}]}}},
      "names 2 resources (topic, group)"),
     ({"principals": {"app": {"cluster": "a", "allow": [{"topic": "t", "operations": ["fly"]}]}}}, "fly"),
