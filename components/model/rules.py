@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 from mirrorstack.mirror.connectors import OWNER_KEY, connector_names
+from mirrorstack.model.cycles import cycle_flows, returning_copy, simple_cycles
 from mirrorstack.model.expansion import FlowOrigin
 from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
 from mirrorstack.model.paths import ALIAS, PROVIDER_REFERENCE
@@ -77,7 +78,14 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
             if getattr(t.monitoring, extra):
                 yield (f"{_path(('monitoring', extra))}: runs as a container, not on the local platform; "
                        "fix: remove it, or use platform docker or kubernetes")
-    for cycle, indexes in _identity_cycles(t.flows):
+    yield from _cycle_problems(t, origins)
+
+
+def _cycle_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    identity_flows = [i for i, f in enumerate(t.flows) if f.replication_policy == "identity"]
+    for cycle in simple_cycles(t.flows, identity_flows, limit=MAX_CYCLES):
+        indexes = cycle_flows(t.flows, cycle)
+        cycle = " -> ".join([*cycle, cycle[0]])
         identity = [i for i in indexes if t.flows[i].replication_policy == "identity"]
         paths = ", ".join(dict.fromkeys(origins[i].path("replication_policy") for i in identity))
         names = ", ".join(f"{origins[i].path()} ({t.flows[i].name}, {t.flows[i].replication_policy})"
@@ -85,6 +93,27 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         yield (f"{paths}: identity policy on the cycle {cycle} via {names}; identity keeps topic names, so "
                "records would loop forever; fix: use `replication_policy: default` on every flow of this cycle, "
                "or break the cycle")
+    reported = 0
+    for cycle in simple_cycles(t.flows):
+        indexes = cycle_flows(t.flows, cycle)
+        if any(t.flows[i].replication_policy == "identity" for i in indexes):
+            continue  # refused above, with its own fix
+        if (back := returning_copy(t.flows, cycle)) is None:
+            continue
+        ring = " -> ".join([*cycle, cycle[0]])
+        names = ", ".join(f"{origins[i].path()} ({t.flows[i].name}, separator {t.flows[i].separator!r})"
+                          for i in indexes)
+        separators = {t.flows[i].separator for i in indexes}
+        fix = (f"use one separator on every flow of the cycle {ring}" if len(separators) > 1 else
+               "narrow the flows' topics so no copy is selected back")
+        yield (f"{', '.join(dict.fromkeys(origins[i].path('separator') for i in sorted(indexes)))}: copies come "
+               f"back round the cycle "
+               f"{ring} via {names}: {back.describe()}{', and round again for ever' if back.endless else ''}; "
+               "MM2 knows a copy by the separator of the flow that reads it, so it cannot tell where these came "
+               f"from; fix: {fix} (or break the cycle)")
+        reported += 1
+        if reported >= MAX_CYCLES:
+            return
 
 
 def _flow_problems(t: Topology, o: FlowOrigin, f: Flow, clusters: str, known_connect: set[str]) -> Iterator[str]:
@@ -408,38 +437,6 @@ def _forwarding_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterat
                        f"to stop it at {up.target})")
 
 
-def _identity_cycles(flows: list[Flow]) -> list[tuple[str, list[int]]]:
-    """Every simple cycle through an identity flow, as ('a -> b -> a', flow indexes)."""
-    edges: dict[tuple[str, str], list[int]] = {}
-    for i, f in enumerate(flows):
-        if f.source != f.target:
-            edges.setdefault((f.source, f.target), []).append(i)
-    succ: dict[str, list[str]] = {}
-    for s, t in sorted(edges):
-        succ.setdefault(s, []).append(t)
-
-    def closing_paths(path: list[str]) -> Iterator[list[str]]:
-        for nxt in succ.get(path[-1], []):
-            if nxt == path[0]:
-                yield path
-            elif nxt not in path:
-                yield from closing_paths([*path, nxt])
-
-    cycles: set[tuple[str, ...]] = set()
-    starts = [pair for pair, ix in sorted(edges.items())
-              if any(flows[i].replication_policy == "identity" for i in ix)]
-    for path in (p for pair in starts for p in closing_paths(list(pair))):
-        k = path.index(min(path))  # one rotation per cycle: smallest alias first
-        cycles.add(tuple(path[k:] + path[:k]))
-        if len(cycles) >= MAX_CYCLES:
-            break
-    out = []
-    for c in sorted(cycles):
-        ring = [*c, c[0]]
-        out.append((" -> ".join(ring), [i for pair in zip(ring, ring[1:]) for i in edges[pair]]))
-    return out
-
-
 CLIENT_KEYS_WITH_FIELDS = {"security.protocol": "protocol", "sasl.mechanism": "mechanism"}
 
 
@@ -482,13 +479,13 @@ def _principal_problems(t: Topology) -> Iterator[str]:
             yield (f"{_path(('principals', name))}: {name!r} is mirrorstack's own user on {principal.cluster}; "
                    "fix: give the application user another name")
         elif name in (supers := super_user_names(cluster.settings)):
-            yield (f"{_path(('principals', name))}: {name!r} is {supers[name]} on {principal.cluster}, so this user "
+            yield (f"{_path(('principals', name))}: {name!r} is {supers[name]} of {principal.cluster}: this user "
                    "would hold every right whatever `allow` says; fix: give the application user another name")
     for alias, cluster in t.clusters.items():
         if not cluster.is_external and cluster.security.sasl_mechanism \
                 and cluster.security.user in (supers := super_user_names(cluster.settings)):
             yield (f"{_path(('clusters', alias, 'security', 'user'))}: {cluster.security.user!r} is "
-                   f"{supers[cluster.security.user]}, so mirrorstack's own user would hold every right; fix: "
+                   f"{supers[cluster.security.user]}: mirrorstack's own user would hold every right; fix: "
                    "choose another name (default: mirrorstack)")
 
 

@@ -19,11 +19,11 @@ RETIRED_NODE_PRINCIPAL = "kafka-nodes"
 def super_user_names(settings: Mapping[str, str]) -> dict[str, str]:
     """The user names a cluster treats as super users, with why: the nodes' (and the
     retired nodes' name), and any `User:` listed in a `super.users` setting."""
-    names = {NODE_PRINCIPAL: "the brokers' and controllers' own principal (a super user)",
-             RETIRED_NODE_PRINCIPAL: "the node principal (a super user) of brokers an earlier mirrorstack "
-                                     "started, until they are rolled"}
+    names = {NODE_PRINCIPAL: "the nodes' own principal, a super user",
+             RETIRED_NODE_PRINCIPAL: "the nodes' principal of earlier mirrorstack versions, a super user on the "
+                                     "brokers they started"}
     for entry in settings.get("super.users", "").split(";"):
         kind, _, name = entry.strip().partition(":")
         if kind == "User" and name:
-            names[name] = "a super user by this cluster's `super.users` setting"
+            names[name] = "a super user by the `super.users` setting"
     return names

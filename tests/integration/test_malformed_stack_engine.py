@@ -18,9 +18,16 @@ clusters:
   central:
     brokers: 1
     security: {protocol: SSL, mechanism: SCRAM-SHA-512}
+  eu: {brokers: 1, security: {protocol: SASL_SSL}}
+  ap: {brokers: 1, security: {protocol: SASL_SSL, user: kafka-nodes}}
 flows:
   - {source: us, target: centrl}
   - {source: us, target: central, topics: ["(?P<region>orders)"], separator: "/"}
+  - {source: us, target: eu}
+  - {source: eu, target: us, separator: "-"}
+  - {source: ap, target: us}
+principals:
+  kafka-nodes: {cluster: eu, allow: []}
 """)
 
 
@@ -40,6 +47,11 @@ def test_malformed_topology_fails_up_before_any_resource(tmp_path):
         assert "flows[1].topics[0]: regex '(?P<region>orders)' uses Python's named group" in output, output
         assert "fix: write (?<region>...)" in output, output
         assert "flows[1].separator: '/' cannot appear in a topic name" in output, output
+        # Issue 46: a user named like the nodes' super user; copies that would come back for ever.
+        assert "clusters.ap.security.user: 'kafka-nodes' is the nodes' principal of earlier" in output, output
+        assert "principals.kafka-nodes: 'kafka-nodes' is the nodes' principal of earlier" in output, output
+        assert "flows[2].separator, flows[3].separator: copies come back round the cycle eu -> us -> eu" in output, \
+            output
         # A clean error: the problems, not the program's stack trace around them.
         assert "Traceback" not in output and "unhandled exception" not in output, output
 
