@@ -49,6 +49,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
         if cluster.is_external and cluster.resources != type(cluster).model_fields["resources"].default:
             where = _path(("clusters", alias, "resources"))
             yield f"{where}: sizes only apply to deployed clusters; fix: remove them"
+    yield from _node_port_overlaps(t)
     for name, cc in t.connect.items():
         if cc.kafka not in t.clusters:
             yield f"{_path(('connect', name, 'kafka'))}: unknown cluster {cc.kafka!r}; fix: use one of {clusters}"
@@ -750,3 +751,16 @@ def _node_port_problems(t: Topology, alias: str, cluster) -> Iterator[str]:
                "fix: remove it, or reach the cluster from inside the cluster")
     elif cluster.node_ports + cluster.brokers - 1 > 65535:
         yield f"{where}: {cluster.brokers} brokers need ports up to {cluster.node_ports + cluster.brokers - 1}; fix: lower it"
+
+
+def _node_port_overlaps(t: Topology) -> Iterator[str]:
+    """Two clusters' NodePort ranges may not share a port: the API server refuses the
+    second Service in the middle of `up`, after other resources exist."""
+    ranges = sorted((c.node_ports, c.node_ports + c.brokers - 1, alias) for alias, c in t.clusters.items()
+                    if c.node_ports is not None and not c.is_external)
+    for i, (low, high, alias) in enumerate(ranges):
+        for other_low, other_high, other in ranges[i + 1:]:
+            if other_low <= high:
+                yield (f"{_path(('clusters', other, 'node_ports'))}: {other}'s brokers take ports "
+                       f"{other_low}-{other_high}, which overlap {alias}'s {low}-{high} (clusters.{alias}.node_ports: "
+                       f"broker i on node_ports + i); fix: start {other} at {high + 1} or later, or move {alias}")

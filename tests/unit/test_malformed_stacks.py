@@ -649,6 +649,16 @@ config:
     flows:
       - {source: us, target: central}
 """, "clusters.us.node_ports", "lower it", id="node-ports-past-the-last-port"),
+    pytest.param("""
+config:
+  mirrorstack:topology:
+    platform: kubernetes
+    clusters:
+      a: {brokers: 3, node_ports: 31000}
+      b: {brokers: 1, node_ports: 31001}
+    flows:
+      - {source: a, target: b}
+""", "clusters.b.node_ports", "start b at 31003 or later", id="node-ports-overlap"),  # issue 46: refused by the API server mid-`up`
 ]
 
 def flow_stack(flow: str, clusters: str = "us: {}\n      central: {}", extra: str = "") -> str:
