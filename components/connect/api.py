@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from urllib.parse import quote
@@ -52,6 +53,23 @@ def request_budget() -> float:
         raise ValueError(f"{REQUEST_BUDGET_ENV}={value!r}: give the seconds a Connect request may take, "
                          f"retries included, as a number > 0 (default {REQUEST_BUDGET}), or unset it")
     return seconds
+
+
+HTML_TITLE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def reply_text(data: bytes, limit: int = 2000) -> str:
+    """An error reply in one line: Connect's JSON `message`, or the title of an HTML
+    page (Jetty answers a starting worker's requests with a whole 404 page)."""
+    text = data.decode(errors="replace").strip()
+    if text.startswith("<"):
+        title = HTML_TITLE.search(text)
+        return f"an HTML page ({' '.join(title.group(1).split()) if title else 'untitled'})"
+    try:
+        message = json.loads(text).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return " ".join((message or text).split())[:limit]
 
 
 class ConnectError(RuntimeError):
@@ -157,7 +175,7 @@ class ConnectClient:
                                "fix: check the REST user and its password (an external Connect cluster's is "
                                "mirrorstack:connectSecrets.<name>.password)")
         if reply.status >= 400:
-            text = reply.data.decode(errors="replace")[:2000]
+            text = reply_text(reply.data)
             error = ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")
             error.status = reply.status
             raise error

@@ -51,6 +51,7 @@ def test_aggregation_stack_end_to_end(aggregation):
     project = aggregation
     up = project.run("up", "--yes", "--skip-preview", timeout=900)
     assert "identity policy: us->central, uk->central merge same-named topics into central" in up.stdout
+    assert "<html" not in (up.stdout + up.stderr).lower()  # progress lines say a starting worker's 404 in one line
     out = project.outputs()
     assert set(out["clusters"]) == {"us", "uk", "central"}
     assert set(out["flows"]) == {"us->central", "uk->central"}

@@ -100,7 +100,14 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
 
     auth = rest_credentials(auth_file) if auth_file else None
     client = ConnectClient(rest_url, headers=basic_auth(auth)).quick(timeout)  # a probe: no retries
-    if not set(MIRROR_CONNECTOR_CLASSES) <= set(client.plugins()):
+    try:
+        plugins = client.plugins()
+    except ConnectError as exc:
+        if exc.status != 404:
+            raise
+        # Jetty answers before Connect's resources exist (a whole HTML page): one line instead
+        raise NotReady("REST server up (HTTP 404 on /connector-plugins); waiting for Connect's resources") from None
+    if not set(MIRROR_CONNECTOR_CLASSES) <= set(plugins):
         return False
     try:
         expanded = client.expanded_status()
