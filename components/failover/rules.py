@@ -283,14 +283,19 @@ def render_report(report: dict) -> str:
                    else f"re-read {_figure(entry.get('reread'))}")
         lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry.get('lost'))}")
         pwidth = max([len(f"{r['from_topic']}/{_figure(r['partition'])}") for r in parts] + [1])
+        exact = [r for r in parts if r.get("reread") == 0 and r.get("lost") == 0] if len(parts) > 4 else []
         for r in parts:
-            if r.get("reread") == 0 and r.get("lost") == 0 and len(parts) > 4:
-                continue  # exact moves of many partitions: the group line says it
+            if any(r is e for e in exact):
+                continue  # exact moves of many partitions: counted on the line after the rows
             where = f"{r['from_topic']}/{_figure(r['partition'])}"
             reread = (f"re-read {_figure(r.get('reread'))}" if r.get("reread") is not None
                       else f"re-read at most {_figure(r.get('reread_at_most'))}")
             lines.append(f"    {where:<{pwidth}}  {_figure(r.get('old')):>8} -> {r['to_topic']} "
                          f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}")
+        if exact:
+            lines.append(f"    {'...':<{pwidth}}  {len(exact)} more partition(s) moved exactly (re-read 0, lost 0)"
+                         if len(exact) < len(parts) else
+                         "    every partition moved exactly (re-read 0, lost 0)")
     if not groups:
         lines.append("  no group moved")
     lines += [f"  note: {n}" for n in report.get("notes") or []]

@@ -185,3 +185,17 @@ def test_render_report_is_one_line_per_group_and_partition():
     assert lines[1] == "  gate: none (unplanned)"
     assert lines[2] == "  g1     1 partition(s)  re-read at most 19  lost ?"
     assert lines[-1].endswith("cannot be counted until primary returns")
+
+
+def test_render_report_counts_the_partitions_it_does_not_list():
+    """Issue 46: `app-wide 25 partition(s)` printed one row and hid 24 without a word."""
+    rows = [f.partition_entry("orders", "primary.orders", p, 40, 40, exact=40) for p in range(24)]
+    rows.append(f.partition_entry("orders", "primary.orders", 24, 40, 31, exact=38))
+    report = {"from": "primary", "to": "standby", "mode": "planned", "at": "2026-11-24T23:40:00+00:00",
+              "gate": None, "groups": {"app-wide": f.group_entry(rows)}}
+    lines = f.render_report(report).splitlines()
+    assert lines[2].startswith("  app-wide  25 partition(s)")
+    assert lines[3].startswith("    orders/24") and "re-read 7" in lines[3]
+    assert lines[4].split() == ["...", "24", "more", "partition(s)", "moved", "exactly", "(re-read", "0,", "lost", "0)"]
+    every = {**report, "groups": {"app-wide": f.group_entry(rows[:24])}}
+    assert f.render_report(every).splitlines()[3] == "    every partition moved exactly (re-read 0, lost 0)"
