@@ -109,8 +109,8 @@ class Security(_Model):
 
     protocol: Literal["PLAINTEXT", "SSL", "SASL_SSL"] = Field(
         "PLAINTEXT", description="What clients (Connect, MM2, the validation job) use.")
-    mechanism: Literal["SCRAM-SHA-512", "PLAIN"] | None = Field(
-        None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512).")
+    mechanism: SASL_MECHANISMS | None = Field(
+        None, description="SASL mechanism (SASL_SSL only; default SCRAM-SHA-512; SCRAM-SHA-256 and PLAIN too).")
     mtls: bool = Field(False, description=(
         "Clients must also present a certificate signed by the cluster's CA (SSL or SASL_SSL)."))
     user: str = Field("mirrorstack", pattern=USER_NAME, description=(

@@ -535,3 +535,21 @@ def test_k8s_acls_reach_every_broker_through_its_own_port_forward(k8s_secure):
         assert "127.0.0.1" in dynamic[f"{alias}-tls"]["nodes"][broker]
     in_cluster = KubernetesPlatform(STACK, rest_access="in-cluster")
     assert in_cluster.admin_listener("edge-broker-0") is None  # the program is in the cluster: INTERNAL answers
+
+
+def test_a_deployed_cluster_takes_scram_sha_256_as_it_takes_scram_sha_512():
+    """Issue 46: SCRAM-SHA-256 was accepted for external clusters only."""
+    from mirrorstack.kafka import security
+    topology = load_topology({"clusters": {"a": {"security": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-256"}},
+                                           "b": {}}, "flows": [{"source": "a", "target": "b"}],
+                              "principals": {"app": {"cluster": "a", "allow": []}}})
+    sec = topology.clusters["a"].security
+    assert sec.sasl_mechanism == "SCRAM-SHA-256" and topology.authorizes("a")
+    props = security.broker_listener_settings(sec, client="h:1", internal="h:2", listen_client="0:1",
+                                              listen_internal="0:2", keystore="k", truststore="t", secrets_file="s")
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
+    assert props["listener.name.client.scram-sha-256.sasl.jaas.config"].startswith(
+        "org.apache.kafka.common.security.scram.ScramLoginModule required")
+    assert security.broker_secret_files(sec, "pw")["secrets/scram.properties"].startswith("SCRAM-SHA-256=iterations=")
+    assert security.scram_user_args(sec, bootstrap="b", command_config="c", scram_file="f")[-2:] == [
+        "--add-config-file", "f"]
