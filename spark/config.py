@@ -112,6 +112,11 @@ class Group:
     target_client: dict[str, str]
     members: list[Member] = field(default_factory=list)
 
+    @property
+    def reads_committed(self) -> bool:
+        """A transactional target (exactly-once): its offsets include commit markers, not only records."""
+        return (self.target_client or {}).get("isolation.level") == "read_committed"
+
 
 @dataclass
 class Config:

@@ -99,9 +99,12 @@ class Validator:
         return None  # spark mode, whole history: from the records read
 
     def target_partition_counts(self, group: Group) -> dict[int, int]:
-        """Records each partition of the target topic holds (in the window: from its first record in it)."""
+        """Records each partition of the target topic holds (in the window: from its first record in it);
+        committed records only on a transactional target."""
         from pyspark.sql import functions as F
-        if self.kafka:
+        # A transactional target's offsets include its commit markers (a CI run: 9,377 offsets held 5,979
+        # records), so only there are the records counted, not the offsets.
+        if self.kafka and not group.reads_committed:
             marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
             if marks is None:
                 return {}

@@ -310,6 +310,37 @@ def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka
     assert code == 0 and report["passed"]
 
 
+def copy_in_transactions(bootstrap: str, topic: str, msgs) -> None:
+    """Write `msgs` as an exactly-once flow's target holds them: each in its own
+    transaction, so every record is followed by a commit marker (one offset more)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"vj-tx-{uuid.uuid4().hex}"})
+    producer.init_transactions(60)
+    for m in msgs:
+        producer.begin_transaction()
+        producer.produce(topic, key=m.key, value=m.value, partition=m.partition, timestamp=m.timestamp,
+                         headers=list(m.headers))
+        producer.commit_transaction(60)
+
+
+def test_the_wait_counts_a_transactional_targets_records_not_its_offsets(spark, tmp_path, kafka_a, kafka_b):
+    """Issue 46: on an exactly-once target the wait compared offsets (records and commit
+    markers) with the sources' records; 3 of 4 records copied, each with its marker,
+    were 1.5 times the count, so the wait ended at once and called the rest missing."""
+    topic, remote, src = setup_pair(kafka_a, kafka_b, "markers", count=40)
+    per_partition = {p: sum(m.partition == p for m in src) for p in range(PARTITIONS)}
+    copied = [m for m in src if m.offset < per_partition[m.partition] * 3 // 4]
+    copy_in_transactions(kafka_b.bootstrap_servers, remote, copied)
+    cfg = config(kafka_a, kafka_b, topic, wait_seconds=3)
+    cfg["flows"][0]["target_client"] = {"isolation.level": "read_committed"}
+
+    code, report = validate(spark, tmp_path, cfg)
+    [group] = report["groups"]
+    assert code == 1
+    assert group["timed_out"], group  # waited for the quarter still to come (before: "hold the expected records")
+    assert group["source_records"] == 40 and group["target_records"] == len(copied) == 30
+    assert group["matched"] == 30 and group["missing"] + group["in_flight"] == 10
+
+
 class _OtherWriter(threading.Thread):
     """Another producer writing into partition 0 of the target (records no source
     has: extras) about 10 times a second: that partition takes records, the other
