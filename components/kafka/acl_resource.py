@@ -15,12 +15,19 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from mirrorstack import naming
 
 TIMEOUT = 30.0
+REFRESH_TIMEOUT = 10.0  # a refresh during an outage says so within seconds (the MM2 provider's is 3 s a request)
 SECRET_INPUTS = ["admin_keystore", "users"]
 
 
 def _say(cluster: str, line: str) -> None:
     import sys
     print(f"mirrorstack: {cluster} ACLs: {line}", file=sys.stderr, flush=True)
+
+
+def _reason(exc) -> str:
+    """librdkafka's error in one line (KafkaException wraps a KafkaError)."""
+    error = exc.args[0] if exc.args else exc
+    return getattr(error, "str", lambda: str(error))() or type(exc).__name__
 
 
 def admin_client(props):
@@ -70,7 +77,7 @@ def _wait(futures: dict, what: str) -> None:
         raise RuntimeError(f"{what} failed: " + "; ".join(str(f) for f in failed))
 
 
-def _present(admin, acls: set) -> set:
+def _present(admin, acls: set, timeout: float = TIMEOUT) -> set:
     """Which of `acls` the cluster has now."""
     from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
                                        ResourceType)
@@ -78,7 +85,7 @@ def _present(admin, acls: set) -> set:
     for principal in {a.principal for a in acls}:
         bindings = admin.describe_acls(AclBindingFilter(
             ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
-            AclPermissionType.ALLOW), request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+            AclPermissionType.ALLOW), request_timeout=timeout).result(timeout=timeout)
         for b in bindings:
             resource = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
             found |= {a for a in acls if (a.principal, a.resource, a.name, a.pattern, a.operation) ==
@@ -144,9 +151,19 @@ class KafkaAclsProvider(ResourceProvider):
 
     def read(self, id_, props):
         """Refresh: an ACL someone deleted drops out of state, so the next `up` puts it back."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from confluent_kafka import KafkaException
+
         from mirrorstack.kafka.acls import Acl
         lines = props.get("acls") or []
-        present = _present(admin_client(props), _acls(lines))
+        try:
+            present = _present(admin_client(props), _acls(lines), REFRESH_TIMEOUT)
+        except (KafkaException, FutureTimeout) as exc:  # no broker answered: an outage, not a change
+            _say(props["cluster"], f"no broker of {props['bootstrap']} answered within {REFRESH_TIMEOUT:.0f}s "
+                                   f"({_reason(exc)}); the ACLs and users stay as last applied; fix: start the "
+                                   "brokers (`pulumi up` restarts a stopped one), then `pulumi refresh`")
+            return ReadResult(id_=id_, outs=props)
         kept = [line for line in lines if Acl.parse(line)[0] in present]
         if len(kept) < len(lines):
             _say(props["cluster"], f"{len(lines) - len(kept)} ACLs missing: " + "; ".join(

@@ -110,8 +110,9 @@ class KafkaCluster(pulumi.ComponentResource):
         authorizer = acls.authorizer_settings() if args.authorization else {}
         admin_address = None
         if args.authorization and certs:  # from where the program runs: ADMIN, else INTERNAL
-            admin_address = admin[broker_names[0]][0] if admin else \
-                "%s:%d" % platform.host_address(broker_names[0], "internal")
+            # Every broker: with only the first, a refresh failed whenever broker 0 was down.
+            admin_address = ",".join(admin[name][0] if admin else "%s:%d" % platform.host_address(name, "internal")
+                                     for name in broker_names)
         # One node at a time (rolling restarts, also on create): each depends on the
         # one before, and the engine starts a resource only once its dependencies are done.
         ctrls: list[pulumi.Resource] = []
@@ -161,7 +162,10 @@ class KafkaCluster(pulumi.ComponentResource):
                 props = broker.with_external_listener(props, advertised=advertised, listen=listen)
             secret_files = self._node_secret_files(certs, name)
             if certs and password is not None:
-                secret_files = pulumi.Output.all(secret_files, password, self.principal_passwords).apply(
+                # Only PLAIN's brokers hold the application users' passwords; a SCRAM principal added
+                # must not make every broker's files unknown in a preview (the ACL resource creates it).
+                users = self.principal_passwords if sec.sasl_mechanism == "PLAIN" else {}
+                secret_files = pulumi.Output.all(secret_files, password, users).apply(
                     lambda a: {**a[0], **security.broker_secret_files(sec, a[1], a[2])})
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],

@@ -26,7 +26,9 @@ def flow_spec(flow) -> dict:
 
 def plan_spec(flow) -> dict:
     """flow_spec and what else the plan checks (whether records go compressed)."""
-    return {**flow_spec(flow), "compression": flow.throughput.compression, "exactly_once": flow.exactly_once}
+    # exactly_once only where set: a stack without it previews no change of its plan on upgrade
+    return {**flow_spec(flow), "compression": flow.throughput.compression,
+            **({"exactly_once": True} if flow.exactly_once else {})}
 
 
 def _policy(spec: dict) -> ReplicationPolicy:

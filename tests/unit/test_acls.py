@@ -180,3 +180,31 @@ def test_the_preview_lists_what_to_grant_on_an_external_cluster():
     assert any(line.startswith("  allow User:mm2-at-partner READ on TOPIC invoices (LITERAL) for flow "
                                "partner->central: source read") for line in text.splitlines()[1:])
     assert external_principal(ClientSecurity(protocol="SSL", mtls=True)) == "User:<your-client-certificate-subject>"
+
+
+def test_a_refresh_with_no_broker_answering_keeps_the_acls_and_says_what_to_do(capsys):
+    """Issue 46, defect 4: `refresh` failed after 31 s ("Failed while waiting for controller:
+    Local: Timed out") naming neither the brokers nor a fix. Nothing listens at these ports."""
+    import socket
+    import time
+
+    from mirrorstack.certificates.tls import issue, keystore_pem, new_ca
+    from mirrorstack.kafka.acl_resource import REFRESH_TIMEOUT, KafkaAclsProvider
+    ports = []
+    for _ in range(2):  # free ports, closed again: connections are refused
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    ca_key, ca_cert = new_ca("test-ca")
+    key, cert = issue(ca_key, ca_cert, "edge-broker-0", ["127.0.0.1"])
+    lines = ["allow User:mirrorstack READ on TOPIC orders (LITERAL) for flow edge->central: source read"]
+    props = {"cluster": "edge", "bootstrap": ",".join(f"127.0.0.1:{p}" for p in ports),
+             "admin_keystore": keystore_pem(key, cert, ca_cert), "truststore": ca_cert, "acls": lines,
+             "users": {}, "mechanism": "SCRAM-SHA-512"}
+    started = time.monotonic()
+    result = KafkaAclsProvider().read("id", props)
+    assert time.monotonic() - started < REFRESH_TIMEOUT + 10
+    assert result.outs == props  # kept as last applied, not recorded as deleted
+    said = capsys.readouterr().err
+    assert f"edge ACLs: no broker of {props['bootstrap']} answered within {REFRESH_TIMEOUT:.0f}s" in said, said
+    assert "fix: start the brokers" in said and "\n" not in said.strip(), said

@@ -553,3 +553,15 @@ def test_a_deployed_cluster_takes_scram_sha_256_as_it_takes_scram_sha_512():
     assert security.broker_secret_files(sec, "pw")["secrets/scram.properties"].startswith("SCRAM-SHA-256=iterations=")
     assert security.scram_user_args(sec, bootstrap="b", command_config="c", scram_file="f")[-2:] == [
         "--add-config-file", "f"]
+
+
+def test_the_acl_resource_is_given_every_broker(tmp_path):
+    """Issue 46, defect 4: it was given broker 0 only, so `refresh` failed whenever broker 0 was down."""
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["mirrorstack:topology"]
+    document["clusters"]["edge"]["brokers"] = 3
+    topology = load_topology(on_platform(document, "local"))
+    platform = LocalPlatform(STACK, str(tmp_path))
+    mocks, _ = deploy(lambda: platform, topology=topology, stack=STACK)
+    dynamic = {r.name: r.inputs for r in mocks.resources if r.typ.startswith("pulumi-python:dynamic")}
+    assert dynamic["edge-acls"]["bootstrap"].split(",") == [
+        "%s:%d" % platform.host_address(f"edge-broker-{i}", "internal") for i in range(3)]
