@@ -491,9 +491,19 @@ def test_a_separator_change_copies_the_history_again_under_the_new_names(deploye
     history = produce(primary, "renamed", 40, prefix="history")
     assert len(consume(standby, "primary.renamed", expected=40, timeout=180)) == 40
 
-    # "_": Kafka would refuse primary_renamed beside primary.renamed, and MM2 would stall on it:
+    # One flow of the pair alone: once the reverse flow runs (a failover), copies would come back
+    # round primary -> standby -> primary for ever (issue 46); refused before anything changes
+    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "-")
+    refused = project.run("preview", check=False, timeout=600)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0, said[-4000:]
+    assert "flows[0].separator, flows[1].separator: copies come back round the cycle primary -> standby -> primary" \
+        in said, said[-4000:]
+
+    # "_" on both: Kafka would refuse primary_renamed beside primary.renamed, and MM2 would stall on it:
     # `up` refuses the rename before changing anything, naming the collisions and the fix
-    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "_")
+    for i in (0, 1):
+        project.run("config", "set", "--path", f"mirrorstack:topology.flows[{i}].separator", "_")
     refused = project.run("up", "--yes", "--skip-preview", check=False, timeout=900)
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0 and f"flow {FLOW}: nothing changed: " in said, said[-4000:]
@@ -505,7 +515,8 @@ def test_a_separator_change_copies_the_history_again_under_the_new_names(deploye
     assert config["replication.policy.separator"] == "."
 
     # "-" renames without a collision
-    project.run("config", "set", "--path", "mirrorstack:topology.flows[0].separator", "-")
+    for i in (0, 1):
+        project.run("config", "set", "--path", f"mirrorstack:topology.flows[{i}].separator", "-")
     preview = project.run("preview", "--diff", timeout=600)
     said = preview.stdout + preview.stderr
     assert re.search(r"~ renamed +-> primary-renamed +renamed from primary\.renamed: copied again from the start; "
