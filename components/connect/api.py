@@ -171,9 +171,11 @@ class ConnectClient:
 
     def _ok(self, reply, what: str):
         if reply.status == 401:
-            raise ConnectError(f"{what}: Kafka Connect at {self.url} refused the credentials (401 Unauthorized); "
-                               "fix: check the REST user and its password (an external Connect cluster's is "
-                               "mirrorstack:connectSecrets.<name>.password)")
+            error = ConnectError(f"{what}: Kafka Connect at {self.url} refused the credentials (401 Unauthorized); "
+                                 "fix: check the REST user and its password (an external Connect cluster's is "
+                                 "mirrorstack:connectSecrets.<name>.password)")
+            error.status = 401  # an answer, not an outage (refresh and destroy tell them apart by it)
+            raise error
         if reply.status >= 400:
             text = reply_text(reply.data)
             error = ConnectError(f"{what}: Kafka Connect at {self.url} answered {reply.status}: {text}")

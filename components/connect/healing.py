@@ -91,6 +91,39 @@ def remember(memory: Memory, decision: Decision, status: dict | None, now: float
         memory.healthy_since = None
 
 
+REMIND_SECONDS = 600.0  # while checks keep failing, a line this often (the metrics count every one)
+
+
+@dataclass
+class ReadFailures:
+    """Checks in a row that could not read Connect: said when they begin, at most
+    once every REMIND_SECONDS while they last, and when they end (not one line a check)."""
+    since: float | None = None
+    count: int = 0
+    said_at: float = 0.0
+
+    def failed(self, now: float, why: str) -> str | None:
+        """The line to log for a failed check at `now` (monotonic seconds), or None."""
+        self.count += 1
+        if self.since is None:
+            self.since = self.said_at = now
+            return (f"cannot read the connectors' status ({why}); trying again at every check, said again every "
+                    f"{REMIND_SECONDS / 60:.0f} min while it lasts and once it reads again")
+        if now - self.said_at >= REMIND_SECONDS:
+            self.said_at = now
+            return (f"still cannot read the connectors' status, for {now - self.since:.0f} s ({self.count} checks): "
+                    f"{why}")
+        return None
+
+    def answered(self, now: float) -> str | None:
+        """The line to log for a check that read the status, or None when the one before did too."""
+        if self.since is None:
+            return None
+        line = f"reads the connectors' status again, after {self.count} failed checks in {now - self.since:.0f} s"
+        self.since, self.count = None, 0
+        return line
+
+
 @dataclass
 class Supervision:
     """Every connector of one Connect group the supervisor watches."""
@@ -101,6 +134,7 @@ class Supervision:
     checks: int = 0
     check_errors: int = 0
     last_check: float = 0.0
+    read_failures: ReadFailures = field(default_factory=ReadFailures)
 
     def of(self, name: str) -> Memory:
         return self.memory.setdefault(name, Memory())

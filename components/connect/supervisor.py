@@ -3,7 +3,10 @@ process (a local process, a container, a Deployment) that keeps running when
 `pulumi up` is not. Every `check_seconds` it reads every connector's status
 in one call, restarts the FAILED parts of the stack's connectors on
 mirrorstack.connect.healing's schedule (Connect's own restart of failed parts
-only), logs each restart and give-up, and serves its metrics for Prometheus.
+only), logs each restart and give-up (and when it cannot read Connect: once as
+it begins, every 10 min while it lasts, once when it ends), and serves its
+metrics for Prometheus. On local a keeper starts it again if it exits; the
+other platforms restart its container.
 
     python -m mirrorstack.connect.supervisor <config.json>
 
@@ -60,8 +63,11 @@ def check(supervision: Supervision, config: dict, now: float) -> None:
         statuses = {name: entry.get("status") for name, entry in connect.expanded_status().items()}
     except (ConnectError, urllib3.exceptions.HTTPError, OSError) as exc:
         supervision.check_errors += 1
-        log(supervision, f"cannot read the connectors' status ({str(exc)[:300]}); trying again")
+        if line := supervision.read_failures.failed(now, str(exc)[:300]):
+            log(supervision, line)
         return
+    if line := supervision.read_failures.answered(now):
+        log(supervision, line)
     for name, wanted in sorted(supervision.wanted.items()):
         memory = supervision.of(name)
         status = statuses.get(name)

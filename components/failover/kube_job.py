@@ -23,7 +23,7 @@ import time
 import uuid
 
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
-from mirrorstack.platforms import kube_tunnel
+from mirrorstack.platforms import kube_pods, kube_tunnel
 from mirrorstack.shipping import module_sources
 from mirrorstack.validation.package import deterministic_zip, spark_modules
 
@@ -33,6 +33,8 @@ SHIPPED = ("mirrorstack.failover.in_pod", "mirrorstack.failover.procedure", "mir
            "mirrorstack.platforms.kube_tunnel")
 MOUNT = "/switch"
 START_SECONDS = 300  # for the pod to be scheduled and its container to start
+# What sizes the switch's pod, for a message about a pod that cannot run (its requests are fixed).
+FIELDS = {"what": "the failover switch", "image": "images.spark"}
 SWITCH_SECONDS = 600  # beyond the gate's wait: stopping connectors, reading and writing offsets
 POLL_SECONDS = 1.0
 # A container waiting for one of these will not start without a change: fail at once, not at the deadline.
@@ -128,8 +130,10 @@ def _waiting(pod: dict) -> tuple[str, str] | None:
 
 
 def wait_started(kubectl: Kubectl, job: str, progress) -> str:
-    """The pod's name once its container has started (or ended)."""
+    """The pod's name once its container has started (or ended); a pod that
+    cannot be scheduled fails within kube_pods.STUCK_SECONDS."""
     started, said = time.monotonic(), time.monotonic()
+    watch = kube_pods.PodWatch()
     while True:
         pod = _pod(kubectl, job)
         if pod is not None:
@@ -140,6 +144,10 @@ def wait_started(kubectl: Kubectl, job: str, progress) -> str:
                 raise SwitchJobFailed(f"the switch's pod {name} cannot start: {stuck[0]}: {stuck[1][:300]}; nothing "
                                       f"was changed; fix: make the image {_image(pod)} available to the cluster "
                                       "(images: in the topology), then run `pulumi up` again")
+            now = time.monotonic()
+            for b in watch.overdue(watch.observe([pod], now), now):
+                raise SwitchJobFailed(f"the switch cannot run, nothing was changed: "
+                                      f"{kube_pods.explain(b, pod, FIELDS, kubectl.namespace, now - watch.since[b.key])}")
         waited = time.monotonic() - started
         if waited > START_SECONDS:
             why = json.dumps((pod or {}).get("status", {}).get("conditions", []))[:400] if pod else "no pod created"

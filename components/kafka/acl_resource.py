@@ -13,6 +13,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
+from mirrorstack.kafka.scram_users import changed_users, retire_users, scram_mechanism, set_users, wait_all
 
 TIMEOUT = 30.0
 REFRESH_TIMEOUT = 10.0  # a refresh during an outage says so within seconds (the MM2 provider's is 3 s a request)
@@ -66,17 +67,6 @@ def _acls(lines) -> set:
     return {Acl.parse(line)[0] for line in lines or []}
 
 
-def _wait(futures: dict, what: str) -> None:
-    failed = []
-    for key, future in futures.items():
-        try:
-            future.result(timeout=TIMEOUT)
-        except Exception as e:  # noqa: BLE001 - every failure is reported together below
-            failed.append(f"{key}: {e}")
-    if failed:
-        raise RuntimeError(f"{what} failed: " + "; ".join(str(f) for f in failed))
-
-
 def _present(admin, acls: set, timeout: float = TIMEOUT) -> set:
     """Which of `acls` the cluster has now."""
     from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
@@ -95,25 +85,20 @@ def _present(admin, acls: set, timeout: float = TIMEOUT) -> set:
 
 def _apply(props, old_lines, new_lines, old_users, new_users) -> None:
     import time
-
-    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, \
-        UserScramCredentialUpsertion
     cluster, admin = props["cluster"], admin_client(props)
-    scram = (props.get("mechanism") or "").startswith("SCRAM-")  # PLAIN's users live in the brokers' JAAS
-    mechanism = ScramMechanism[props["mechanism"].replace("-", "_")] if scram else None
-    users = {u: p for u, p in (new_users or {}).items() if (old_users or {}).get(u) != p}
+    mechanism = scram_mechanism(props.get("mechanism"))  # None: PLAIN's users live in the brokers' JAAS
+    users, gone = changed_users(old_users, new_users)
     if users and mechanism is not None:  # before the ACLs: a user can use them the moment they exist
-        _wait(admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            u, ScramCredentialInfo(mechanism, 8192), p.encode()) for u, p in sorted(users.items())]),
-            f"{cluster}: creating SCRAM users {', '.join(sorted(users))}")
+        set_users(admin, mechanism, users, cluster)
         _say(cluster, f"SCRAM users set: {', '.join(sorted(users))}")
     olds, news = _acls(old_lines), _acls(new_lines)
     removed, added = sorted(olds - news), sorted(news - olds)
     if removed:
-        _wait(admin.delete_acls([acl_filter(a) for a in removed], request_timeout=TIMEOUT),
-              f"{cluster}: deleting ACLs")
+        wait_all(admin.delete_acls([acl_filter(a) for a in removed], request_timeout=TIMEOUT),
+                 f"{cluster}: deleting ACLs")
     if added:
-        _wait(admin.create_acls([acl_binding(a) for a in added], request_timeout=TIMEOUT), f"{cluster}: creating ACLs")
+        wait_all(admin.create_acls([acl_binding(a) for a in added], request_timeout=TIMEOUT),
+                 f"{cluster}: creating ACLs")
         # Created means committed by the controller; wait until a broker serves them, so
         # connectors that start next are not refused.
         deadline = time.monotonic() + TIMEOUT
@@ -121,12 +106,12 @@ def _apply(props, old_lines, new_lines, old_users, new_users) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{cluster}: created ACLs not visible after {TIMEOUT:.0f}s")
             time.sleep(0.3)
-    gone = sorted(set(old_users or {}) - set(new_users or {}))
-    if gone and mechanism is not None:
-        _wait(admin.alter_user_scram_credentials([UserScramCredentialDeletion(u, mechanism) for u in gone]),
-              f"{cluster}: deleting SCRAM users {', '.join(gone)}")
+    retired = ""
+    if gone and mechanism is not None:  # never deleted: mirrorstack.kafka.scram_users says why
+        retire_users(admin, mechanism, gone, cluster)
+        retired = " (each SCRAM password replaced by a random one nobody keeps)"
     _say(cluster, f"{len(added)} added, {len(removed)} removed, {len(news)} kept by this stack"
-         + (f"; users removed: {', '.join(gone)}" if gone else ""))
+         + (f"; users removed: {', '.join(gone)}{retired}" if gone else ""))
 
 
 class KafkaAclsProvider(ResourceProvider):

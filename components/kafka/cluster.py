@@ -170,7 +170,7 @@ class KafkaCluster(pulumi.ComponentResource):
             brokers.append(platform.run_kafka_java(
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": self._guarded(render_properties(props)), **extra_files},
-                secret_files=secret_files,
+                secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
                 resources=cluster.resources, health=health, group=ServiceGroup.brokers(alias),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
@@ -213,6 +213,16 @@ class KafkaCluster(pulumi.ComponentResource):
         return pulumi.Output.all(certs.keystore(node), certs.truststore).apply(
             lambda pems: {"secrets/server.pem": pems[0], "secrets/ca.pem": pems[1]})
 
+    def _sasl_users(self, sec, password) -> pulumi.Output[dict] | None:
+        """The SASL users a secured broker's clients use, {name: password}: the
+        stack's own and the application principals. At each start its readiness
+        sets the SCRAM ones again and logs in as each on its CLIENT listener
+        (security.sasl_readiness)."""
+        if password is None:
+            return None
+        return pulumi.Output.secret(pulumi.Output.all(password, self.principal_passwords).apply(
+            lambda a: {sec.user: a[0], **a[1]}))
+
     def _secured_broker(self, sec, name: str, host: str, port: int, index: int, settings):
         """(overrides, health check, after-start steps, extra files) of a secured broker."""
         platform = self._platform
@@ -227,7 +237,9 @@ class KafkaCluster(pulumi.ComponentResource):
         # Health over INTERNAL with the node's own certificate: no password needed.
         health = {"kind": "kafka", "bootstrap": f"{i_host}:{i_port}", "brokers": "1",
                   "client.security.protocol": "ssl", "client.ssl.ca.location": truststore,
-                  "client.ssl.certificate.location": keystore, "client.ssl.key.location": keystore}
+                  "client.ssl.certificate.location": keystore, "client.ssl.key.location": keystore,
+                  # then, as its clients: the stack's SASL users get in on CLIENT
+                  **security.sasl_readiness(sec, listener=f"{host}:{port}", keystore=keystore, truststore=truststore)}
         after_start = []
         args = security.scram_user_args(sec, bootstrap=f"{i_host}:{i_port}", command_config="{dir}/admin.properties",
                                         scram_file="{dir}/secrets/scram.properties")

@@ -125,6 +125,21 @@ def scram_user_args(security, *, bootstrap: str, command_config: str, scram_file
             "--entity-type", "users", "--entity-name", security.user, "--add-config-file", scram_file]
 
 
+def sasl_readiness(security, *, listener: str, keystore: str, truststore: str) -> dict[str, str]:
+    """A secured broker's health keys for the check that the stack's SASL
+    users authenticate on its CLIENT listener (`listener`) at each start (the
+    SCRAM ones set again first): librdkafka settings without credentials
+    (platforms/local/sasl_check.py)."""
+    if not security.sasl_mechanism:
+        return {}
+    client = {"security.protocol": security.protocol.lower(), "sasl.mechanism": security.sasl_mechanism}
+    if security.protocol == "SASL_SSL":
+        client["ssl.ca.location"] = truststore
+        if security.mtls:  # the listener wants a certificate too: the node's own
+            client.update({"ssl.certificate.location": keystore, "ssl.key.location": keystore})
+    return {"sasl.bootstrap": listener, **{f"sasl.client.{k}": v for k, v in client.items()}}
+
+
 def admin_properties(keystore: str, truststore: str) -> dict[str, str]:
     """Client settings of the broker's own certificate on the INTERNAL listener."""
     return {"security.protocol": "SSL", **pem_tls(keystore, truststore)}

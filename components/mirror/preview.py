@@ -4,8 +4,12 @@ is down when Connect cannot answer.
 """
 from __future__ import annotations
 
-from mirrorstack.connect.api import ConnectClient, ConnectError, answers, client_from, summarize
+from mirrorstack.connect.api import ConnectClient, ConnectError, answers, client_from, progress, summarize
 from mirrorstack.mirror.connectors import OWNER_KEY
+
+# Flows (and their Connect URL) whose outage this provider process has said already: `pulumi refresh`
+# reads each flow, then diffs it against the program, and both find Connect down; one line is enough.
+_OUTAGES_SAID: set[tuple] = set()
 
 
 def takeover_plan(props) -> list[str]:
@@ -52,3 +56,14 @@ def outage(props, client: ConnectClient, exc: Exception, timeout: float) -> str:
     return (f"{props.get('flow')}: Kafka Connect at {client.url} is down ({type(exc).__name__}: {exc}); {recorded}; "
             "fix: `pulumi up` restarts the Connect workers the stack runs (an external Connect cluster: start its "
             "workers), then checks the connectors")
+
+
+def say_outage(props, client: ConnectClient, exc: Exception, timeout: float) -> None:
+    """Say `outage` once for this run of the engine (its provider process)."""
+    _OUTAGES_SAID.add((props.get("flow"), props.get("connect_url")))
+    progress(outage(props, client, exc, timeout))
+
+
+def outage_said(props) -> bool:
+    """Whether this run has said already that the flow's Connect is down (a refresh's read did)."""
+    return (props.get("flow"), props.get("connect_url")) in _OUTAGES_SAID

@@ -11,10 +11,11 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from mirrorstack.connect.api import (CONNECT_STATES, TARGET_STATES, ConnectError, client_from, progress, summarize,
                                     wait_state)
-from mirrorstack.mirror.preview import outage
+from mirrorstack.mirror.preview import say_outage
 from mirrorstack.mirror.reconcile import (by_class, carry_over, check_workers, configure, live_problems,
                                          owner_problems, refuse_colliding_renames, renames, settle, start_over,
                                          validate_all)
+from mirrorstack.mirror.teardown import delete_connectors
 
 REFRESH_TIMEOUT = 10  # seconds a request of `pulumi refresh` may take (3 s misfired on a loaded host)
 
@@ -132,9 +133,7 @@ class MirrorMaker2Provider(ResourceProvider):
         return UpdateResult(outs={**news, "states": states})
 
     def delete(self, _id, props):
-        client = client_from(props)
-        for name in props["connectors"]:
-            client.delete(name)
+        delete_connectors(props)  # Connect down: said, and destroy goes on
 
     def read(self, id_, props):
         """`pulumi refresh`: each connector's config and state, read live, within
@@ -157,7 +156,7 @@ class MirrorMaker2Provider(ResourceProvider):
         except (ConnectError, urllib3.exceptions.HTTPError) as exc:
             if isinstance(exc, ConnectError) and (exc.status or 500) < 500:
                 raise  # Connect answered, and refused (credentials): not an outage
-            progress(outage(props, client, exc, REFRESH_TIMEOUT))
+            say_outage(props, client, exc, REFRESH_TIMEOUT)
             down = {"state": "UNREACHABLE", "tasks": "0", "running_tasks": "0"}
             return ReadResult(id_=id_, outs={**props, "states": {name: dict(down) for name in props["connectors"]}})
         return ReadResult(id_=id_, outs={**props, "connectors": live, "states": states})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mirrorstack.connect.api import (CONNECT_STATES, PROBE_TIMEOUT, TARGET_STATES, ConnectClient, ConnectError,
                                     client_from, failed_parts, progress)
 from mirrorstack.mirror.connectors import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
+from mirrorstack.mirror.preview import outage_said
 from mirrorstack.plan.rename_check import rename_problems
 
 VERBS = {"running": "resuming", "paused": "pausing", "stopped": "stopping"}
@@ -37,8 +38,13 @@ def live_problems(props, client: ConnectClient | None = None, say: bool = True) 
     the state someone moved it to outside the stack (PAUSED, STOPPED, RUNNING:
     not the flow's state). {} when Connect does not answer (the update itself
     will then say so), so a preview never hangs on it. `say`: print each failed
-    part (the diff does; the update of the same `up` then does not repeat it)."""
+    part (the diff does; the update of the same `up` then does not repeat it).
+    The diff does not ask again when this run's refresh found the flow's Connect
+    down and said so a moment ago (the update always asks: `up` may have started
+    the workers since)."""
     import urllib3
+    if say and outage_said(props):
+        return {}
     try:
         live = (client or client_from(props)).quick().expanded_status()
     except (urllib3.exceptions.HTTPError, ValueError, ConnectError) as exc:

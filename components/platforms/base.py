@@ -98,6 +98,16 @@ class ServiceGroup:
             labels["mirrorstack.io/connect"] = self.connect
         return labels
 
+    @property
+    def sizing(self) -> dict[str, str]:
+        """What a member is and the topology fields that size it (cpu, memory), for a
+        message about a member that cannot run; a controller's size is mirrorstack's own."""
+        if self.role == "controller":
+            return {"what": f"a controller of cluster {self.cluster}"}
+        section, what = ((f"connect.{self.connect}", f"a worker of Connect group {self.connect}")
+                         if self.connect is not None else (f"clusters.{self.cluster}", f"a broker of cluster {self.cluster}"))
+        return {"what": what, "cpu": f"{section}.resources.cpus", "memory": f"{section}.resources.memory_mib"}
+
 
 @runtime_checkable
 class Platform(Protocol):
@@ -153,12 +163,14 @@ class Platform(Protocol):
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources=None, prepare: Sequence[tuple[str, list[str]]] = (),
-                       secret_files=None, after_start: Sequence[tuple[str, list[str]]] = (),
+                       secret_files=None, health_secrets=None, after_start: Sequence[tuple[str, list[str]]] = (),
                        uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: bool = False,
                        group: ServiceGroup | None = None, opts=None) -> Any:
         """Run one of Kafka's main classes (the command line `java_service` makes)
         until `health` holds; `after_start` steps run once it does. `group`: the
-        set the service is a member of (see ServiceGroup)."""
+        set the service is a member of (see ServiceGroup). `health_secrets` (a
+        secret dict): what readiness needs beyond `health`, e.g. a broker's SASL
+        users {name: password} (health's `sasl.*` keys); a change restarts nothing."""
 
     def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:

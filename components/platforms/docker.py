@@ -173,7 +173,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, after_start: list[tuple[str, list[str]]] = (),
+                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run one of Kafka's main classes in a container: the java command
@@ -187,7 +187,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
         serves on `metrics_address(service)` inside the network. `group` is
         not used: one engine has nothing to spread over, and a container's
-        labels cannot change without replacing it."""
+        labels cannot change without replacing it. Nor is `health_secrets` yet:
+        the container's probe does not authenticate as a broker's SASL users."""
         network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
         spec = java_service(

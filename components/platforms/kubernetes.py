@@ -24,6 +24,13 @@ Every object has a fixed name: pulumi-kubernetes replaces such an object by
 deleting it first (its rule for named objects), so a replacement never meets
 "already exists".
 
+Whatever runs pods (StatefulSets, Deployments, the validation Job) is waited
+for by the program, not by the provider (whose wait sat out 600 s in silence
+on a pod that could never run): kube_rollout and kube_job_run watch the pods,
+and one that cannot be scheduled or cannot pull its image fails `up` within
+kube_pods.STUCK_SECONDS, naming the pod, Kubernetes' message and the field of
+the topology to change.
+
 Sets of services (a cluster's brokers, its controllers, a Connect group's
 workers; `ServiceGroup`) are labelled `mirrorstack.io/cluster`, `/role` and
 `/connect`; each set gets a PodDisruptionBudget (maxUnavailable 1), made with
@@ -58,7 +65,8 @@ from mirrorstack.platforms.containers import (
 )
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
-from mirrorstack.platforms.kube_rollout import StatefulSetRollout
+from mirrorstack.platforms.kube_job_run import ValidationJobRun
+from mirrorstack.platforms.kube_rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
 from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
@@ -69,7 +77,7 @@ DATA_DIR = f"{DATA_MOUNT}/kafka"
 APPUSER = IMAGE_KAFKA_UID  # the image's user; fsGroup makes the volume writable for it
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
-JOB_TIMEOUT = "2h"
+JOB_TIMEOUT_SECONDS = 2 * 3600  # a validation run: the whole of a large backlog read by Spark
 JOB_CPU_REQUEST = "250m"  # as a broker's default request
 SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
 SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
@@ -303,7 +311,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, after_start: list[tuple[str, list[str]]] = (),
+                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> StatefulSetRollout:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
@@ -317,7 +325,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         runs the java command lines of `java_service` (as the local platform
         runs them) under `container_script`. With `metrics`, the JMX exporter
         agent the image carries (`image_jmx_agent()`, see containers.py)
-        serves on `metrics_address(service)`: nothing is downloaded."""
+        serves on `metrics_address(service)`: nothing is downloaded.
+        `health_secrets` is not used yet: the readiness probe does not
+        authenticate as a broker's SASL users."""
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
         gate = ready_gate(health, self.in_cluster, folder)
         if gate is not None:
@@ -396,7 +406,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         if svc in self._node_ip_env:
             container["env"].append({"name": NODE_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
         statefulset = self._create(k8s.apps.v1.StatefulSet, {
-            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(svc),
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {**meta(svc), "annotations": AWAIT_OBSERVED},
             "spec": {
                 "serviceName": svc, "replicas": 1, "selector": {"matchLabels": selector},
                 "template": {
@@ -415,15 +425,20 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                     "whenDeleted": "Retain", "whenScaled": "Retain"}} if claims else {})}},
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[
                 namespace, config_map, service_obj, *secret_objs])))
-        # What the next node waits for: this one rolled and Ready (the provider's own wait can end early).
+        # What the next node waits for: this one rolled and Ready (the provider's own wait ends
+        # once the controller has seen the spec), failing fast on a pod that cannot run.
+        fields = {**(group.sizing if group is not None else {}), "image": "images.kafka",
+                  **({"storage": "kubernetes.storage.class_name"} if claims else {})}
         return StatefulSetRollout(svc, statefulset, namespace=self.namespace,
-                                  context=pulumi.Config("kubernetes").get("context"),
+                                  context=pulumi.Config("kubernetes").get("context"), fields=fields,
                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
     def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        """The validation job as a Job (pulumi-kubernetes waits for it to complete
-        and fails `up` when it fails), plus a CronJob with the same pod on
+        """The validation job as a Job, waited for by a ValidationJobRun (returned:
+        its `report` is the stack output `validation`), which shows the job's
+        progress and report and fails `up` as the local platform does, or at
+        once on a pod that cannot run; plus a CronJob with the same pod on
         `settings.schedule`. The flows (which may hold client credentials) go in
         a Secret, the job (main file and package zip) in a ConfigMap; the spark-sql-kafka jars are the
         image's (containers.IMAGE_SPARK_JARS): nothing is downloaded. A change of the
@@ -474,11 +489,11 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                             {"name": "flows", "secret": {"secretName": f"{label}-flows", "defaultMode": 0o400}},
                             {"name": "tmp", "emptyDir": {}}, *client_volumes]}}
         depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files, *(s for _, _, _, s in clients)])
-        run = self._create(k8s.batch.v1.Job, {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": meta(label),
+        # The provider returns once the Job is made (AWAIT_OBSERVED); ValidationJobRun waits for it.
+        job_obj = self._create(k8s.batch.v1.Job, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {**meta(label), "annotations": AWAIT_OBSERVED},
             "spec": {"backoffLimit": 0, "template": pod}},
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions.merge(depends, pulumi.ResourceOptions(
-                custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT)))))
+            pulumi.ResourceOptions.merge(opts, depends))
         if settings.schedule:
             self._create(k8s.batch.v1.CronJob, {
                 "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(f"{label}-cron"),
@@ -486,11 +501,15 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                          "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
                          "jobTemplate": {"spec": {"backoffLimit": 0, "template": pod}}}},
                 pulumi.ResourceOptions.merge(child, depends))
-        run.report = pulumi.Output.from_input({
-            "platform": "kubernetes", "namespace": self.namespace, "job": label,
-            "cron_job": f"{label}-cron" if settings.schedule else None,
-            "logs": f"kubectl logs --namespace {self.namespace} job/{label}"})
-        return run
+        where = {"platform": "kubernetes", "namespace": self.namespace, "job": label,
+                 "cron_job": f"{label}-cron" if settings.schedule else None,
+                 "logs": f"kubectl logs --namespace {self.namespace} job/{label}"}
+        # The Job's CPU request is fixed (JOB_CPU_REQUEST); its memory follows driver_memory.
+        fields = {"what": "the validation Job", "memory": "validation.driver_memory", "image": "images.spark"}
+        return ValidationJobRun(name, job_obj, namespace=self.namespace, job_name=label,
+                                context=pulumi.Config("kubernetes").get("context"), where=where, fields=fields,
+                                timeout_seconds=JOB_TIMEOUT_SECONDS,
+                                opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
     # -------------------------------------------------------------- monitoring services
 
@@ -498,7 +517,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                    mounts=(), volumes=(), run_as: int | None = None, workdir: str | None = None, opts=None):
         """A plain image (Prometheus, Grafana, UIs) as a 1-replica Deployment and a
         Service; `files` go in a ConfigMap mounted at each key's folder. Returns
-        (deployment, in-cluster URL)."""
+        (its rollout: done when the Deployment's pod is available, in-cluster URL)."""
         namespace, svc = self._ns(opts), self._label(service)
         labels = {"app.kubernetes.io/name": image_key.replace("_", "-"), "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
@@ -528,13 +547,19 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         if run_as is not None:
             pod_security.update(runAsUser=run_as, runAsGroup=run_as, fsGroup=run_as)
         deployment = self._create(k8s.apps.v1.Deployment, {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(svc),
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta(svc), "annotations": AWAIT_OBSERVED},
             "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"securityContext": pod_security, "containers": [container],
                                            "volumes": volumes}}}},
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
-        return deployment, f"http://{svc}.{self.namespace}.svc.{self.cluster_domain}:{port}"
+        # What depends on the service waits for its pod available (the provider's own wait ends
+        # once the controller has seen the spec), failing fast on a pod that cannot run.
+        rollout = DeploymentRollout(svc, deployment, namespace=self.namespace,
+                                    context=pulumi.Config("kubernetes").get("context"),
+                                    fields={"what": service, "image": f"images.{image_key}"},
+                                    opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+        return rollout, f"http://{svc}.{self.namespace}.svc.{self.cluster_domain}:{port}"
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         folder = "/etc/mirrorstack/prometheus"

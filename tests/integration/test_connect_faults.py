@@ -17,9 +17,12 @@ active-passive stack (primary → standby, default policy: `t` arrives as
   stays running;
 - a 1.5 MB record the source took gzip-compressed at default limits arrives,
   and the records after it too;
-- `pulumi refresh` with Connect's Kafka broker killed, then its worker too,
-  succeeds within seconds, records the connectors UNREACHABLE and says what is
-  down and the fix; `up` brings both back;
+- the self-healing supervisor killed is started again by its keeper, with no
+  `up`; while Connect is down it says so once, and once when it reads again;
+- `pulumi refresh` with Connect's Kafka broker killed, then its worker and the
+  supervisor's keeper too, succeeds within seconds, records the connectors
+  UNREACHABLE and says what is down and the fix, one line each; `up` brings
+  them back;
 - a separator change on the live flow is marked as a rename in the plan and
   copies every record again under the new names; one whose names Kafka would
   refuse ('.' swapped for '_') is refused before anything changes.
@@ -40,9 +43,10 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirrorstack.connect.api import REQUEST_BUDGET_ENV
 from mirrorstack.model.spec import load_topology
-from mirrorstack.connect.healing import CAP_REACHED, HELD, RESTARTS_TOTAL
+from mirrorstack.connect.healing import CAP_REACHED, CHECK_ERRORS, HELD, RESTARTS_TOTAL
 from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules
 from mirrorstack.monitoring.dashboards import concrete_query, dashboard_queries
+from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
 from tests.support import connect_rest
 from tests.support.kafka_clients import (admin, consume, consume_group, create_topic, produce, topic_names,
@@ -231,6 +235,34 @@ def _connect_workers(project) -> list[ProcessHandle]:
     return handles
 
 
+SUPERVISOR = "supervisor-standby"
+CANNOT_READ, READS_AGAIN = "cannot read the connectors' status", "reads the connectors' status again"
+
+
+def _supervisor_log(project) -> str:
+    return (project.local_dir / SUPERVISOR / "service.log").read_text()
+
+
+def _outages_said(log: str) -> list[str]:
+    """The supervisor's lines about reading Connect, in order: each outage is said once as it begins and once
+    as it ends, never once a check (they alternate)."""
+    said = [CANNOT_READ if CANNOT_READ in line else READS_AGAIN for line in log.splitlines()
+            if CANNOT_READ in line or READS_AGAIN in line]
+    assert all(a != b for a, b in zip(said, said[1:])) and said[:1] != [READS_AGAIN], log[-3000:]
+    return said
+
+
+def _supervised_process(project) -> ProcessHandle | None:
+    """The supervisor's own process, the one its keeper runs now (None between two starts)."""
+    return keeper.current(project.local_dir / SUPERVISOR / keeper.STATUS_FILE)
+
+
+def _check_errors(out) -> int:
+    """The supervisor's count of checks that could not read Connect (its /metrics)."""
+    text = requests.get(out["supervisors"]["standby"], timeout=10).text
+    return int(float(re.search(rf"^{CHECK_ERRORS}{{[^}}]*}} (\S+)$", text, re.M).group(1)))
+
+
 @contextmanager
 def _stopped(handles: list[ProcessHandle]):
     """SIGSTOP the processes; SIGCONT them whatever happens."""
@@ -268,6 +300,7 @@ def test_hung_connect_fails_up_in_bounded_time_then_up_converges(deployed):
     connect_url = out["connect"]["standby"]
     assert _flow_connectors(connect_rest.read(f"{connect_url}/connectors")) == CONNECTORS
     workers = _connect_workers(project)
+    logged = len(_supervisor_log(project))
 
     project.run("config", "set", "--path", "mirrorstack:topology.flows[0].tasks_max", "3")
     with _stopped(workers):
@@ -295,6 +328,11 @@ def test_hung_connect_fails_up_in_bounded_time_then_up_converges(deployed):
     for name in CONNECTORS:
         assert _status(connect_url, name)["connector"]["state"] == "RUNNING"
     project.run("up", "--yes", "--expect-no-changes", timeout=600)
+    # The supervisor's checks timed out while the workers hung: it said so once, and once when it read again
+    # (not a line per check).
+    said = wait_until("the supervisor reading Connect again", lambda: (lambda log: log if READS_AGAIN in log else None)(
+        _supervisor_log(project)[logged:]), timeout=60, every=1)
+    assert _outages_said(said)[-1] == READS_AGAIN
 
 
 def _set_max_message_bytes(bootstrap: str, topic: str, value: str | None) -> None:
@@ -435,13 +473,38 @@ def test_a_large_record_the_source_took_compressed_arrives_and_the_flow_goes_on(
     assert _status(out["connect"]["standby"], SOURCE)["tasks"][0]["state"] == "RUNNING"
 
 
+def test_a_killed_supervisor_is_started_again_with_no_up(deployed):
+    """The supervisor acts when `up` does not, so nothing but a person's `up` restarted it on local: its keeper
+    now does, as the containers' restart policy does on docker."""
+    project, out = deployed
+    supervisor = _supervised_process(project)
+    cmdline = Path(f"/proc/{supervisor.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert "-m mirrorstack.connect.supervisor " in cmdline and str(project.local_dir) in cmdline, cmdline
+    killed = time.monotonic()
+    os.kill(supervisor.pid, signal.SIGKILL)
+
+    def serving_again():
+        now = _supervised_process(project)
+        try:
+            return now is not None and now.pid != supervisor.pid and is_alive(now) and _check_errors(out) >= 0
+        except requests.ConnectionError:
+            return False
+    wait_until("the supervisor started again and serving its metrics, with no `up`", serving_again, timeout=60,
+               every=0.5)
+    print(f"\nthe killed supervisor served again {time.monotonic() - killed:.1f}s later")
+    assert "was killed by SIGKILL" in _supervisor_log(project)
+    assert _service(project, SUPERVISOR)["running"] is True  # the stack's record: still the same keeper
+
+
 def test_refresh_during_an_outage_answers_within_seconds_and_says_what_is_down(deployed):
     """Late in the module: it kills the Kafka cluster Connect keeps its configs in,
-    then the Connect worker; `up` brings both back."""
+    then the Connect worker, then the supervisor's keeper; `up` brings them back."""
     project, out = deployed
     primary, standby, connect_url = out["clusters"]["primary"], out["clusters"]["standby"], out["connect"]["standby"]
     flows = _flow_resources(project)
     assert len(flows) == 2  # the forward flow and the stopped reverse one, both on standby's Connect
+
+    logged = len(_supervisor_log(project))
 
     # 1. standby's broker is gone: Connect answers, but cannot read its connectors' configs
     _killed(_service(project, "standby-broker-0"))
@@ -450,23 +513,39 @@ def test_refresh_during_an_outage_answers_within_seconds_and_says_what_is_down(d
     assert took < REFRESH_BOUND, said[-3000:]
     assert f"Kafka Connect at {connect_url} answers but could not read its connectors" in said, said[-3000:]
     assert "fix: bring that Kafka cluster back" in said, said[-3000:]
-    assert _service(project, "standby-broker-0")["running"] is False
+    assert "did not answer within" not in said, said[-3000:]  # one line a flow, not the diff's too
+    broker = _service(project, "standby-broker-0")
+    assert broker["running"] is False
+    assert f"standby-broker-0 is down: its process (pid {broker['pid']}) is not running" in said and \
+        "fix: `pulumi up` starts it" in said, said[-3000:]  # not only `~ updated`
     for flow in _flow_resources(project):
         assert {s["state"] for s in flow["states"].values()} == {"UNREACHABLE"}, flow["states"]
         assert flow["connectors"] == next(f for f in flows if f["flow"] == flow["flow"])["connectors"]  # as last seen
 
-    # 2. the worker is gone too: refresh says Connect is down, at once
+    # 2. the worker is gone too: the supervisor says once that it cannot read Connect (checks every second)
+    errors = _check_errors(out)
     (worker,) = _connect_workers(project)
     _killed(_service(project, worker.name))
+    wait_until("5 more failed checks of the supervisor", lambda: _check_errors(out) >= errors + 5, timeout=60, every=1)
+    assert _outages_said(_supervisor_log(project)[logged:])[-1:] == [CANNOT_READ]  # one line as it began
+    # and the supervisor's keeper killed too (it takes the supervisor along): refresh says Connect is down, at
+    # once, in one line a flow (not "did not answer" too), and names the dead worker and supervisor with the fix
+    _killed(_service(project, SUPERVISOR))
     said, took = _timed_refresh(project)
-    print(f"`pulumi refresh` with the Connect worker killed too took {took:.0f}s")
+    print(f"`pulumi refresh` with the Connect worker and the supervisor killed too took {took:.0f}s")
     assert took < REFRESH_BOUND, said[-3000:]
     assert f"Kafka Connect at {connect_url} is down" in said and "fix: `pulumi up` restarts the Connect workers" \
         in said, said[-3000:]
+    assert "did not answer within" not in said, said[-3000:]
     assert _service(project, worker.name)["running"] is False
+    assert f"{worker.name} is down: its process (pid {worker.pid}) is not running" in said, said[-3000:]
+    assert _service(project, SUPERVISOR)["running"] is False
+    assert f"{SUPERVISOR} is down, and so is its keeper" in said and "fix: `pulumi up` starts both" in said, \
+        said[-3000:]
 
-    # 3. up restarts the broker and the worker; the flow runs and copies again
+    # 3. up restarts the broker, the worker and the supervisor; the flow runs and copies again
     project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert is_alive(_supervised_process(project))
     for name in CONNECTORS:
         assert _status(connect_url, name)["connector"]["state"] == "RUNNING", name
     create_topic(primary, "after-outage", partitions=1, replication_factor=1)

@@ -452,8 +452,13 @@ def _source_tasks(project) -> str:
 
 
 def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
+    """Also a roll after a SCRAM principal's rename (issue 46): the user removed comes first in
+    Kafka's replay, which dropped every SCRAM user of the restarted broker when it was deleted."""
     project, out, tmp_path = secure
     local = project.local_dir
+    _set_topology(project, lambda t: t["principals"].update({"newcomer-edge2": t["principals"].pop("newcomer-edge")}))
+    renamed = project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert "users removed: newcomer-edge" in renamed.stdout + renamed.stderr
     before = _certs(project)
     nodes_of = {alias: _nodes(before, alias) for alias in CLUSTERS}
     pids = {n: kafka_node(local, n) for nodes in nodes_of.values() for n in nodes}
@@ -482,6 +487,10 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
         assert set(windows) == set(nodes), windows
         assert overlapping_restarts(windows) == [], windows
 
+    # After the roll the broker takes every SCRAM user of edge: the stack's own, and the principals
+    edge_client = {**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": out["clusters"]["edge"]}
+    assert _parallel(partial(_refused, {**edge_client, **conf}) for conf in (
+        {}, _app(project, "orders-app"), _app(project, "newcomer-edge2"))) == [False, False, False]
     writer = _app(project, "orders-app")
     create_topic(out["clusters"]["edge"], "payments", partitions=3, replication_factor=1, client=writer)
     sent = produce(out["clusters"]["edge"], "payments", FEW, prefix="renewed", client=writer)

@@ -101,6 +101,10 @@ class KafkaCluster(_JavaService):
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{port}" for port in self.broker_ports)
 
+    def broker_settings(self, index: int) -> dict[str, str]:
+        """Broker `index`'s settings beyond the generated ones (a subclass may add its own)."""
+        return self.broker_overrides
+
     def _node_files(self) -> list[tuple[str, str, int | None]]:
         """(node name, properties file, jmx port) for the controller and each broker."""
         voters = broker.quorum_voters({self.CONTROLLER_ID: f"{HOST}:{self.controller_port}"})
@@ -115,7 +119,7 @@ class KafkaCluster(_JavaService):
             props = broker.broker_properties(
                 self.CONTROLLER_ID + 1 + i, host=HOST, port=port, voters=voters,
                 log_dir=str(node_dir / "data"), broker_count=self.broker_count,
-                overrides=self.broker_overrides)
+                overrides=self.broker_settings(i))
             jmx_port = self.jmx_ports[i] if self.jmx else None
             nodes.append((f"broker-{i}", _write(node_dir / "server.properties", render_properties(props)), jmx_port))
         return nodes
@@ -143,6 +147,22 @@ class KafkaCluster(_JavaService):
             if not launcher.is_alive(handle):
                 raise launcher.ServiceFailed(f"{handle.name} died: {launcher.log_tail(handle.log_file)}")
         return self
+
+    def restart_broker(self, index: int, timeout: float = 120.0) -> None:
+        """Stop broker `index` (a clean shutdown) and start it again from its
+        files; back once it is registered and no partition waits for it."""
+        old = self.broker_handles[index]
+        launcher.stop(old)
+        props = str(self.base_dir / f"broker-{index}" / "server.properties")
+        jmx_port = self.jmx_ports[index] if self.jmx else None
+        new = launcher.start(old.name, self.command(jvm.BROKER_MAIN, [props], jmx_port), log_file=Path(old.log_file))
+        self.handles[1 + index] = new
+        address, node_id = self.broker_address(index), self.CONTROLLER_ID + 1 + index
+        launcher.wait_until_healthy(new, lambda: health.kafka_brokers_ready(address, 1, node_id=node_id),
+                                    timeout=timeout, what=f"{old.name} restarted")
+
+    def broker_address(self, index: int) -> str:
+        return f"{HOST}:{self.broker_ports[index]}"
 
     def stop(self) -> None:
         # Brokers first: a broker whose controller is gone cannot shut down cleanly.

@@ -332,6 +332,24 @@ def test_containers_run_the_local_command_lines_with_after_start_steps_and_jvm_o
     assert k8s_side == as_k8s
 
 
+def test_local_secured_brokers_check_the_stacks_sasl_users_on_their_client_listener(tmp_path_factory):
+    """Each SASL broker's readiness names its CLIENT listener and how to reach it (no password);
+    its `health_secrets`, a Pulumi secret, hold the stack's own user and the cluster's principals."""
+    folder = tmp_path_factory.mktemp("local-sasl").resolve()
+    mocks, built = deploy(lambda: LocalPlatform(STACK, str(folder)), topology=secure_topology("local"), stack=STACK)
+    services = mocks.of_type("pulumi-python:dynamic/local:LocalService")
+    expected = {"edge-broker-0": ("SCRAM-SHA-512", {"mirrorstack", "orders-app", "newcomer-edge"}),
+                "central-broker-0": ("PLAIN", {"mirrorstack", "reports-app", "newcomer-central"})}
+    for name, (mechanism, users) in expected.items():
+        health, secrets = services[name]["health"], services[name]["health_secrets"]
+        assert health["sasl.bootstrap"] == "127.0.0.1:%d" % built["platform"].address(name, "kafka")[1]
+        assert health["sasl.client.sasl.mechanism"] == mechanism
+        assert SECRET_SIG in secrets and set(secrets["value"]) == users
+        assert not holds_secret_text(health)
+    assert services["central-broker-0"]["health"]["sasl.client.ssl.certificate.location"].endswith("/server.pem")
+    assert "health_secrets" not in services["edge-controller"]
+
+
 # ---------------------------------------------------------------- shared helpers
 
 HEALTH = {"kind": "kafka", "bootstrap": "b:9100", "brokers": "1", "client.security.protocol": "ssl",

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from mirrorstack import toolchain
-from mirrorstack.connect.healing import (CAP_REACHED, Memory, Schedule, Supervision, decide, metrics_text,
-                                         remember)
+from mirrorstack.connect.healing import (CAP_REACHED, REMIND_SECONDS, Memory, ReadFailures, Schedule, Supervision,
+                                         decide, metrics_text, remember)
 from mirrorstack.connect.supervision import SHIPS, supervisor_config
 from mirrorstack.model.spec import SelfHealing, TopologyError, load_topology
 from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules, alert_rules_file
+from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 STRIMZI = Schedule(unit_seconds=60, max_delay_seconds=3600, max_restarts=10)
@@ -96,6 +99,46 @@ def test_metrics_show_every_connector_even_when_all_is_well():
     assert "mirrorstack_connector_restart_cap{" in text and "# TYPE mirrorstack_connector_restarts_total counter" in text
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert len(lines) == 6 * 2 + 2
+
+
+def test_a_long_outage_is_said_when_it_begins_at_a_bounded_rate_while_it_lasts_and_when_it_ends():
+    failures, said = ReadFailures(), []
+    for second in range(3600):  # an hour of failed checks, one a second
+        said.append(failures.failed(float(second), "ConnectionRefusedError"))
+    lines = [line for line in said if line]
+    assert REMIND_SECONDS == 600 and len(lines) == 6, lines  # at 0 s, then every 10 min
+    assert lines[0].startswith("cannot read the connectors' status (ConnectionRefusedError)"), lines[0]
+    assert lines[1] == "still cannot read the connectors' status, for 600 s (601 checks): ConnectionRefusedError"
+    assert failures.answered(3600.0) == "reads the connectors' status again, after 3600 failed checks in 3600 s"
+    assert failures.answered(3601.0) is None and failures.failed(3602.0, "again").startswith("cannot read")
+
+
+def test_the_supervisor_says_once_that_it_cannot_read_connect_not_at_every_check(tmp_path):
+    """The real supervisor against a Connect URL where nothing listens, checking every 50 ms: one line, however
+    many checks fail (it said so at every check: one line per `check_seconds`)."""
+    metrics_port, dead_port = free_ports(2)
+    config = {**supervisor_config("central", [f"http://127.0.0.1:{dead_port}"], {"a->b.MirrorSourceConnector": "running"},
+                                  SelfHealing()),
+              "check_seconds": 0.05, "listen": f"127.0.0.1:{metrics_port}", "secrets_file": None}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with open(tmp_path / "supervisor.log", "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "mirrorstack.connect.supervisor", str(tmp_path / "config.json")],
+                                   stdout=log, stderr=subprocess.STDOUT)
+    try:
+        import requests
+        deadline, errors = time.monotonic() + 30, 0
+        while errors < 20:
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "supervisor.log").read_text()
+            try:
+                errors = int(requests.get(f"http://127.0.0.1:{metrics_port}/healthz", timeout=2).text.split()[3])
+            except requests.ConnectionError:  # not serving yet
+                pass
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    said = (tmp_path / "supervisor.log").read_text()
+    assert said.count("cannot read the connectors' status") == 1, f"{errors} failed checks:\n{said[-2000:]}"
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:

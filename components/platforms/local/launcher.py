@@ -54,6 +54,12 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
+def process_start_time(pid: int) -> int:
+    """A live process's start time (what a ProcessHandle holds), -1 when it is gone."""
+    stat = _stat(pid)
+    return stat[1] if stat else -1
+
+
 def _reap(pid: int) -> None:
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
@@ -155,13 +161,14 @@ def run(name: str, argv: Sequence[str], *, log_file: Path, timeout: float = 120.
 
 def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
                        timeout: float, what: str, interval: float = 0.5,
-                       progress_every: float = 5.0) -> float:
+                       progress_every: float = 5.0, alive: Callable[[], bool] | None = None) -> float:
     """Poll `check` until it returns True. Fails at once if the process dies,
     and after `timeout` seconds otherwise, quoting the last check error and the
     end of the log. A check that is not ready yet returns False or raises
     (health.NotReady says what it waits for); every `progress_every` seconds
     that is printed to stderr as `mirrorstack: <what>: <reason>` (Pulumi shows
-    it next to the resource). Returns the seconds waited."""
+    it next to the resource). `alive`: whether the service still runs, when the
+    process is not the service itself (a keeper's first run). Returns the seconds waited."""
     started = time.monotonic()
     next_progress = started + progress_every
     last_error: Exception | None = None
@@ -172,7 +179,7 @@ def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
         except Exception as exc:  # a check that cannot connect yet is just "not ready"
             last_error = exc
         now = time.monotonic()
-        if not is_alive(handle):
+        if not is_alive(handle) or (alive is not None and not alive()):
             raise ServiceFailed(f"{what} (pid {handle.pid}) exited during start-up. "
                                 f"Last lines of {handle.log_file}:\n{log_tail(handle.log_file)}")
         if now - started > timeout:

@@ -17,6 +17,7 @@ from mirrorstack.model.spec import Resources
 from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
                                         python_service_config)
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
+from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
 from mirrorstack.platforms.local.spark_job import LocalSparkJob
@@ -79,7 +80,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, after_start: list[tuple[str, list[str]]] = (),
+                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> LocalService:
         """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
@@ -89,7 +90,9 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         host; containers mount them). `jvm_options`: `-D...` system properties
         of the service's JVM (`{dir}` allowed). With `metrics`, the JMX exporter
         serves on `metrics_address(service)`. Of `resources` only the heap
-        applies here (no container); `group` does not (one host, no scheduler)."""
+        applies here (no container); `group` does not (one host, no scheduler).
+        `health_secrets`: a broker's SASL users, which must authenticate on its
+        client listener at each start (sasl_check.py)."""
         folder = self.service_dir(service)
         spec = java_service(
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
@@ -98,7 +101,8 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             metrics=self.metrics_address(service) if metrics else None)
         return LocalService(
             service, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
-            after_start=spec.after_start or None, secret_files=secret_files, health=health, opts=opts)
+            after_start=spec.after_start or None, secret_files=secret_files, health=health,
+            health_secrets=health_secrets, opts=opts)
 
     @staticmethod
     def _runtime(metrics: bool) -> JavaRuntime:
@@ -120,8 +124,10 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
 
     def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None,
                            opts: pulumi.ResourceOptions | None = None):
-        """This project's Python (the one running the program) on 127.0.0.1;
-        `ships` is for containers (the module is installed here)."""
+        """This project's Python (the one running the program) on 127.0.0.1,
+        under a keeper that starts it again whenever it exits, as the containers'
+        restart policy does (keeper.POLICY); `ships` is for containers (the
+        module is installed here)."""
         folder = self.service_dir(service)
         host, port = self.address(service, "metrics")
         secrets_file = f"{folder}/secrets/config.json" if secret_config is not None else None
@@ -132,7 +138,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         resource = LocalService(
             service, workdir=folder, files=files, secret_files=secret_files,
             argv=[sys.executable, "-m", module, f"{folder}/config.json"],
-            health={"kind": "http", "url": f"http://{host}:{port}/healthz"}, opts=opts)
+            health={"kind": "http", "url": f"http://{host}:{port}/healthz"}, restart=keeper.POLICY, opts=opts)
         return resource, (host, port)
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts: pulumi.ResourceOptions | None = None):

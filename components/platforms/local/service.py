@@ -2,37 +2,32 @@
 
 create writes the service's files, runs its one-time preparation (e.g. Kafka's
 storage format, which is idempotent), starts the detached process and waits
-for its health check. read reports whether the process still runs, so
-`pulumi refresh` sees a dead service and the next `up` restarts it; diff also
-looks at the process itself, so `up` heals without a refresh. delete stops it
-(TERM, then KILL) and removes its folder.
+for its health check. With `restart` ("unless-stopped") it runs under a
+keeper (mirrorstack.platforms.local.keeper), which starts it again whenever it
+exits or is killed. read reports whether the process still runs, so
+`pulumi refresh` records a dead service and says so, with the fix; diff also
+looks at the process itself (a kept service's keeper), so `up` heals without a
+refresh. delete stops it (TERM, then KILL) and removes its folder.
 """
 from __future__ import annotations
 
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
+from mirrorstack.platforms.local import keeper, liveness
 
 # Inputs whose change means the process must be restarted with new files/args.
-# Not `health`: how start-up is checked applies at the next start; a stricter
-# check (rolling restarts') must not restart every deployed service by itself.
-RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "timeout_seconds")
-
-
-def _handle(props):
-    from mirrorstack.platforms.local.launcher import ProcessHandle
-    return ProcessHandle(props["name"], int(props["pid"]), int(props["start_time"]), props["log_file"])
-
-
-def _running(props) -> bool:
-    from mirrorstack.platforms.local import launcher
-    return bool(props.get("pid")) and launcher.is_alive(_handle(props))
+# Not `health` (nor `health_secrets`): how start-up is checked applies at the next
+# start; a stricter check (rolling restarts') must not restart every deployed
+# service by itself, nor a user added to a cluster every broker.
+RESTART_KEYS = ("files", "secret_files", "argv", "prepare", "after_start", "timeout_seconds", "restart")
 
 
 def this_machine() -> str:
@@ -91,7 +86,7 @@ def _wait_port_released(props, timeout: float = 15.0) -> None:
 
 
 def _launch(props) -> dict:
-    from mirrorstack.platforms.local import health, launcher
+    from mirrorstack.platforms.local import health, launcher, sasl_check
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
@@ -104,12 +99,21 @@ def _launch(props) -> dict:
     for i, argv in enumerate(props.get("prepare") or []):
         launcher.run(f"{props['name']} prepare", argv, log_file=workdir / f"prepare-{i}.log")
     since_ms = int(time.time() * 1000)
-    handle = launcher.start(props["name"], props["argv"], log_file=workdir / "service.log", cwd=workdir)
+    argv, first_run = props["argv"], None
+    if props.get("restart"):  # its first run must come up: a keeper starting it again would hide why it did not
+        status = liveness.status_file(props)
+        status.unlink(missing_ok=True)
+        argv = keeper.command(props["name"], str(status), argv)
+        first_run = partial(keeper.first_run_lasts, status)
+    handle = launcher.start(props["name"], argv, log_file=workdir / "service.log", cwd=workdir)
     try:
         launcher.wait_until_healthy(handle, lambda: health.check(props["health"], since_ms),
-                                    timeout=float(props["timeout_seconds"]), what=props["name"])
+                                    timeout=float(props["timeout_seconds"]), what=props["name"], alive=first_run)
         for i, argv in enumerate(props.get("after_start") or []):  # e.g. create the SASL user
             launcher.run(f"{props['name']} after start", argv, log_file=workdir / f"after-start-{i}.log")
+        if sasl_check.applies(props["health"]):  # a broker: the stack's SASL users get in (SCRAM ones set again)
+            sasl_check.wait_accepted(props["name"], props["health"], props.get("health_secrets") or {},
+                                     alive=lambda: launcher.is_alive(handle), log_file=handle.log_file)
     except Exception:
         launcher.stop(handle)
         raise
@@ -129,7 +133,7 @@ class LocalServiceProvider(ResourceProvider):
             # A preview on another machine (a PR runner): say so rather than restart every service.
             print(f"mirrorstack: {olds['name']}: runs on another machine ({olds.get('machine') or 'unknown'}); "
                   "could not check its process from here", file=sys.stderr, flush=True)
-        elif not _running(olds):
+        elif not liveness.running(olds):
             changed.append("running")
         return DiffResult(changes=bool(replaces or changed), replaces=replaces,
                           delete_before_replace=True)
@@ -137,24 +141,30 @@ class LocalServiceProvider(ResourceProvider):
     def update(self, _id, olds, news):
         from mirrorstack.platforms.local import launcher
         if olds.get("pid"):
-            launcher.stop(_handle(olds))
+            launcher.stop(liveness.handle(olds))
             _wait_port_released(olds)
         return UpdateResult(outs=_launch(news))
 
     def read(self, id_, props):
-        return ReadResult(id_=id_, outs={**props, "running": _running(props)})
+        alive = liveness.serving(props)
+        if not alive and not _elsewhere(props):
+            print(f"mirrorstack: {liveness.down_message(props)}", file=sys.stderr, flush=True)
+        return ReadResult(id_=id_, outs={**props, "running": alive})
 
     def delete(self, _id, props):
         from mirrorstack.platforms.local import launcher
         if props.get("pid"):
-            launcher.stop(_handle(props))
+            launcher.stop(liveness.handle(props))
         shutil.rmtree(props["workdir"], ignore_errors=True)
 
 
 class LocalService(Resource, module="local", name="LocalService"):
     """A detached process on 127.0.0.1. Outputs: pid, log_file, running.
     `secret_files` (kept secret in state) are written 0600; `after_start`
-    commands run once it is healthy."""
+    commands run once it is healthy. `restart` "unless-stopped": a keeper starts
+    it again whenever it exits (keeper.POLICY). `health_secrets` (a secret
+    dict, never written) is what readiness needs beyond `health`: a broker's
+    SASL users and passwords (sasl_check.py); like `health`, no restart."""
 
     pid: pulumi.Output[str]
     log_file: pulumi.Output[str]
@@ -163,12 +173,18 @@ class LocalService(Resource, module="local", name="LocalService"):
     def __init__(self, name: str, *, workdir: str, files: dict[str, str], argv: list[str],
                  health: dict[str, str], prepare: list[list[str]] | None = None,
                  secret_files: pulumi.Input[dict] | None = None, after_start: list[list[str]] | None = None,
-                 timeout_seconds: int = 180, opts: pulumi.ResourceOptions | None = None):
+                 timeout_seconds: int = 180, restart: str | None = None,
+                 health_secrets: pulumi.Input[dict] | None = None, opts: pulumi.ResourceOptions | None = None):
+        if restart not in (None, keeper.POLICY):
+            raise ValueError(f"LocalService {name}: restart must be None or {keeper.POLICY!r}, not {restart!r}")
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         super().__init__(LocalServiceProvider(), resource_name, {
             "name": name, "workdir": workdir, "files": files, "argv": argv,
             "secret_files": pulumi.Output.secret(secret_files) if secret_files is not None else None,
             "prepare": prepare or [], "after_start": after_start or None, "health": health,
-            "timeout_seconds": str(timeout_seconds),
+            # absent unless given: services deployed before it see no new input
+            **({"health_secrets": pulumi.Output.secret(health_secrets)} if health_secrets is not None else {}),
+            "timeout_seconds": str(timeout_seconds), **({"restart": restart} if restart else {}),
             "pid": None, "start_time": None, "log_file": None, "running": None,
-        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secret_files"])))
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            additional_secret_outputs=["secret_files", "health_secrets"])))

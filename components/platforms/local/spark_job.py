@@ -25,10 +25,10 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
+from mirrorstack.validation.outcome import EXIT_FAILED
 
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options")
-EXIT_FAILED = 1
 
 
 class ValidationFailed(RuntimeError):
@@ -50,6 +50,7 @@ def _java_options(user_options: str | None) -> list[str]:
 
 def _run(props) -> dict:
     from mirrorstack.validation.job_config import validation_summary
+    from mirrorstack.validation.outcome import could_not_run_message, failed_message
     from mirrorstack.validation.package import ZIP_NAME, job_zip
 
     workdir = Path(props["workdir"])
@@ -88,13 +89,10 @@ def _run(props) -> dict:
     code = proc.returncode
     report = json.loads(report_file.read_text()) if report_file.is_file() else {}
     if code not in (0, EXIT_FAILED) or not report:
-        raise RuntimeError(f"{props['name']}: the validation job could not run (exit {code}); output:\n"
-                           + "\n".join(lines[-30:]))
+        raise RuntimeError(could_not_run_message(props["name"], code, lines))
     summary = validation_summary(report)
     if summary["status"] == "failed" and props["report_only"] != "true":
-        raise ValidationFailed(
-            f"{props['name']}: replication validation FAILED (set `validation.report_only: true` to report "
-            f"without failing `up`); full report: {report_file}\n" + "\n".join(summary["failures"]))
+        raise ValidationFailed(failed_message(props["name"], str(report_file), summary["failures"]))
     outcome = {"passed": "passed", "nothing-checked": "checked nothing (0 records selected)"}.get(
         summary["status"], "FAILED (report only)")
     _progress(f"{props['name']}: validation {outcome}, {summary['records_checked']} record(s) checked, "
@@ -113,10 +111,11 @@ def _whole_numbers(value):
 
 def _forward(proc: subprocess.Popen, lines: list[str]) -> None:
     """Keep the job's output and show its progress and summary lines."""
+    from mirrorstack.validation.outcome import is_progress
     for line in proc.stdout:
         line = line.rstrip("\n")
         lines.append(line)
-        if line.startswith(("validate_replication", "replication check", "  ", "bad input", "error")):
+        if is_progress(line):
             _progress(line)
 
 

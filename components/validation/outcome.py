@@ -1,0 +1,51 @@
+"""What the validation job's output says, read the same wherever it ran.
+
+The job prints its progress and, at the end, its summary (spark/report.py
+`summary_text`: `replication check <STATUS>: ...`, a line per target topic with
+its counts and samples, and each failure as `FAIL <failure>`). The local
+platform reads the job's own process, the kubernetes platform the Job's pod
+log: both pass on the same lines (`is_progress`) while the job runs, and a
+failed validation fails `up` with the same message (`failed_message`) naming
+each failure, with where the whole report is.
+
+Pure: no pulumi."""
+from __future__ import annotations
+
+import re
+
+# The job's lines worth showing while it runs: its progress, the summary and its failures.
+PROGRESS_PREFIXES = ("validate_replication", "replication check", "  ", "bad input", "error")
+EXIT_FAILED = 1  # the job's exit code for a failed validation (spark/config.py); 2: bad input, 3: could not run
+_STATUS = re.compile(r"^replication check ([A-Z ]+):")
+_FAIL = re.compile(r"^\s+FAIL (.+)$")
+
+
+def is_progress(line: str) -> bool:
+    return line.startswith(PROGRESS_PREFIXES)
+
+
+def failed_message(name: str, where: str, failures: list[str]) -> str:
+    """A failed validation, as `up` says it on every platform."""
+    return (f"{name}: replication validation FAILED (set `validation.report_only: true` to report without failing "
+            f"`up`); full report: {where}\n" + "\n".join(failures))
+
+
+def could_not_run_message(name: str, exit_code, lines: list[str], hint: str = "") -> str:
+    return (f"{name}: the validation job could not run (exit {exit_code}){hint}; output:\n"
+            + "\n".join(lines[-30:]))
+
+
+def printed_outcome(lines: list[str]) -> dict | None:
+    """The summary the job printed: {status (passed, failed, nothing-checked), passed,
+    failures, summary (its lines)}; None when it printed none (it could not run)."""
+    starts = [i for i, line in enumerate(lines) if _STATUS.match(line)]
+    if not starts:
+        return None
+    summary = [lines[starts[-1]]]
+    for line in lines[starts[-1] + 1:]:
+        if not line.startswith("  "):
+            break
+        summary.append(line)
+    status = _STATUS.match(summary[0]).group(1).strip().lower().replace(" ", "-")
+    return {"status": status, "passed": status == "passed",
+            "failures": [m.group(1) for m in map(_FAIL.match, summary[1:]) if m], "summary": summary}

@@ -1,0 +1,126 @@
+"""A secured broker is ready once the stack's SASL users authenticate on its
+client listener, the SCRAM ones set again first (platforms/local/sasl_check.py),
+and what `up` says when one is refused. (How the cluster component asks for
+it: test_secured_platforms.py; against real brokers: test_scram_users.py.)"""
+from __future__ import annotations
+
+import pytest
+
+from mirrorstack.kafka import security
+from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.local import sasl_check
+
+OWN = "127.0.0.1:9001"
+SPEC = {"kind": "kafka", "bootstrap": "127.0.0.1:9101", "client.security.protocol": "ssl",
+        "client.ssl.ca.location": "/x/ca.pem", "sasl.bootstrap": OWN,
+        "sasl.client.security.protocol": "sasl_ssl", "sasl.client.sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.client.ssl.ca.location": "/x/ca.pem"}
+CREDENTIALS = {"mirrorstack": "pw-m", "app4": "pw-a"}
+REFUSED = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+
+
+class Broker:
+    """A broker that accepts `users` (with their CREDENTIALS passwords); `set_users` adds users to it."""
+
+    def __init__(self, users=(), keeps_what_is_set=True):
+        self.users, self.keeps, self.calls, self.sets = set(users), keeps_what_is_set, [], []
+
+    def attempt(self, address, client, user, password):
+        self.calls.append((address, user))
+        assert address == OWN and client["sasl.mechanism"] == "SCRAM-SHA-512" and "sasl.password" not in client
+        return None if user in self.users and password == CREDENTIALS[user] else REFUSED
+
+    def set_users(self, spec, credentials):
+        self.sets.append(dict(credentials))
+        if self.keeps:
+            self.users |= set(credentials)
+
+
+def test_refusals_name_each_user_the_broker_refuses():
+    assert sasl_check.refusals(SPEC, CREDENTIALS, Broker({"mirrorstack"}).attempt) == {"app4": REFUSED}
+    assert sasl_check.refusals(SPEC, CREDENTIALS, Broker({"mirrorstack", "app4"}).attempt) == {}
+
+
+def test_a_restarted_broker_that_lost_its_users_gets_them_set_again_and_is_ready(tmp_path):
+    """The issue's roll: Kafka dropped every SCRAM user of the restarted broker; its start sets them again."""
+    broker = Broker()
+    sasl_check.wait_accepted("tgt-broker-0", SPEC, CREDENTIALS, alive=lambda: True, log_file=str(tmp_path / "log"),
+                             attempt=broker.attempt, set_users=broker.set_users)
+    assert broker.sets == [CREDENTIALS] and broker.users == set(CREDENTIALS)
+
+
+def test_a_broker_still_refusing_after_the_wait_fails_naming_it_the_user_and_its_log_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sasl_check.time, "sleep", lambda _: None)
+    log = tmp_path / "service.log"
+    log.write_text(f"started\n[x] INFO [SocketServer] Failed authentication with /127.0.0.1 (channelId=1) "
+                   f"({REFUSED})\n")
+    broker = Broker({"mirrorstack"}, keeps_what_is_set=False)
+    with pytest.raises(RuntimeError) as failed:
+        sasl_check.wait_accepted("tgt-broker-1", SPEC, CREDENTIALS, alive=lambda: True, log_file=str(log),
+                                 timeout=0.2, attempt=broker.attempt, set_users=broker.set_users)
+    assert str(failed.value).splitlines()[:3] == [
+        f"tgt-broker-1 refuses the stack's SCRAM-SHA-512 user(s) on its client listener {OWN}: app4 ({REFUSED}).",
+        f"Its log: [x] INFO [SocketServer] Failed authentication with /127.0.0.1 (channelId=1) ({REFUSED})",
+        "It was stopped, so `up` goes no further (a roll stops here, before another broker goes down)."]
+    assert "set again as the node just before" in str(failed.value)
+
+
+def test_plain_users_are_not_set_and_a_refusal_points_at_the_jaas(tmp_path):
+    spec = {**SPEC, "sasl.client.sasl.mechanism": "PLAIN"}
+    sasl_check.set_scram_users(spec, CREDENTIALS)  # nothing to set: no broker is asked
+    message = sasl_check.refusal_message("central-broker-0", spec, {"app4": "refused"}, None)
+    assert "secrets/broker.properties (its JAAS)" in message and "Its log" not in message
+
+
+def test_a_broker_that_died_meanwhile_says_so(tmp_path):
+    broker = Broker(keeps_what_is_set=False)
+    with pytest.raises(RuntimeError, match="tgt-broker-0 exited while its clients' users were checked"):
+        sasl_check.wait_accepted("tgt-broker-0", SPEC, CREDENTIALS, alive=lambda: False,
+                                 log_file=str(tmp_path / "log"), attempt=broker.attempt, set_users=broker.set_users)
+
+
+def test_a_refused_connection_is_not_a_refused_user():
+    why = sasl_check.authenticates("127.0.0.1:1", {}, "u", "p", timeout=1)
+    assert why and "uthentication" not in why
+
+
+@pytest.mark.parametrize("protocol, mtls, expected", [
+    ("SASL_SSL", False, {"sasl.client.ssl.ca.location": "/n/ca.pem"}),
+    ("SASL_SSL", True, {"sasl.client.ssl.ca.location": "/n/ca.pem", "sasl.client.ssl.certificate.location": "/n/k.pem",
+                        "sasl.client.ssl.key.location": "/n/k.pem"}),
+])
+def test_the_health_keys_say_how_clients_reach_the_broker_without_any_password(protocol, mtls, expected):
+    sec = load_topology(_topology(protocol=protocol, mtls=mtls)).clusters["tgt"].security
+    keys = security.sasl_readiness(sec, listener=OWN, keystore="/n/k.pem", truststore="/n/ca.pem")
+    assert keys == {"sasl.bootstrap": OWN, "sasl.client.security.protocol": protocol.lower(),
+                    "sasl.client.sasl.mechanism": "SCRAM-SHA-512", **expected}
+
+
+def test_a_broker_without_sasl_has_no_such_keys():
+    sec = load_topology(_topology(protocol="SSL")).clusters["tgt"].security
+    assert security.sasl_readiness(sec, listener=OWN, keystore="k", truststore="t") == {}
+
+
+def _topology(**sec):
+    return {"platform": "local",
+            "clusters": {"src": {"brokers": 1}, "tgt": {"brokers": 2, "security": sec}},
+            "flows": [{"source": "src", "target": "tgt", "topics": ["orders"]}],
+            **({"principals": {"app4": {"cluster": "tgt", "allow": []}}} if sec.get("protocol") != "SSL" else {})}
+
+
+def test_new_users_to_check_restart_no_broker(tmp_path):
+    import subprocess
+    import sys
+
+    from mirrorstack.platforms.local.service import LocalServiceProvider
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        stat = open(f"/proc/{proc.pid}/stat").read()
+        olds = {"name": "tgt-broker-0", "workdir": str(tmp_path), "files": {"a": "1"}, "argv": ["x"], "prepare": [],
+                "health": SPEC, "timeout_seconds": "180", "pid": str(proc.pid),
+                "start_time": stat[stat.rindex(")") + 2:].split()[19], "log_file": str(tmp_path / "l")}
+        assert LocalServiceProvider().diff("id", olds, {**olds, "health_secrets": CREDENTIALS}).changes is False
+        assert LocalServiceProvider().diff("id", {**olds, "health_secrets": CREDENTIALS},
+                                           {**olds, "health_secrets": {**CREDENTIALS, "app5": "x"}}).changes is False
+    finally:
+        proc.kill(), proc.wait()
