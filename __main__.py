@@ -6,7 +6,8 @@ Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:localDir    local: where services keep their files (default .mirrorstack/<stack>)
   mirrorstack:portBase    local/docker: first port of the stack's host ports (default: from the stack name)
   mirrorstack:namespace   kubernetes: the namespace (default mirrorstack-<stack>)
-  mirrorstack:restAccess  kubernetes: how this program reaches Connect, port-forward | in-cluster
+  mirrorstack:restAccess  how this program reaches Connect: kubernetes port-forward | in-cluster;
+                          docker published | tunnel (default: tunnel when docker:host / DOCKER_HOST is tcp:// or ssh://)
   mirrorstack:grafanaAdminPassword  (secret) Grafana's admin password on docker/kubernetes; without it one
                           is generated and kept in state as a secret (stack output grafana_admin_password)
   mirrorstack:connectSecrets  (secret) per external Connect cluster, its REST password:
@@ -51,11 +52,14 @@ for warning in topology.warnings:
     pulumi.log.warn(warning)
 
 own = own_stack(stack)  # the stack's last outputs: Connect group ids, the last replication plan
-platform = make_platform(topology.platform, stack,
-                         local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
-                         port_base=config.get_int("portBase"), namespace=config.get("namespace"),
-                         rest_access=config.get("restAccess"), images=topology.images,
-                         kubernetes=topology.kubernetes)
+try:  # a wrong mirrorstack:restAccess, named with its fix
+    platform = make_platform(topology.platform, stack,
+                             local_dir=config.get("localDir") or str(Path(".mirrorstack") / stack),
+                             port_base=config.get_int("portBase"), namespace=config.get("namespace"),
+                             rest_access=config.get("restAccess"), images=topology.images,
+                             kubernetes=topology.kubernetes)
+except ValueError as e:
+    raise pulumi.RunError(str(e)) from None
 replication = ReplicationTopology(stack, ReplicationTopologyArgs(
     topology=topology, platform=platform, stack=stack,
     validation_run_id=config.get("validationRunId"),
@@ -88,7 +92,7 @@ if replication.connect_credentials is not None:  # Connect REST basic auth (rest
 if replication.principal_credentials is not None:  # application users of `principals`, a secret
     pulumi.export("principal_credentials", replication.principal_credentials)
 if replication.acls:  # per authorizing cluster, every ACL the stack keeps there and why
-    pulumi.export("acls", {alias: r.acls for alias, r in replication.acls.items()})
+    pulumi.export("acls", {alias: r.lines for alias, r in replication.acls.items()})
 if replication.monitoring is not None:
     pulumi.export("prometheus_url", replication.monitoring.prometheus_url)
     pulumi.export("alert_rules", replication.monitoring.alert_rules)

@@ -199,7 +199,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             made[alias] = KafkaAcls(f"{alias}-acls", cluster=alias, bootstrap=access["bootstrap"],
                                     admin_keystore=pulumi.Output.secret(access["admin_keystore"]),
                                     truststore=access["truststore"],
-                                    acls=planned.apply(lambda p, a=alias: p[a]),
+                                    acls=planned.apply(lambda p, a=alias: acls.keyed(p[a])),
                                     users=pulumi.Output.secret(pulumi.Output.all(**users)) if users else None,
                                     mechanism=access["mechanism"], tunnels=access["tunnels"],
                                     opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.ready))

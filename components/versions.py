@@ -66,6 +66,16 @@ def debian_prometheus_version() -> str:
     return _pins()["DEBIAN_PROMETHEUS_VERSION"]
 
 
+# The Debian packages whose version `make images` checks: package → its pin in versions.env.
+DEBIAN_PACKAGE_PINS = {"prometheus": "DEBIAN_PROMETHEUS_VERSION",
+                       "python3-prometheus-client": "DEBIAN_PROMETHEUS_CLIENT_VERSION"}
+
+
+def debian_package_version(package: str) -> str:
+    """The pinned upstream version of a Debian package of the images (DEBIAN_PACKAGE_PINS)."""
+    return _pins()[DEBIAN_PACKAGE_PINS[package]]
+
+
 # The images `make images` builds; no Grafana, Kafka UI or exporter image: Debian packages none of them.
 MIRRORSTACK_IMAGES = ("kafka", "spark", "prometheus")
 

@@ -13,8 +13,9 @@ The images honour the contract of components/platforms/containers.py:
   uid IMAGE_KAFKA_UID owning IMAGE_DATA_DIR;
 - mirrorstack/spark:<pyspark version>: JRE 17, python3, the .venv's pyspark as
   SPARK_HOME_IN_IMAGE (so the versions match), the spark-sql-kafka jars
-  (.tools/spark-kafka) in IMAGE_SPARK_JARS, user uid IMAGE_SPARK_UID, and
-  the .venv's confluent_kafka and urllib3 (the failover switch in a pod);
+  (.tools/spark-kafka) in IMAGE_SPARK_JARS, user uid IMAGE_SPARK_UID,
+  the .venv's confluent_kafka and urllib3 (the failover switch in a pod), and
+  Debian's python3-prometheus-client (the Connect supervisor's /metrics);
 - mirrorstack/prometheus:<DEBIAN_PROMETHEUS_VERSION>: Debian's prometheus,
   entrypoint `prometheus` (flags only, as with prom/prometheus), /prometheus
   writable by its user (nobody, as in prom/prometheus).
@@ -88,7 +89,7 @@ class ImageSpec:
     hooks: tuple[str, ...]
     dockerfile: str  # after `FROM scratch` + `ADD rootfs.tar /`
     files: Callable[[], dict[str, Path]] = field(default=lambda: {}, compare=False)  # context path -> source
-    checks: dict[str, str] = field(default_factory=dict)  # Debian package -> its upstream version, asserted
+    checks: dict[str, str] = field(default_factory=dict)  # Debian package -> its pinned upstream version, asserted
 
     @property
     def name(self) -> str:
@@ -146,7 +147,7 @@ def image_specs() -> list[ImageSpec]:
         files=_kafka_files)
     python_packages = "/usr/lib/python3/dist-packages"
     spark = ImageSpec(
-        "spark", packages=("openjdk-17-jre-headless", "bash", "python3"),
+        "spark", packages=("openjdk-17-jre-headless", "bash", "python3", "python3-prometheus-client"),
         hooks=tuple(user_hooks("spark", IMAGE_SPARK_UID, spark_home_dir,
                                [f"{spark_home_dir}/.ivy2", f"{SPARK_HOME_IN_IMAGE}/work-dir"])
                     # `import pyspark` is SPARK_HOME, as in a pip install (py4j beside it).
@@ -161,8 +162,7 @@ def image_specs() -> list[ImageSpec]:
             f"USER {IMAGE_SPARK_UID}",
             f"WORKDIR {SPARK_HOME_IN_IMAGE}/work-dir",
             'CMD ["bash"]']),
-        files=_spark_files)
-    prometheus_version = versions.debian_prometheus_version()
+        files=_spark_files, checks=_pinned("python3-prometheus-client"))
     prometheus = ImageSpec(
         "prometheus", packages=("prometheus",),
         hooks=('mkdir -p "$1/prometheus" && chown 65534:65534 "$1/prometheus"',
@@ -175,8 +175,12 @@ def image_specs() -> list[ImageSpec]:
             "EXPOSE 9090",
             'ENTRYPOINT ["/usr/bin/prometheus"]',
             'CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]']),
-        checks={"prometheus": prometheus_version})
+        checks=_pinned("prometheus"))
     return [kafka, spark, prometheus]
+
+
+def _pinned(*packages: str) -> dict[str, str]:
+    return {package: versions.debian_package_version(package) for package in packages}
 
 
 def rootfs_key(spec: ImageSpec, suite: str) -> str:
@@ -276,8 +280,8 @@ def check_packages(spec: ImageSpec, found: dict[str, str]) -> None:
         have = found.get(package)
         if have is None or upstream_version(have) != wanted:
             raise BuildError(f"{spec.key}: the suite's {package} is {have or 'missing'}, the pin is {wanted}: "
-                             f"set DEBIAN_PROMETHEUS_VERSION in components/versions.env to "
-                             f"{upstream_version(have) if have else '?'} (the image's tag)")
+                             f"set {versions.DEBIAN_PACKAGE_PINS[package]} in components/versions.env to "
+                             f"{upstream_version(have) if have else '?'}")
 
 
 def build(client, spec: ImageSpec, suite: str, files: dict[str, Path], digest: str, refresh: bool, log=print) -> None:

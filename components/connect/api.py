@@ -21,7 +21,7 @@ from urllib.parse import quote
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-from mirrorstack.platforms import kube_tunnel
+from mirrorstack.platforms import tunnels
 
 # Kafka Connect REST: each attempt may take CONNECT_TIMEOUT to connect and READ_TIMEOUT
 # for the answer; connection errors, timeouts, 5xx and 409 (a rebalance in progress) are
@@ -126,18 +126,19 @@ class ConnectClient:
 
     def _base(self) -> str:
         """Where requests go: the URL itself, or the local end of its tunnel (a
-        kube:// address, opened on first use and again after its pod restarted)."""
+        kube:// or docker:// address, opened on first use and again after its
+        pod restarted)."""
         try:
-            return kube_tunnel.local(self.url).rstrip("/")
-        except kube_tunnel.TunnelError as exc:
+            return tunnels.local(self.url).rstrip("/")
+        except tunnels.TunnelError as exc:
             raise ConnectError(f"Kafka Connect at {self.url} is unreachable: {exc}") from exc
 
     def _call(self, method: str, path: str, **kwargs):
-        if kube_tunnel.is_tunnelled(self.url):
+        if tunnels.is_tunnelled(self.url):
             try:
                 return self._call_at(self._base(), method, path, **kwargs)
             except ConnectError:  # the tunnel's pod may have gone: one more try through a new tunnel
-                kube_tunnel.forget(self.url)
+                tunnels.forget(self.url)
         return self._call_at(self._base(), method, path, **kwargs)
 
     def _call_at(self, base: str, method: str, path: str, **kwargs):
@@ -441,10 +442,10 @@ def answers(url: str, headers: dict, ca_file: str | None = None) -> bool:
     import urllib3
     try:
         pool = urllib3.PoolManager(**({"ca_certs": ca_file} if ca_file else {}))
-        reply = pool.request("GET", f"{kube_tunnel.local(url).rstrip('/')}/", headers=headers, retries=False,
+        reply = pool.request("GET", f"{tunnels.local(url).rstrip('/')}/", headers=headers, retries=False,
                              timeout=urllib3.Timeout(connect=PROBE_TIMEOUT, read=PROBE_TIMEOUT))
         return reply.status < 500
-    except (urllib3.exceptions.HTTPError, kube_tunnel.TunnelError):
+    except (urllib3.exceptions.HTTPError, tunnels.TunnelError):
         return False
 
 

@@ -150,36 +150,36 @@ LAST_CHECK = "mirrorstack_supervisor_last_check_timestamp_seconds"
 CHECK_ERRORS = "mirrorstack_supervisor_check_errors_total"
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+@dataclass(frozen=True)
+class Family:
+    """One metric the supervisor serves: its samples as (label values, value)."""
+    name: str
+    kind: str  # "counter" | "gauge"
+    help: str
+    labels: tuple[str, ...]
+    samples: list[tuple[tuple[str, ...], float]]
 
 
-def metrics_text(supervision: Supervision) -> str:
-    """The Prometheus text exposition of the supervisor's state: one series per
-    connector and metric, so every connector shows 0 while all is well."""
-    kinds = [(RESTARTS_TOTAL, "counter", "Restarts of the connector's failed parts by the supervisor.",
-              lambda m: m.total),
-             (RESTARTS_IN_A_ROW, "gauge", "Restarts in a row, since the connector last stayed healthy.",
-              lambda m: m.restarts),
-             (RESTART_CAP, "gauge", "Restarts in a row after which the supervisor gives up.",
-              lambda m: supervision.schedule.max_restarts),
-             (CAP_REACHED, "gauge", "1 while the supervisor has given up on the connector (its cap reached).",
-              lambda m: int(m.capped)),
-             (FAILED_PARTS, "gauge", "FAILED parts (connector, tasks) at the last check.",
-              lambda m: m.failed_count),
-             (HELD, "gauge", "1 while the connector is paused or stopped (never restarted).",
-              lambda m: int(m.held))]
-    lines = []
-    for metric, kind, text, value in kinds:
-        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
-        for name in sorted(supervision.wanted):
-            memory = supervision.of(name)
-            lines.append(f'{metric}{{connect="{_label(supervision.connect)}",connector="{_label(name)}"}} '
-                         f"{value(memory)}")
-    lines += [f"# HELP {LAST_CHECK} When the supervisor last read the connectors' status.",
-              f"# TYPE {LAST_CHECK} gauge", f'{LAST_CHECK}{{connect="{_label(supervision.connect)}"}} '
-              f"{supervision.last_check:.3f}",
-              f"# HELP {CHECK_ERRORS} Checks that could not read Connect's status.",
-              f"# TYPE {CHECK_ERRORS} counter",
-              f'{CHECK_ERRORS}{{connect="{_label(supervision.connect)}"}} {supervision.check_errors}']
-    return "\n".join(lines) + "\n"
+def metric_families(supervision: Supervision) -> list[Family]:
+    """What the supervisor serves, as plain data (mirrorstack.connect.supervisor
+    exposes it with prometheus_client): one series per connector and metric,
+    so every connector shows 0 while all is well."""
+    per_connector = [
+        (RESTARTS_TOTAL, "counter", "Restarts of the connector's failed parts by the supervisor.", lambda m: m.total),
+        (RESTARTS_IN_A_ROW, "gauge", "Restarts in a row, since the connector last stayed healthy.",
+         lambda m: m.restarts),
+        (RESTART_CAP, "gauge", "Restarts in a row after which the supervisor gives up.",
+         lambda m: supervision.schedule.max_restarts),
+        (CAP_REACHED, "gauge", "1 while the supervisor has given up on the connector (its cap reached).",
+         lambda m: int(m.capped)),
+        (FAILED_PARTS, "gauge", "FAILED parts (connector, tasks) at the last check.", lambda m: m.failed_count),
+        (HELD, "gauge", "1 while the connector is paused or stopped (never restarted).", lambda m: int(m.held))]
+    connectors = sorted(supervision.wanted)
+    group = (supervision.connect,)
+    return [*(Family(name, kind, text, ("connect", "connector"),
+                     [((supervision.connect, c), value(supervision.of(c))) for c in connectors])
+              for name, kind, text, value in per_connector),
+            Family(LAST_CHECK, "gauge", "When the supervisor last read the connectors' status.", ("connect",),
+                   [(group, supervision.last_check)]),
+            Family(CHECK_ERRORS, "counter", "Checks that could not read Connect's status.", ("connect",),
+                   [(group, supervision.check_errors)])]

@@ -9,10 +9,11 @@ import pulumi
 
 from mirrorstack.model.spec import SelfHealing
 from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.platforms import tunnels
 
 MODULE = "mirrorstack.connect.supervisor"
 # What it imports (containers get their source): nothing of the model or pulumi.
-SHIPS = (MODULE, "mirrorstack.connect.healing", "mirrorstack.connect.api", "mirrorstack.platforms.kube_tunnel")
+SHIPS = (MODULE, "mirrorstack.connect.healing", "mirrorstack.connect.api", *tunnels.MODULES)
 
 
 def supervisor_service(connect: str) -> str:

@@ -15,7 +15,8 @@ name), urls (every worker's REST URL as this process reaches it), ca_file,
 secrets_file (a 0600 JSON: connect_auth {username, password}; none without
 REST auth), connectors (name → the topology's flow state), schedule (unit_seconds,
 max_delay_seconds, max_restarts), check_seconds, listen ("host:port" of the
-metrics server). Imports no pulumi: in a container it runs from shipped source.
+metrics server). Imports no pulumi: in a container it runs from shipped source,
+with the spark image's urllib3 and prometheus_client (Debian's python3-prometheus-client).
 """
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from mirrorstack.connect.api import ConnectError, client_from
-from mirrorstack.connect.healing import Decision, Schedule, Supervision, decide, metrics_text, remember
+from mirrorstack.connect.healing import Decision, Schedule, Supervision, decide, metric_families, remember
 
 READ_TIMEOUT = 10  # seconds: a check never hangs on a stuck worker; the next one tries again
 
@@ -101,27 +106,54 @@ def restart(supervision: Supervision, connect, name: str, wanted: str, now: floa
     return again
 
 
-def serve(supervision: Supervision, host: str, port: int) -> ThreadingHTTPServer:
-    """/metrics (Prometheus text) and /healthz (200 once a check has run)."""
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            if self.path.startswith("/metrics"):
-                body, status = metrics_text(supervision).encode(), 200
-            elif self.path.startswith("/healthz"):
-                status = 200 if supervision.checks or supervision.check_errors else 503
-                body = f"checks {supervision.checks}, errors {supervision.check_errors}\n".encode()
-            else:
-                body, status = b"not found\n", 404
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+class SupervisionCollector:
+    """The supervision's state as Prometheus metrics, read at each scrape."""
 
-        def log_message(self, *args):  # scrapes are not news
-            pass
+    def __init__(self, supervision: Supervision):
+        self.supervision = supervision
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    def collect(self):
+        for family in metric_families(self.supervision):
+            kind = CounterMetricFamily if family.kind == "counter" else GaugeMetricFamily
+            metric = kind(family.name, family.help, labels=family.labels)
+            for labels, value in family.samples:
+                metric.add_metric(labels, value)
+            yield metric
+
+
+def registry(supervision: Supervision) -> CollectorRegistry:
+    found = CollectorRegistry()  # the supervision's metrics only, not this process's
+    found.register(SupervisionCollector(supervision))
+    return found
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow scrape never holds the process's exit
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):  # scrapes are not news
+        pass
+
+
+def serve(supervision: Supervision, host: str, port: int) -> WSGIServer:
+    """/metrics (prometheus_client's exposition, the format the scraper asks for)
+    and /healthz (200 once a check has run)."""
+    metrics = make_wsgi_app(registry(supervision))
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/metrics"):
+            return metrics(environ, start_response)
+        if path.startswith("/healthz"):
+            status = "200 OK" if supervision.checks or supervision.check_errors else "503 Service Unavailable"
+            body = f"checks {supervision.checks}, errors {supervision.check_errors}\n".encode()
+        else:
+            status, body = "404 Not Found", b"not found\n"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

@@ -23,14 +23,14 @@ import time
 import uuid
 
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
-from mirrorstack.platforms import kube_pods, kube_tunnel
+from mirrorstack.platforms import kube_pods, kube_tunnel, tunnels
 from mirrorstack.shipping import module_sources
 from mirrorstack.validation.package import deterministic_zip, spark_modules
 
 # What the pod imports; their packages' own __init__ modules (the model, pulumi) stay behind.
 SHIPPED = ("mirrorstack.failover.in_pod", "mirrorstack.failover.procedure", "mirrorstack.failover.rules",
            "mirrorstack.plan.live_topics", "mirrorstack.plan.replication_plan", "mirrorstack.connect.api",
-           "mirrorstack.platforms.kube_tunnel")
+           *tunnels.MODULES)
 MOUNT = "/switch"
 START_SECONDS = 300  # for the pod to be scheduled and its container to start
 # What sizes the switch's pod, for a message about a pod that cannot run (its requests are fixed).

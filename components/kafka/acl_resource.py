@@ -2,9 +2,11 @@
 authorizing cluster, applied with the Kafka Admin API as the cluster's own
 nodes (a broker certificate, a super user) over the INTERNAL listener.
 
-Inputs are the plan a reviewer reads: one line per ACL with the parts of the
-topology that need it (mirrorstack.kafka.acls), so `pulumi preview --diff`
-shows every ACL added or removed. Only ACLs this resource created are ever
+Inputs are the plan a reviewer reads: a map of each ACL to the parts of the
+topology that need it (mirrorstack.kafka.acls.keyed), so `pulumi preview --diff`
+shows every ACL added (`+`) or removed (`-`) on its own line. State written
+before (a list of plan lines) is read too; the first `up` rewrites it as a map
+and changes nothing on the cluster. Only ACLs this resource created are ever
 deleted: the ones MM2 copies with sync_topic_acls, or an operator's, stay.
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
+from mirrorstack.kafka.acls import lines_of
 from mirrorstack.kafka.scram_users import changed_users, retire_users, scram_mechanism, set_users, wait_all
 
 TIMEOUT = 30.0
@@ -36,9 +39,9 @@ def admin_client(props):
     from confluent_kafka.admin import AdminClient
 
     from mirrorstack.certificates.tls import keystore_parts
-    from mirrorstack.platforms import kube_tunnel
-    for tunnel in props.get("tunnels") or []:  # kubernetes: every broker's ADMIN port-forward, first
-        kube_tunnel.local(tunnel)
+    from mirrorstack.platforms import tunnels
+    for tunnel in props.get("tunnels") or []:  # kubernetes, remote docker: every broker's ADMIN tunnel, first
+        tunnels.local(tunnel)
     key, cert = keystore_parts(props["admin_keystore"])
     return AdminClient({"bootstrap.servers": props["bootstrap"], "security.protocol": "SSL",
                         "ssl.ca.pem": props["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
@@ -62,9 +65,10 @@ def acl_filter(acl):
                             b.permission_type)
 
 
-def _acls(lines) -> set:
+def _acls(acls) -> set:
+    """The ACLs of the `acls` property: a map (mirrorstack.kafka.acls.keyed), or a list in older state."""
     from mirrorstack.kafka.acls import Acl
-    return {Acl.parse(line)[0] for line in lines or []}
+    return {Acl.parse(line)[0] for line in lines_of(acls)}
 
 
 def _present(admin, acls: set, timeout: float = TIMEOUT) -> set:
@@ -121,6 +125,7 @@ class KafkaAclsProvider(ResourceProvider):
         return CreateResult(id_=uuid.uuid4().hex, outs=props)
 
     def diff(self, _id, olds, news):
+        # olds["acls"] a list: state of an older version, rewritten as a map (its update adds and removes nothing)
         changed = (_acls(olds.get("acls")) != _acls(news.get("acls")) or olds.get("acls") != news.get("acls")
                    or any(olds.get(k) != news.get(k) for k in ("users", "mechanism", "bootstrap", "admin_keystore",
                                                                  "truststore")))  # a renewed key: kept for delete
@@ -141,27 +146,30 @@ class KafkaAclsProvider(ResourceProvider):
         from confluent_kafka import KafkaException
 
         from mirrorstack.kafka.acls import Acl
-        lines = props.get("acls") or []
+        acls = props.get("acls") or {}
         try:
-            present = _present(admin_client(props), _acls(lines), REFRESH_TIMEOUT)
+            present = _present(admin_client(props), _acls(acls), REFRESH_TIMEOUT)
         except (KafkaException, FutureTimeout) as exc:  # no broker answered: an outage, not a change
             _say(props["cluster"], f"no broker of {props['bootstrap']} answered within {REFRESH_TIMEOUT:.0f}s "
                                    f"({_reason(exc)}); the ACLs and users stay as last applied; fix: start the "
                                    "brokers (`pulumi up` restarts a stopped one), then `pulumi refresh`")
             return ReadResult(id_=id_, outs=props)
-        kept = [line for line in lines if Acl.parse(line)[0] in present]
-        if len(kept) < len(lines):
-            _say(props["cluster"], f"{len(lines) - len(kept)} ACLs missing: " + "; ".join(
-                line for line in lines if line not in kept))
+        missing = [line for line in lines_of(acls) if Acl.parse(line)[0] not in present]
+        if missing:
+            _say(props["cluster"], f"{len(missing)} ACLs missing: " + "; ".join(missing))
+        # in the shape found: a refresh of older state (a list) shows only what is missing
+        kept = ({text: parts for text, parts in acls.items() if Acl.parse(f"{text} for {parts}")[0] in present}
+                if isinstance(acls, dict) else [line for line in acls if line not in missing])
         return ReadResult(id_=id_, outs={**props, "acls": kept})
 
 
 class KafkaAcls(Resource, module="kafka", name="KafkaAcls"):
-    """ACL lines (mirrorstack.kafka.acls) and SCRAM users ({name: password},
-    a secret) of the cluster `cluster`, applied through `bootstrap` (its
-    INTERNAL listener) with a node's `admin_keystore` (PEM, a secret)."""
+    """ACLs ({ACL: the parts that need it}, mirrorstack.kafka.acls.keyed) and
+    SCRAM users ({name: password}, a secret) of the cluster `cluster`, applied
+    through `bootstrap` (its brokers' INTERNAL or ADMIN listeners) with a node's
+    `admin_keystore` (PEM, a secret). `lines`: the ACLs kept, as plan lines."""
 
-    acls: pulumi.Output[list]
+    acls: pulumi.Output[dict]
 
     def __init__(self, name: str, *, cluster: str, bootstrap: str, admin_keystore, truststore, acls,
                  users=None, mechanism: str | None = None, tunnels: list[str] | None = None,
@@ -172,3 +180,4 @@ class KafkaAcls(Resource, module="kafka", name="KafkaAcls"):
             "acls": acls, "users": users or {}, "mechanism": mechanism,
             **({"tunnels": tunnels} if tunnels else {}),  # kubernetes (port-forward): opened before any call
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=SECRET_INPUTS)))
+        self.lines: pulumi.Output[list[str]] = self.acls.apply(lines_of)

@@ -42,10 +42,13 @@ class Acl:
     pattern: str
     operation: str
 
+    def text(self) -> str:
+        """`allow User:mirrorstack READ on TOPIC orders (LITERAL)`: the ACL alone, in words."""
+        return f"allow {self.principal} {self.operation} on {self.resource} {self.name} ({self.pattern})"
+
     def line(self, parts: Iterable[str]) -> str:
         """`allow User:mirrorstack READ on TOPIC orders (LITERAL) for source read`: a plan's line."""
-        return (f"allow {self.principal} {self.operation} on {self.resource} {self.name} ({self.pattern}) "
-                f"for {', '.join(sorted(set(parts)))}")
+        return f"{self.text()} for {', '.join(sorted(set(parts)))}"
 
     @classmethod
     def parse(cls, line: str) -> tuple["Acl", list[str]]:
@@ -198,6 +201,21 @@ def topology_acls(topology, aliases: list[str], principals: dict[str, str],
         if principal.cluster in sets:
             principal_acls(sets[principal.cluster], name, principal)
     return {alias: s.lines() for alias, s in sets.items()}
+
+
+def keyed(lines: Iterable[str]) -> dict[str, str]:
+    """Plan lines as the ACL resource keeps them, {the ACL: the parts that need it}: a
+    diff of a map shows each ACL added or removed as its own line (`+`/`-`), where a
+    list's diff pairs unrelated lines by position once one is inserted."""
+    return {acl.text(): ", ".join(parts) for acl, parts in map(Acl.parse, lines)}
+
+
+def lines_of(acls: dict[str, str] | list[str] | None) -> list[str]:
+    """The plan lines of `keyed` (or of a list, as state written before it holds
+    them), in the plan's order."""
+    if isinstance(acls, dict):
+        acls = [f"{text} for {parts}" for text, parts in acls.items()]
+    return sorted(acls or [], key=lambda line: Acl.parse(line)[0])
 
 
 def external_plan(alias: str, lines: list[str]) -> str:

@@ -10,6 +10,7 @@ from mirrorstack import naming
 from mirrorstack.certificates.args import ClusterCertificatesArgs
 from mirrorstack.certificates.resource import ClusterCertificates
 from mirrorstack.kafka import acls, broker
+from mirrorstack.kafka.broker_logins import BrokerLogins
 from mirrorstack.kafka.args import KafkaClusterArgs
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
@@ -139,10 +140,14 @@ class KafkaCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
             self._scrape(platform, controller, "controller", metrics)
 
-        brokers, addresses = [], []
+        brokers, addresses, logins = [], [], []
+        gates: list[pulumi.Resource] = []  # what the next broker of the roll waits for
         for i, name in enumerate(broker_names):
             host, port = platform.address(name, "kafka")
             addresses.append(f"{host}:{port}")
+            # Where the platform starts brokers in containers, the program logs in as the stack's users
+            # after each start (the local platform does it in the broker's own start).
+            login = platform.client_login(name, "kafka") if certs and password is not None else None
             overrides, health, after_start, extra_files = (
                 dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
             if certs:
@@ -173,9 +178,14 @@ class KafkaCluster(pulumi.ComponentResource):
                 secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
                 prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
                 resources=cluster.resources, health=health, group=ServiceGroup.brokers(alias),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=(brokers or ctrls)[-1:])))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=(gates or ctrls)[-1:])))
+            gates.append(brokers[-1])
+            if login is not None:
+                logins.append(self._logins(sec, name, login, brokers[-1], certs, password,
+                                           admin_address, admin, broker_names[0]))
+                gates.append(logins[-1])
             self._scrape(platform, name, "broker", metrics)
-        self.ready = [*ctrls, *brokers]
+        self.ready = [*ctrls, *brokers, *logins]
         if certs:
             self._deployed_clients(sec, certs, password)
             if admin_address is not None:  # the ACL resource acts as the first broker (a super user)
@@ -217,11 +227,28 @@ class KafkaCluster(pulumi.ComponentResource):
         """The SASL users a secured broker's clients use, {name: password}: the
         stack's own and the application principals. At each start its readiness
         sets the SCRAM ones again and logs in as each on its CLIENT listener
-        (security.sasl_readiness)."""
+        (local: security.sasl_readiness, in the broker's start; docker and
+        kubernetes: BrokerLogins, in the program)."""
         if password is None:
             return None
         return pulumi.Output.secret(pulumi.Output.all(password, self.principal_passwords).apply(
             lambda a: {sec.user: a[0], **a[1]}))
+
+    def _logins(self, sec, name: str, login, ran, certs, password, admin_address, admin, first: str) -> BrokerLogins:
+        """The program's check, after each start of broker `name`, that the
+        stack's SASL users log in on its CLIENT listener (SCRAM ones set again
+        first, as a node, where the cluster has the ACL resource's way in)."""
+        node = None
+        if admin_address is not None and sec.sasl_mechanism != "PLAIN":
+            node = pulumi.Output.secret(pulumi.Output.all(certs.keystore(first), certs.truststore).apply(
+                lambda pems: {"bootstrap": admin_address, "admin_keystore": pems[0], "truststore": pems[1],
+                              "tunnels": [tunnel for _, _, tunnel in admin.values() if tunnel]}))
+        return BrokerLogins(
+            f"{name}-logins", cluster=self.alias, broker=name, address=login.address, tunnel=login.tunnel,
+            protocol=sec.protocol, mechanism=sec.sasl_mechanism, truststore=certs.truststore,
+            keystore=pulumi.Output.secret(certs.keystore(CLIENT)) if sec.mtls else None,
+            users=self._sasl_users(sec, password), admin=node, started=self._platform.started(ran), logs=login.logs,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ran]))
 
     def _secured_broker(self, sec, name: str, host: str, port: int, index: int, settings):
         """(overrides, health check, after-start steps, extra files) of a secured broker."""

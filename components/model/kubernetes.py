@@ -156,7 +156,9 @@ class KubernetesSettings(StrictModel):
     termination_grace_seconds: int = Field(60, ge=10, le=3600, description=(
         "How long a Kafka or Connect pod may take to stop before it is killed (terminationGracePeriodSeconds). "
         "A broker uses it for its controlled shutdown: leadership moves to other brokers and the logs are "
-        "closed cleanly, so the next start skips log recovery. Default 60; raise it for brokers holding many "
-        "partitions. A pod that stops sooner is not held."))
+        "closed cleanly, so the next start skips log recovery. A Connect worker stops its connectors and then its "
+        "tasks, each within task.shutdown.graceful.timeout.ms (10 s), and the tasks commit their offsets as they "
+        "stop: below 30 s a roll can cut that commit short (records copied again). Default 60; raise it for "
+        "brokers holding many partitions. A pod that stops sooner is not held."))
     network_policy: KubernetesNetworkPolicy = Field(KubernetesNetworkPolicy(), description=(
         "Who may connect to the stack's pods (ingress); default: pods of its namespace only."))

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from mirrorstack.validation.package import JobPackage
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
+# How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
+# the pods' termination grace, 60 s by default). A Connect worker stops its connectors, then its
+# tasks, each within task.shutdown.graceful.timeout.ms (10 s), and its tasks commit their offsets
+# as they stop: killed sooner, they skip that commit and their next owner copies records again.
+STOP_GRACE_SECONDS = 30
 
 
 def default_port_base(stack: str) -> int:
@@ -59,6 +64,19 @@ def no_node_ports(platform: str):
                   opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
         raise NodePortsUnsupported(platform)
     return node_port
+
+
+@dataclass(frozen=True)
+class ClientLogin:
+    """How the program reaches a broker's CLIENT listener to log in as the
+    stack's users after the platform (re)started it (Platform.client_login):
+    `address` ("host:port" to dial from this machine) or `tunnel` (a kube://
+    or docker:// address the check opens first, platforms/tunnels.py), and `logs`: where a person reads the
+    broker's log (a command)."""
+
+    address: str | None
+    tunnel: str | None
+    logs: str
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,18 @@ class Platform(Protocol):
         tunnel (kube_tunnel) the resource opens first, if any; None where
         INTERNAL answers this machine as it is (local, kubernetes in-cluster)."""
 
+    def client_login(self, service: str, port_name: str) -> ClientLogin | None:
+        """Where this machine reaches `port_name` of a broker (its CLIENT
+        listener) for the program's login check after each start the platform
+        makes (mirrorstack.kafka.broker_logins); ask before `run_kafka_java`
+        (docker may publish the port on 127.0.0.1). None where the platform
+        checks in the broker's own start (local)."""
+
+    def started(self, ran: Any) -> Any:
+        """An Output of what `run_kafka_java` returned that changes whenever
+        `up` starts the service again (docker: the container's id, replaced;
+        kubernetes: its StatefulSet's generation, rolled)."""
+
     def host_url(self, service: str, port_name: str) -> str:
         """The HTTP URL by which this machine reaches it (Connect's REST API):
         `http://host:port`, or a kube:// address its clients open themselves
@@ -170,7 +200,9 @@ class Platform(Protocol):
         until `health` holds; `after_start` steps run once it does. `group`: the
         set the service is a member of (see ServiceGroup). `health_secrets` (a
         secret dict): what readiness needs beyond `health`, e.g. a broker's SASL
-        users {name: password} (health's `sasl.*` keys); a change restarts nothing."""
+        users {name: password} (health's `sasl.*` keys); a change restarts nothing.
+        Only a platform that checks in the service's own start uses it (local):
+        where `client_login` answers, the program checks after the start."""
 
     def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:

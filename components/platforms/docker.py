@@ -3,7 +3,15 @@
 One user-defined network per stack; a container's hostname and network alias
 are its service name, so services reach each other at `<service>:<port>` with
 fixed ports per port name. Ports the Pulumi program itself needs (Connect's
-REST API) are published on 127.0.0.1 only, on deterministic host ports.
+REST API, a broker's ADMIN listener) are reached as `rest_access` says:
+
+- "published" (the default with a local engine: a unix socket): published on
+  127.0.0.1 of the Docker host only, on deterministic host ports;
+- "tunnel" (the default when the engine is reached over the network,
+  `docker:host` or DOCKER_HOST tcp:// or ssh://): published nowhere; the
+  program's clients open their own tunnel over the Docker API on first use
+  (docker:// addresses, components/platforms/docker_tunnel.py), a broker's
+  ADMIN one on the same deterministic port of 127.0.0.1 it is advertised at.
 
 A Kafka container runs the local platform's java command lines
 (`java_service`) with the image's paths, under the start script and health
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pulumi
 import pulumi_docker as docker
@@ -33,8 +42,10 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label,
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
+from mirrorstack.platforms import docker_tunnel
 from mirrorstack.platforms.java_service import java_service
-from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports
+from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
+                                      no_node_ports)
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -46,6 +57,12 @@ SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-e
 KAFKA_UID = str(IMAGE_KAFKA_UID)  # owns the uploaded secret files
 SPARK_UID = str(IMAGE_SPARK_UID)
 SECRET_MODE = "0600"
+REST_ACCESS = ("published", "tunnel")  # how the program reaches Connect and the ADMIN listeners
+
+
+def engine_host() -> str | None:
+    """The engine the docker provider reaches: `docker:host`, else DOCKER_HOST (None: the local socket)."""
+    return pulumi.Config("docker").get("host") or os.environ.get("DOCKER_HOST") or None
 
 
 def fixed_name(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
@@ -62,7 +79,21 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     listen_host = "0.0.0.0"  # inside the container; advertised by service name
 
     def __init__(self, stack: str, network_name: str | None = None, images: Images | None = None,
-                 port_base: int | None = None):
+                 port_base: int | None = None, rest_access: str | None = None, docker_host: str | None = None):
+        """`docker_host`: the engine's URL as the docker provider reaches it (give a
+        provider's `host` here); None: `docker:host`, else DOCKER_HOST, else the local
+        socket. `rest_access`: "published" or "tunnel" (module docstring); None:
+        "tunnel" for an engine reached over the network, else "published"."""
+        self.docker_host = docker_host or engine_host()
+        self.rest_access = rest_access or ("tunnel" if docker_tunnel.is_remote(self.docker_host) else "published")
+        if self.rest_access not in REST_ACCESS:
+            raise ValueError(f"mirrorstack:restAccess {self.rest_access!r} is not one of docker's {', '.join(REST_ACCESS)}; "
+                             "fix: `tunnel` for an engine on another machine, `published` for one on this machine, "
+                             "or unset it (chosen from docker:host / DOCKER_HOST)")
+        if self.rest_access == "tunnel" and not docker_tunnel.is_remote(self.docker_host):
+            raise ValueError("mirrorstack:restAccess tunnel needs the engine's URL (tcp:// or ssh://) in docker:host or "
+                             f"DOCKER_HOST, not {self.docker_host or 'the local socket'}; fix: set one, or use "
+                             "`published` (the engine is on this machine)")
         self.stack = stack
         self.prefix = dns_label(f"mirrorstack-{stack}")  # containers of several stacks share one engine
         self.network_name = network_name or self.prefix
@@ -90,11 +121,25 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         return None  # one machine: no zones
 
 
+    @property
+    def tunnelled(self) -> bool:
+        return self.rest_access == "tunnel"
+
     def host_url(self, service: str, port_name: str) -> str:
+        """published: http:// on the published port; tunnel: a docker:// address its
+        clients open themselves (docker_tunnel), at the engine the provider uses."""
+        if self.tunnelled:
+            return docker_tunnel.address(self._container(service), self.address(service, port_name)[1],
+                                         host=self.docker_host, cert_path=pulumi.Config("docker").get("certPath"))
         return "http://%s:%d" % self.host_address(service, port_name)
 
+    def _container(self, service: str) -> str:
+        return f"{self.prefix}-{dns_label(service)}"
+
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
-        """The published port on 127.0.0.1; ask before `run_kafka_java`, which publishes it."""
+        """The port on 127.0.0.1 where this machine reaches it: published there
+        (published), or where its tunnel opens (tunnel, deterministic as well);
+        ask before `run_kafka_java`, which publishes it."""
         inside = self.address(service, port_name)
         key = (inside[0], port_name)
         if key not in self._host_ports:
@@ -104,12 +149,31 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             self._inside[(HOST, self._host_ports[key])] = inside
         return HOST, self._host_ports[key]
 
-    def admin_listener(self, service: str) -> tuple[str, str, None]:
-        """Published on 127.0.0.1 and advertised there: the ACL resource's
+    def admin_listener(self, service: str) -> tuple[str, str, str | None]:
+        """Advertised on 127.0.0.1 at a port of its own, published there or (tunnel)
+        where the ACL resource opens its docker:// tunnel first: the resource's
         client, on this machine, reaches every broker at the address it is told."""
         _, port = self.address(service, ADMIN_PORT_NAME)
-        host, published = self.host_address(service, ADMIN_PORT_NAME)
-        return f"{host}:{published}", f"{self.listen_host}:{port}", None
+        host, local = self.host_address(service, ADMIN_PORT_NAME)
+        tunnel = docker_tunnel.address(self._container(service), port, host=self.docker_host, local_port=local,
+                                       cert_path=pulumi.Config("docker").get("certPath")) if self.tunnelled else None
+        return f"{host}:{local}", f"{self.listen_host}:{port}", tunnel
+
+    def client_login(self, service: str, port_name: str) -> ClientLogin:
+        """published: on 127.0.0.1 (like ADMIN), dialled as `localhost`, a name
+        every node's certificate holds; tunnel: a docker:// tunnel the check
+        opens (on a free port, dialled as `localhost` too). Still advertised
+        by service name: the check needs only the connection it dials."""
+        logs = f"docker logs {self._container(service)}"
+        if self.tunnelled:
+            tunnel = docker_tunnel.address(self._container(service), self.address(service, port_name)[1],
+                                           host=self.docker_host, cert_path=pulumi.Config("docker").get("certPath"))
+            return ClientLogin(address=None, tunnel=tunnel, logs=logs)
+        _, published = self.host_address(service, port_name)
+        return ClientLogin(address=f"localhost:{published}", tunnel=None, logs=logs)
+
+    def started(self, ran: docker.Container) -> pulumi.Output[str]:
+        return ran.id  # a change replaces the container: a new id
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus (on the stack network) scrapes the service's JMX exporter."""
@@ -187,8 +251,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
         serves on `metrics_address(service)` inside the network. `group` is
         not used: one engine has nothing to spread over, and a container's
-        labels cannot change without replacing it. Nor is `health_secrets` yet:
-        the container's probe does not authenticate as a broker's SASL users."""
+        labels cannot change without replacing it. Nor is `health_secrets`:
+        the program logs in as a broker's SASL users after each start
+        (`client_login`, mirrorstack.kafka.broker_logins), not the probe."""
         network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
         spec = java_service(
@@ -205,11 +270,12 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         # A volume per service, Connect's too (stays empty; keeps every container alike).
         volume_name, volume_opts = naming.scoped(f"{host}-data", pulumi.ResourceOptions(parent=opts.parent if opts else None))
         volume = docker.Volume(volume_name, name=f"{self.prefix}-{host}-data", opts=fixed_name(volume_opts))
-        published = [{"internal": self._ports[host][port_name], "external": port, "ip": HOST}
-                     for (name, port_name), port in self._host_ports.items() if name == host]
+        published = [] if self.tunnelled else [  # tunnel: the program's clients come in over the Docker API
+            {"internal": self._ports[host][port_name], "external": port, "ip": HOST}
+            for (name, port_name), port in self._host_ports.items() if name == host]
         resource_name, opts = naming.scoped(host, fixed_name(opts))
         container = docker.Container(
-            resource_name, name=f"{self.prefix}-{host}", image=image.name, hostname=host,
+            resource_name, name=self._container(service), image=image.name, hostname=host,
             networks_advanced=[{"name": network.name, "aliases": [host]}],
             entrypoints=["/bin/sh", "-c"],  # not the image's launcher: the local platform's java command lines
             command=[container_script(spec.argv, spec.prepare, spec.after_start)],
@@ -222,6 +288,10 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             memory=resources.container_memory_mib,
             **({"cpus": format(resources.cpus, "g")} if resources.cpus else {}),
             restart="unless-stopped",
+            # Stopped with TERM and this grace, as on local: without destroy_grace_seconds a replaced
+            # container is removed by force (KILL), and a Connect worker's tasks skip their final
+            # offset commit (records copied again) and a broker its controlled shutdown.
+            stop_timeout=STOP_GRACE_SECONDS, destroy_grace_seconds=STOP_GRACE_SECONDS,
             # Like the local platform, creation returns only once the service is healthy,
             # so `depends_on` on this container means "the service answers".
             wait=True, wait_timeout=300,

@@ -67,7 +67,7 @@ from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.kube_job_run import ValidationJobRun
 from mirrorstack.platforms.kube_rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
-from mirrorstack.platforms.base import ServiceGroup, default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
 KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
 DATA_MOUNT = IMAGE_DATA_DIR
@@ -158,6 +158,21 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         tunnel = kube_tunnel.address(self.namespace, "service", self._label(service), port,
                                      context=pulumi.Config("kubernetes").get("context"), local_port=local_port)
         return f"{HOST}:{local_port}", f"{self.listen_host}:{port}", tunnel
+
+    def client_login(self, service: str, port_name: str) -> ClientLogin:
+        """port-forward: a tunnel the check opens (on a free port, dialled as
+        `localhost`, a name every node's certificate holds). In-cluster: the
+        listener's own address."""
+        address = self.address(service, port_name)
+        logs = f"kubectl logs --namespace {self.namespace} {self._label(service)}-0"
+        if self.rest_access == "in-cluster":
+            return ClientLogin(address="%s:%d" % address, tunnel=None, logs=logs)
+        tunnel = kube_tunnel.address(self.namespace, "service", self._label(service), address[1],
+                                     context=pulumi.Config("kubernetes").get("context"))
+        return ClientLogin(address=None, tunnel=tunnel, logs=logs)
+
+    def started(self, ran: StatefulSetRollout) -> pulumi.Output:
+        return ran.generation  # rolled: a new generation of its StatefulSet, its pod Ready on it
 
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         if self.rest_access == "in-cluster":
@@ -326,8 +341,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         runs them) under `container_script`. With `metrics`, the JMX exporter
         agent the image carries (`image_jmx_agent()`, see containers.py)
         serves on `metrics_address(service)`: nothing is downloaded.
-        `health_secrets` is not used yet: the readiness probe does not
-        authenticate as a broker's SASL users."""
+        `health_secrets` is not used: the program logs in as a broker's SASL
+        users once it rolled (`client_login`, mirrorstack.kafka.broker_logins),
+        not the probe."""
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
         gate = ready_gate(health, self.in_cluster, folder)
         if gate is not None:

@@ -53,6 +53,7 @@ from tests.support.kafka_clients import (admin, consume, consume_group, create_t
                                          wait_for_count)
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import self_healing, stack_project
+from tests.support.supervisor_metrics import supervisor_samples
 
 pytestmark = pytest.mark.integration
 
@@ -259,8 +260,7 @@ def _supervised_process(project) -> ProcessHandle | None:
 
 def _check_errors(out) -> int:
     """The supervisor's count of checks that could not read Connect (its /metrics)."""
-    text = requests.get(out["supervisors"]["standby"], timeout=10).text
-    return int(float(re.search(rf"^{CHECK_ERRORS}{{[^}}]*}} (\S+)$", text, re.M).group(1)))
+    return int(supervisor_samples(requests.get(out["supervisors"]["standby"], timeout=10).text)[(CHECK_ERRORS, None)])
 
 
 @contextmanager
@@ -372,9 +372,8 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     producer.produce(topic, key=b"big", value=big)
     assert producer.flush(30) == 0
     # the supervisor restarts it twice in vain, then gives up: from then on it stays FAILED
-    wait_until("the supervisor giving up", lambda: re.search(
-        rf'^{CAP_REACHED}{{[^}}]*connector="{re.escape(SOURCE)}"}} 1$',
-        requests.get(out["supervisors"]["standby"], timeout=10).text, re.M), timeout=90, every=1)
+    wait_until("the supervisor giving up", lambda: supervisor_samples(
+        requests.get(out["supervisors"]["standby"], timeout=10).text)[(CAP_REACHED, SOURCE)] == 1, timeout=90, every=1)
     failed = _wait_task_state(connect_url, SOURCE, "FAILED")
     assert "RecordTooLargeException" in failed["tasks"][0].get("trace", ""), failed
     assert failed["connector"]["state"] == "RUNNING"  # only the task failed; its config is untouched

@@ -44,12 +44,13 @@ TOPOLOGY = {
 }
 # Added for the `up` after the roll (a first `up` would run it over no records). The flow is
 # at-least-once: a task that the roll moves between workers re-copies what it sent after its last
-# offset commit if its stop does not commit (a CI run counted 114 duplicates of 1,769 records;
-# exactly-once flows have none). Counted and printed; missing stays 0.
+# offset commit if its stop does not commit (a CI run counted 114 duplicates of 1,769 records with
+# Kafka's 5 s graceful stop; benchmarks/roll_duplicates.py counted none alone with either setting,
+# so no bound is asserted: under load a stop can still outlast it). Counted and printed; missing stays 0.
 VALIDATION = {"wait_seconds": 120, "tolerance": {"duplicates": "unlimited"}}
 # What the workers say about a task they stop or take over: printed when the roll duplicated records.
 TASK_MOVES = ("Starting task", "Stopping task", "Committing offsets", "Graceful stop", "Skipping final offset",
-              "Failed to commit offsets", "Joined group")
+              "Failed to commit offsets", "Joined group", "Broker coordinator was unreachable")
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +204,7 @@ def test_broker_and_worker_settings_roll_one_at_a_time_without_a_failed_send(sta
     workers = {name: before[name]["health"]["url"] for name in WORKERS}
     _edit_topology(stack, lambda t: (t["clusters"]["us"].setdefault("settings", {}).update(
         {"log.retention.ms": "86400000"}), t["connect"]["eu"].setdefault("settings", {}).update(
-        {"offset.flush.interval.ms": "5000"})))
+        {"offset.flush.interval.ms": "4000"})))
 
     watch, producer = _Watch(us, workers), _Producer(us, TOPIC)
     watch.start(), producer.start()

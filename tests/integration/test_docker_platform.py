@@ -19,6 +19,7 @@ import tarfile
 import time
 from urllib.parse import quote
 
+import docker
 import pytest
 import requests
 import yaml
@@ -28,17 +29,21 @@ from mirrorstack.kafka import security
 from mirrorstack.model.spec import load_topology
 from mirrorstack.properties import render_properties
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK, RESTARTS_TOTAL
+from mirrorstack.kafka import broker_logins
 from mirrorstack.kafka.acl_resource import acl_binding, acl_filter, admin_client
+from mirrorstack.kafka.scram_users import scram_mechanism, set_users
 from mirrorstack.kafka.acls import Acl
 from mirrorstack.monitoring.metrics import MM2_RECORDS
-from mirrorstack.platforms import make_platform
+from mirrorstack.platforms import docker_tunnel, make_platform, tunnels
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
+from tests.support.engine_over_tcp import EngineOverTcp
 from tests.support.pulumi_mocks import unwrap_secrets
 from tests.support.secured import private_key_bodies
 from tests.support.stacks import REPO, on_c1_only, on_platform, port_base
-from tools.docker_engine import ensure_engine, stop_engine
+from tests.support.supervisor_metrics import supervisor_samples
+from tools.docker_engine import API_TIMEOUT, ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
 
@@ -74,14 +79,17 @@ def engine():
         stop_engine(engine)
 
 
-def bring_up(engine, stack: str, **changes):
-    """Deploy `stack` through the harness; yield it; destroy it (idempotent)."""
+def bring_up(engine, stack: str, *, over_tcp: EngineOverTcp | None = None, **changes):
+    """Deploy `stack` through the harness; yield it; destroy it (idempotent).
+    `over_tcp`: the harness and the program reach the engine at its TCP URL (a remote engine's case)."""
     topology = docker_topology(stack, **changes)
     # this test process's own port range: the stack's default one may be another worker's stack's
     base = port_base()
+    docker_host = over_tcp.url if over_tcp else None
     make = lambda: make_platform(topology.platform, stack, local_dir="unused", images=topology.images,  # noqa: E731
-                                 port_base=base)
-    deployed = deploy_on_engine(engine.client, make, topology, stack)
+                                 port_base=base, docker_host=docker_host)
+    client = docker.DockerClient(base_url=docker_host, timeout=API_TIMEOUT) if over_tcp else engine.client
+    deployed = deploy_on_engine(client, make, topology, stack)
     try:
         yield deployed
     finally:
@@ -337,10 +345,20 @@ def assert_destroyed(deployed) -> None:
 
 @pytest.fixture(scope="class")
 def secure(engine):
+    """Deployed through the engine's TCP URL, as to an engine on another machine: the
+    program reaches Connect and the brokers' ADMIN listeners through its own tunnels."""
     # self-healing on a schedule a test watches run (seconds, where users have minutes)
     healing = {"backoff_seconds": 2, "max_restarts": 10, "check_seconds": 1}
-    yield from bring_up(engine, "secure", connect={"central": {"kafka": "central", "rest_auth": True,
-                                                               "self_healing": healing}})
+    over_tcp = EngineOverTcp(engine.base_url)
+    # edge on SCRAM-SHA-512 (the stack file's is SHA-256, which test_secure_stack runs): both on a real stack
+    clusters = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"][
+        "mirrorstack:topology"]["clusters"]
+    clusters["edge"]["security"]["mechanism"] = "SCRAM-SHA-512"
+    try:
+        yield from bring_up(engine, "secure", over_tcp=over_tcp, clusters=clusters, connect={
+            "central": {"kafka": "central", "rest_auth": True, "self_healing": healing}})
+    finally:
+        over_tcp.close()
 
 
 def generated_secrets(deployed) -> dict[str, str]:
@@ -393,18 +411,25 @@ class TestSecure:
         read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
                 "'http://127.0.0.1:9405/metrics', timeout=5).read().decode())"]
         deadline = time.monotonic() + WAIT
-        while f'{LAST_CHECK}{{connect="central"}} 0.000' in (metrics := exec_output(found[SUPERVISOR], read)):
+        while not (metrics := supervisor_samples(exec_output(found[SUPERVISOR], read)))[(LAST_CHECK, None)]:
             assert time.monotonic() < deadline, found[SUPERVISOR].logs(tail=30)
             time.sleep(1)
-        assert f'{CHECK_ERRORS}{{connect="central"}} 0' in metrics, found[SUPERVISOR].logs(tail=30)
-        assert len(re.findall(rf'^{FAILED_PARTS}{{connect="central",connector="edge->central\.Mirror\w+"}} 0$',
-                              metrics, re.M)) == 3, metrics
+        assert metrics[(CHECK_ERRORS, None)] == 0, found[SUPERVISOR].logs(tail=30)
+        assert {c: v for (m, c), v in metrics.items() if m == FAILED_PARTS} == {
+            f"edge->central.Mirror{kind}Connector": 0 for kind in ("Source", "Checkpoint", "Heartbeat")}, metrics
 
     def test_mirror_maker_runs_behind_connects_basic_auth(self, secure):
-        """The connectors the real MM2 provider created through the published
-        REST port run, and that port refuses requests without the password."""
+        """The engine is reached over TCP (a remote engine): no port of the stack's
+        Kafka services is published, and the real MM2 provider created the connectors
+        through its own tunnel over the Docker API, which refuses requests without
+        the password as the REST port does."""
+        found = stack_containers(secure.mocks, "secure")
+        assert not {s: c.attrs["HostConfig"]["PortBindings"] for s, c in found.items()
+                    if s not in (JOB, SUPERVISOR) and c.attrs["HostConfig"]["PortBindings"]}
         (mm2,) = [unwrap_secrets(r.inputs) for r in secure.mocks.resources if r.typ.endswith(":MirrorMaker2Connectors")]
-        url, auth = mm2["connect_url"], (mm2["connect_auth"]["username"], mm2["connect_auth"]["password"])
+        assert mm2["connect_url"].startswith(f"docker://{secure.platform.prefix}-connect-central-0:8083?")
+        assert docker_tunnel.connections(mm2["connect_url"]) > 0  # the provider's REST calls went through it
+        url, auth = tunnels.local(mm2["connect_url"]), (mm2["connect_auth"]["username"], mm2["connect_auth"]["password"])
         assert requests.get(f"{url}/connectors", timeout=10).status_code == 401
         deadline = time.monotonic() + WAIT
         for name in mm2["connectors"]:
@@ -420,9 +445,13 @@ class TestSecure:
 
     def test_deny_by_default_and_mm2_replicates_with_only_its_derived_acls(self, secure):
         """The secured clusters authorize on docker too: the ACL resource, run where `up`
-        runs, reached each broker at its published ADMIN listener. A user without ACLs is
-        refused; an application does what its section grants; MM2 copies its records with
-        only the rights derived for the flow."""
+        runs, reached each broker at its ADMIN listener, here through its own tunnel (the
+        engine over TCP). A user without ACLs is refused; an application does what its
+        section grants; MM2 copies its records with only the rights derived for the flow."""
+        for resource in secure.mocks.resources:
+            if resource.name.endswith("-acls"):
+                (tunnel,) = unwrap_secrets(resource.inputs)["tunnels"]
+                assert docker_tunnel.connections(tunnel) > 0, resource.name
         acls = {name.rpartition("-acls")[0].rpartition("-")[2]: out["acls"]
                 for name, out in secure.outputs_of(DYNAMIC).items() if name.endswith("-acls")}
         assert any(" WRITE on TOPIC edge.orders " in line for line in acls["central"]), acls
@@ -466,11 +495,10 @@ class TestSecure:
         supervisor = stack_containers(secure.mocks, "secure")[SUPERVISOR]
         read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
                 "'http://127.0.0.1:9405/metrics', timeout=5).read().decode())"]
-        counter = re.compile(re.escape(f'{RESTARTS_TOTAL}{{connect="central",connector="edge->central.'
-                                       'MirrorSourceConnector"}') + r" ([0-9.]+)$", re.M)
 
         def restarts() -> float:
-            return float(counter.search(exec_output(supervisor, read))[1])
+            return supervisor_samples(exec_output(supervisor, read))[(RESTARTS_TOTAL,
+                                                                       "edge->central.MirrorSourceConnector")]
         assert restarts() == 0
         for future in admin.delete_acls([acl_filter(write)], request_timeout=30).values():
             future.result(timeout=30)
@@ -495,6 +523,35 @@ class TestSecure:
         assert sorted(v for v in out.split() if RECORD.fullmatch(v)) == sorted(sent + more), (out[-3000:], err[-3000:])
         print(f"\ndocker: healed and read back {time.monotonic() - granted:.0f} s after the grant "
               f"({restarts():.0f} restarts in all)")
+
+    def test_brokers_let_the_stacks_users_in_and_a_refusing_broker_is_named(self, secure):
+        """Broker readiness as clients see it: after each broker's start the program
+        logged in as every SASL user of the stack on its CLIENT listener (BrokerLogins;
+        the stack would not be up otherwise). A SCRAM user's password changed out of
+        band: checked without setting the users again, the broker is named with that
+        user only; with it (what `up` does) the user gets in again. A PLAIN user whose
+        password the broker's JAAS does not hold is named the same way."""
+        logins = {out["broker"]: unwrap_secrets(out) for name, out in secure.outputs_of(DYNAMIC).items()
+                  if name.endswith("-logins")}
+        assert {broker: set(login["users"]) for broker, login in logins.items()} == {
+            "edge-broker-0": {"mirrorstack", "orders-app", "newcomer-edge"},
+            "central-broker-0": {"mirrorstack", "reports-app", "newcomer-central"}}
+        edge, central = logins["edge-broker-0"], logins["central-broker-0"]
+        set_users(admin_client(edge["admin"]), scram_mechanism(edge["mechanism"]),  # as a node, out of band
+                  {"newcomer-edge": "changed-out-of-band"}, "edge")
+        with pytest.raises(RuntimeError) as refused:
+            broker_logins.check({**edge, "admin": None}, timeout=10)
+        first = str(refused.value).splitlines()[0]
+        assert first.startswith("edge-broker-0 refuses the stack's SCRAM-SHA-512 user(s) on its client listener ")
+        assert "newcomer-edge (" in first and "orders-app" not in first and "mirrorstack (" not in first, first
+        started = time.monotonic()
+        broker_logins.check(edge)  # set again first: every user gets in
+        print(f"\ndocker: edge-broker-0's users set again and logged in within {time.monotonic() - started:.1f} s")
+        with pytest.raises(RuntimeError, match=r"(?s)^central-broker-0 refuses the stack's PLAIN user\(s\) .*: "
+                                               r"reports-app \(.*secrets/broker.properties"):
+            broker_logins.check({**central, "users": {**central["users"], "reports-app": "not-its-password"}},
+                                timeout=10)
+        broker_logins.check(central)
 
     def test_secrets_are_files_0600_owned_by_the_images_user(self, secure):
         client = secure.mocks.client

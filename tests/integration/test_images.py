@@ -6,15 +6,23 @@ platform runs them (the private engine has no default bridge).
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import os
 import re
+import subprocess
+import sys
+import tarfile
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorstack import toolchain, versions
+from mirrorstack.connect.supervision import SHIPS
 from mirrorstack.validation.job_config import SPARK_HOME_IN_IMAGE
+from mirrorstack.shipping import module_sources
 from mirrorstack.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID, IMAGE_SPARK_JARS,
                                              IMAGE_SPARK_UID, image_jmx_agent, image_spark_jars)
 from tools import docker_engine
@@ -69,6 +77,17 @@ def _run(engine, image: str, script: str) -> str:
     return output.decode()
 
 
+def _unpack(files: dict[str, bytes], folder: str) -> str:
+    """A shell line writing `files` (relative path → bytes) under `folder` of a container."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for path, content in sorted(files.items()):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
+    return f"mkdir -p {folder} && echo {base64.b64encode(data.getvalue()).decode()} | base64 -d | tar -xz -C {folder}"
+
+
 def _sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -112,6 +131,17 @@ spark.stop()
 """
 
 
+# The supervisor's /metrics text of a made-up state (mirrorstack.connect.supervisor's registry).
+SUPERVISOR_EXPOSITION = """
+import prometheus_client
+from mirrorstack.connect import healing, supervisor
+state = healing.Supervision("central", {"a->b.MirrorSourceConnector": "running", 'a->b.Mirror"X': "paused"},
+                            healing.Schedule())
+state.of("a->b.MirrorSourceConnector").capped, state.checks, state.last_check = True, 3, 1764326400.25
+print(prometheus_client.generate_latest(supervisor.registry(state)).decode(), end="")
+"""
+
+
 def test_spark_image(engine):
     version = versions.spark_version()
     out = _run(engine, versions.mirrorstack_image("spark"), f"""
@@ -120,6 +150,10 @@ def test_spark_image(engine):
         ls {IMAGE_SPARK_JARS}
         python3 -c 'import pyspark; print("pyspark", pyspark.__version__)'
         python3 -c 'import confluent_kafka, urllib3; print("switch clients", confluent_kafka.version()[0], urllib3.__version__)'
+        python3 -c 'import importlib.metadata as m; print("prometheus_client", m.version("prometheus_client"))'
+        {_unpack(module_sources(SHIPS), "/tmp/code")}
+        cat > exposition.py <<'EOF'{SUPERVISOR_EXPOSITION}EOF
+        echo "--- exposition"; PYTHONPATH=/tmp/code python3 -B exposition.py 2>&1; echo "--- end"
         {SPARK_HOME_IN_IMAGE}/bin/spark-submit --version 2>&1
         cat > job.py <<'EOF'{SPARK_JOB}EOF
         {SPARK_HOME_IN_IMAGE}/bin/spark-submit --master 'local[1]' --conf spark.ui.enabled=false \\
@@ -135,6 +169,16 @@ def test_spark_image(engine):
     import urllib3
     assert f"switch clients {confluent_kafka.version()[0]} {urllib3.__version__}" in out, out[-3000:]
     assert re.search(rf"version {re.escape(version)}\b", out), out  # spark-submit's banner
+    # the Connect supervisor's container: Debian's prometheus_client, the pinned one, and the supervisor's
+    # shipped source serves with it the same families, types, HELP texts and samples as with the .venv's
+    assert f"prometheus_client {versions.debian_package_version('python3-prometheus-client')}\n" in out, out[-3000:]
+    in_image = out.split("--- exposition\n", 1)[1].split("--- end\n", 1)[0]
+    here = subprocess.run([sys.executable, "-B", "-c", SUPERVISOR_EXPOSITION], capture_output=True, text=True,
+                          check=True).stdout
+
+    def families(text: str) -> list:
+        return [(f.name, f.type, f.documentation, f.samples) for f in text_string_to_metric_families(text)]
+    assert families(in_image) == families(here) and len(families(here)) == 8, in_image
 
 
 def test_prometheus_image(engine):

@@ -500,7 +500,13 @@ def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure, act
     project = secure
     # the next test's stack comes up meanwhile (its test waits for this `up`)
     active_passive.first_up = _beside.submit(active_passive.run, "up", "--yes", "--skip-preview", timeout=900)
-    project.run("up", "--yes", "--skip-preview", timeout=900)
+    up = project.run("up", "--yes", "--skip-preview", timeout=900)
+    # each broker's readiness: once its pod was Ready, the program logged in as every SASL user of
+    # the stack on its CLIENT listener, through a port-forward of its own
+    said = up.stdout + up.stderr
+    edge_mechanism = _secure_topology()["clusters"]["edge"]["security"]["mechanism"]  # SCRAM-SHA-256
+    for broker, mechanism in (("edge-broker-0", edge_mechanism), ("central-broker-0", "PLAIN")):
+        assert f"{broker}: 3 {mechanism} user(s) logged in on its client listener" in said, said[-3000:]
     out = project.outputs()
     assert {s["state"] for states in out["flows"].values() for s in states.values()} == {"RUNNING"}
     worker = "connect-central-0-0"

@@ -128,13 +128,14 @@ def state_of(project) -> dict[str, dict]:
     return {r["urn"]: r for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]}
 
 
-WORKER_LINES_ADDED = ("plugin.discovery=service_load", "scheduled.rebalance.max.delay.ms=0")
+WORKER_LINES_ADDED = ("plugin.discovery=service_load", "scheduled.rebalance.max.delay.ms=10000",
+                      "offset.flush.timeout.ms=5000", "task.shutdown.graceful.timeout.ms=10000")
+WORKER_LINES_CHANGED = {"offset.flush.interval.ms=10000": "offset.flush.interval.ms=5000"}
 
 
 def only_plugin_discovery_added(step: dict) -> bool:
     """The one change since the old program that restarts a service: each Connect
-    worker's properties gained `plugin.discovery=service_load` and
-    `scheduled.rebalance.max.delay.ms=0` (CHANGELOG)."""
+    worker's properties gained WORKER_LINES_ADDED and WORKER_LINES_CHANGED (CHANGELOG)."""
     if step["op"] != "update":
         return False
     old, new = step["oldState"]["inputs"], step["newState"]["inputs"]
@@ -144,7 +145,7 @@ def only_plugin_discovery_added(step: dict) -> bool:
     if files != {"worker.properties"}:
         return False
     before, after = old["files"]["worker.properties"].splitlines(), new["files"]["worker.properties"].splitlines()
-    return [line for line in after if line not in WORKER_LINES_ADDED] == before
+    return [line for line in after if line not in WORKER_LINES_ADDED] == [WORKER_LINES_CHANGED.get(l, l) for l in before]
 
 
 # the source connector's producer takes large records and compresses (zstd); its consumer never

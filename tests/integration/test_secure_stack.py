@@ -1,4 +1,4 @@
-"""`pulumi up --stack secure` through the real engine: edge (SASL_SSL, SCRAM)
+"""`pulumi up --stack secure` through the real engine: edge (SASL_SSL, SCRAM-SHA-256)
 replicated exactly-once into central (SASL_SSL, PLAIN, mTLS), with every
 secret checked for leaks: state, Connect's config topic, `ps`, logs, files.
 Then, on the same stack, the certificates' life: renewal in the window, a
@@ -6,6 +6,7 @@ CA rotation with a client writing throughout, a broker added under the new CA.""
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import threading
@@ -24,19 +25,23 @@ from mirrorstack.certificates.resource import CLOCK_OFFSET_ENV
 from mirrorstack.certificates import tls
 from mirrorstack.connect.healing import HELD, LAST_CHECK, RESTARTS_TOTAL
 from mirrorstack.kafka.acl_resource import acl_binding, acl_filter
-from mirrorstack.kafka.acls import VALIDATION_GROUPS, Acl
+from mirrorstack.kafka.acls import VALIDATION_GROUPS, Acl, lines_of
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce
 from tests.support.restarts import kafka_node, overlapping_restarts, update_windows
 from tests.support.secured import jaas_credentials, librdkafka_client, node_admin, principal_client, private_key_bodies
 from tests.support.services import _parallel
 from tests.support.stacks import deployed_stack, self_healing
+from tests.support.supervisor_metrics import supervisor_samples
 
 pytestmark = pytest.mark.integration
 
 # Each of the 3 partitions gets hundreds of records over several transactions: enough for
 # the exact (RECORDS, RECORDS, 0, 0) count to show loss or a duplicate; throughput is not the point.
 RECORDS = 1_000
+# The secure stack's edge (stacks/Pulumi.secure.yaml): the whole module runs on SCRAM-SHA-256, while
+# tests/integration/test_scram_users.py and the docker module's secure stack keep SCRAM-SHA-512.
+EDGE_MECHANISM = "SCRAM-SHA-256"
 
 
 def _refused(conf: dict) -> bool:
@@ -128,9 +133,10 @@ def test_secure_stack_replicates_over_sasl_ssl_and_leaks_no_secret(secure):
     project, out, tmp_path = secure
     local = project.local_dir
     edge, central = out["clusters"]["edge"], out["clusters"]["central"]
-    edge_client = librdkafka_client(local, "edge", "SCRAM-SHA-512")
+    edge_client = librdkafka_client(local, "edge", EDGE_MECHANISM)
     central_client = librdkafka_client(local, "central", "PLAIN")
     writer, reader = _app(project, "orders-app"), _app(project, "reports-app")
+    assert writer["sasl.mechanism"] == EDGE_MECHANISM, writer["sasl.mechanism"]
 
     # Only authenticated clients get in: no TLS, a wrong password, no client certificate.
     no_cert = {k: v for k, v in central_client.items() if not k.startswith(("ssl.certificate", "ssl.key"))}
@@ -250,13 +256,7 @@ def _all_arrived(project, sent: list[str], part: str) -> None:
 
 def _healing(out: dict) -> dict:
     """The supervisor's series: (metric, connector) → value (connector None for the group's own)."""
-    found = {}
-    for line in requests.get(out["supervisors"]["central"], timeout=10).text.splitlines():
-        if line and not line.startswith("#"):
-            series, value = line.rsplit(" ", 1)
-            connector = re.search(r'connector="([^"]*)"', series)
-            found[(series.split("{")[0], connector and connector.group(1))] = float(value)
-    return found
+    return supervisor_samples(requests.get(out["supervisors"]["central"], timeout=10).text)
 
 
 def _target_write_refused_then_healed_by_the_supervisor(project, out, admins, writer, sent) -> None:
@@ -372,9 +372,19 @@ def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_withou
     _wait_for("a checkpoint task again", lambda: checkpoint_tasks() or None)
 
 
+def _resource_diff(diff: str, name: str) -> str:
+    """The part of `preview --diff` that shows the resource named `name` (its properties)."""
+    start = re.search(rf"\[urn=\S+-{re.escape(name)}\]\n", diff)
+    assert start, diff
+    ends = [i for i in (diff.find("[urn=", start.end()), diff.find("\nOutputs:", start.end())) if i != -1]
+    return diff[start.end():min(ends, default=len(diff))]
+
+
 def test_preview_diff_shows_the_acls_a_topics_change_adds_and_removes(secure):
     """A reviewer sees every right a change grants or takes away, with the parts that
-    need it, before anything is applied: payments out of the flow, refunds in."""
+    need it, before anything is applied: payments out of the flow, refunds in. Each ACL
+    added or removed is a line of its own (`+`/`-`), never a pair of unrelated lines
+    shifted by position (`~ [1]: "allow …" => "allow …"`, issue 46)."""
     project, _, _ = secure
     acls = project.outputs()["acls"]  # as deployed now (the first test added the validation's rights)
     stack_file = project.dir / "stacks" / "Pulumi.secure.yaml"
@@ -388,15 +398,23 @@ def test_preview_diff_shows_the_acls_a_topics_change_adds_and_removes(secure):
     gone = {alias: [line for line in acls[alias] if "payments " in line and line.startswith(f"allow {mm2} ")]
             for alias in ("edge", "central")}
     assert gone["edge"] and gone["central"], acls
+    shown = {alias: _resource_diff(diff, f"{alias}-acls") for alias in ("edge", "central")}
     for alias, lines in gone.items():
-        for line in lines:  # the right as deployed, shown going
-            assert re.search(rf'[-~] \[\d+\]: "{re.escape(line)}"', diff), (alias, line, diff)
-    for line in (f"allow {mm2} READ on TOPIC refunds (LITERAL) for flow edge->central: source read",
-                 f"allow {mm2} WRITE on TOPIC edge.refunds (LITERAL) for flow edge->central: target write"):
-        assert re.search(rf'[+~] \[\d+\]: .*"{re.escape(line)}', diff), (line, diff)
-    for alias in ("edge", "central"):  # updated in place, the node's key never shown
+        for line in lines:  # the right as deployed, shown going, with the parts that needed it
+            acl, parts = Acl.parse(line)
+            assert re.search(rf'^\s+- "?{re.escape(acl.text())}"?\s*: "{re.escape(", ".join(parts))}"$', shown[alias],
+                             re.M), (alias, line, shown[alias])
+    for alias, line in (("edge", f"allow {mm2} READ on TOPIC refunds (LITERAL) for flow edge->central: source read"),
+                        ("central", f"allow {mm2} WRITE on TOPIC edge.refunds (LITERAL) for flow edge->central: "
+                                    "target write")):
+        acl, (part, *_) = Acl.parse(line)
+        assert re.search(rf'^\s+\+ "?{re.escape(acl.text())}"?\s*: "{re.escape(part)}', shown[alias], re.M), \
+            (line, shown[alias])
+    for alias in ("edge", "central"):  # updated in place, the node's key never shown, no index-shifted pair
         assert re.search(rf"~ pulumi-python:dynamic/kafka:KafkaAcls: \(update\)\n\s+\[id=\w+\]\n\s+"
                          rf"\[urn=\S+-{alias}-acls\]", diff), diff
+        assert not re.search(r"\[\d+\]: ", shown[alias]), shown[alias]
+        assert not re.search(r'^\s+~ "?allow ', shown[alias], re.M), shown[alias]  # no kept ACL shown changed
     assert "PRIVATE KEY" not in diff and len(re.findall(r"admin_keystore\s*: \[secret\]", diff)) == 2, diff
     assert "to replace" not in diff, diff
 
@@ -451,17 +469,45 @@ def _source_tasks(project) -> str:
                                         for t in status.get("tasks", []))
 
 
+def _changed_in_preview(diff: str) -> dict[str, tuple[str, str]]:
+    """name → (operation, type) of each resource `preview --diff` shows changing."""
+    found = {}
+    for kind, operation, urn in re.findall(r"^\s*(?:[~+-]+ )?([\w./:-]+): \(([\w-]+)\)\n(?:\s+\[id=[^\]\n]*\]\n)?"
+                                           r"\s+\[urn=(\S+)\]", diff, re.M):
+        if operation != "same" and kind != "pulumi:pulumi:Stack":
+            found[urn.rsplit("::", 1)[1]] = (operation, kind)
+    return found
+
+
+def _service_starts(project) -> dict[str, tuple]:
+    """Each local service's (pid, start time) as the state records them: an update restarts it."""
+    exported = json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]
+    return {outs["name"]: (outs.get("pid"), outs.get("start_time")) for r in exported if "LocalService" in r["type"]
+            for outs in [r.get("outputs") or {}]}
+
+
 def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_time(secure):
     """Also a roll after a SCRAM principal's rename (issue 46): the user removed comes first in
-    Kafka's replay, which dropped every SCRAM user of the restarted broker when it was deleted."""
+    Kafka's replay, which dropped every SCRAM user of the restarted broker when it was deleted.
+    The rename itself previews and restarts no broker, controller or Connect worker (issue 46:
+    a SCRAM principal added previewed `~ 6 to update`, every broker among them)."""
     project, out, tmp_path = secure
     local = project.local_dir
-    _set_topology(project, lambda t: t["principals"].update({"newcomer-edge2": t["principals"].pop("newcomer-edge")}))
-    renamed = project.run("up", "--yes", "--skip-preview", timeout=900)
-    assert "users removed: newcomer-edge" in renamed.stdout + renamed.stderr
     before = _certs(project)
     nodes_of = {alias: _nodes(before, alias) for alias in CLUSTERS}
     pids = {n: kafka_node(local, n) for nodes in nodes_of.values() for n in nodes}
+    services = _service_starts(project)
+    assert any(name.startswith("connect-") for name in services) and set(pids) <= set(services), services
+    _set_topology(project, lambda t: t["principals"].update({"newcomer-edge2": t["principals"].pop("newcomer-edge")}))
+    changed = _changed_in_preview(project.run("preview", "--diff", timeout=600).stdout)
+    # only the users' side: edge's ACL resource (it sets and retires SCRAM users) and the two passwords
+    assert {name.removeprefix("secure-"): operation for name, (operation, _) in changed.items()} == {
+        "edge-acls": "update", "edge-newcomer-edge2-password": "create",
+        "edge-newcomer-edge-password": "delete"}, changed
+    renamed = project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert "users removed: newcomer-edge" in renamed.stdout + renamed.stderr
+    assert _service_starts(project) == services  # no service updated ...
+    assert {n: kafka_node(local, n) for n in pids} == pids  # ... nor any node's JVM restarted
     assert re.fullmatch(r"([0-9A-F]{2}:){31}[0-9A-F]{2}", before["edge"]["ca"]["fingerprint_sha256"])
 
     # 340 days on: inside the 30-day window of certificates valid 365 days
@@ -488,7 +534,7 @@ def test_up_inside_the_renewal_window_renews_every_certificate_one_node_at_a_tim
         assert overlapping_restarts(windows) == [], windows
 
     # After the roll the broker takes every SCRAM user of edge: the stack's own, and the principals
-    edge_client = {**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": out["clusters"]["edge"]}
+    edge_client = {**librdkafka_client(local, "edge", EDGE_MECHANISM), "bootstrap.servers": out["clusters"]["edge"]}
     assert _parallel(partial(_refused, {**edge_client, **conf}) for conf in (
         {}, _app(project, "orders-app"), _app(project, "newcomer-edge2"))) == [False, False, False]
     writer = _app(project, "orders-app")
@@ -613,6 +659,35 @@ def test_adding_a_broker_issues_its_certificate_under_the_clusters_current_ca(se
     assert tls.signed_by(new, trusted) and trusted == (local / "edge-broker-0" / "secrets" / "ca.pem").read_text()
     assert after["edge"]["trusted_cas"] == [after["edge"]["ca"]["fingerprint_sha256"]]
     edge = project.outputs()["clusters"]["edge"]
-    brokers = AdminClient({**librdkafka_client(local, "edge", "SCRAM-SHA-512"), "bootstrap.servers": edge}
+    brokers = AdminClient({**librdkafka_client(local, "edge", EDGE_MECHANISM), "bootstrap.servers": edge}
                           ).list_topics(timeout=20).brokers
     assert len(brokers) == 2
+
+
+def test_refresh_with_broker_0_down_reads_the_acls_through_another_broker(secure):
+    """Issue 46, defect 4: the ACL resource was given broker 0 alone, so `pulumi refresh` failed
+    while it was down (exit 1 after 31 s, "Failed while waiting for controller: Local: Timed
+    out"). edge has 2 brokers since the test before: broker 0 stopped, refresh reads edge's ACLs
+    through broker 1 and keeps them all; `up` starts broker 0 again."""
+    project, _, _ = secure
+    local, out = project.local_dir, project.outputs()  # edge's bootstrap: both brokers now
+    acls = out["acls"]["edge"]
+    broker0 = kafka_node(local, "edge-broker-0")
+    os.kill(broker0, signal.SIGKILL)  # a local broker has no keeper: it stays down until `up`
+    edge = {**librdkafka_client(local, "edge", EDGE_MECHANISM), "bootstrap.servers": out["clusters"]["edge"]}
+    # until the controller fenced it (broker.session.timeout.ms): before that, metadata may still
+    # name broker 0 as the one to send the ACL requests to
+    _wait_for("edge's metadata without broker 0", lambda: len(
+        AdminClient({**edge, "log_level": 0}).list_topics(timeout=10).brokers) == 1, timeout=60)
+    try:
+        refreshed = project.run("refresh", "--yes", "--skip-preview", timeout=600)
+        said = refreshed.stdout + refreshed.stderr
+        assert "edge-broker-0 is down" in said, said[-3000:]  # the refresh saw the outage ...
+        assert "Failed while waiting for controller" not in said and "edge ACLs: no broker" not in said, said[-3000:]
+        assert "ACLs missing" not in said, said[-3000:]  # ... and read every ACL through broker 1
+        (kept,) = [r["outputs"]["acls"] for r in json.loads(project.run("stack", "export").stdout)["deployment"][
+            "resources"] if r["urn"].endswith("-edge-acls")]
+        assert lines_of(kept) == acls
+    finally:
+        project.run("up", "--yes", "--skip-preview", timeout=900)
+    assert kafka_node(local, "edge-broker-0") != broker0

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, external_plan, \
-    external_principal, flow_acls, principal_acls, resource_names, topology_acls
+    external_principal, flow_acls, keyed, lines_of, principal_acls, resource_names, topology_acls
 from mirrorstack.model.spec import ClientSecurity, TopologyError, load_topology
 from mirrorstack.model.users import NODE_PRINCIPAL, USER_NAME
 from tests.support.stacks import REPO
@@ -199,7 +199,7 @@ def test_a_refresh_with_no_broker_answering_keeps_the_acls_and_says_what_to_do(c
     key, cert = issue(ca_key, ca_cert, "edge-broker-0", ["127.0.0.1"])
     lines = ["allow User:mirrorstack READ on TOPIC orders (LITERAL) for flow edge->central: source read"]
     props = {"cluster": "edge", "bootstrap": ",".join(f"127.0.0.1:{p}" for p in ports),
-             "admin_keystore": keystore_pem(key, cert, ca_cert), "truststore": ca_cert, "acls": lines,
+             "admin_keystore": keystore_pem(key, cert, ca_cert), "truststore": ca_cert, "acls": keyed(lines),
              "users": {}, "mechanism": "SCRAM-SHA-512"}
     started = time.monotonic()
     result = KafkaAclsProvider().read("id", props)
@@ -208,3 +208,66 @@ def test_a_refresh_with_no_broker_answering_keeps_the_acls_and_says_what_to_do(c
     said = capsys.readouterr().err
     assert f"edge ACLs: no broker of {props['bootstrap']} answered within {REFRESH_TIMEOUT:.0f}s" in said, said
     assert "fix: start the brokers" in said and "\n" not in said.strip(), said
+
+
+def _planned(**changes) -> dict[str, list[str]]:
+    """The secure stack's ACL lines per cluster (what the ACL resources are given), after `changes`."""
+    topology = load_topology(_secure(**changes))
+    aliases = [a for a in topology.clusters if topology.authorizes(a)]
+    principals = {a: client_principal(a, topology.clusters[a].security) for a in aliases}
+    return topology_acls(topology, aliases, principals, {name: "g" for name in topology.connect})
+
+
+def test_keyed_by_the_acl_a_change_is_acls_added_and_removed_never_an_index_shift():
+    """Issue 46: the resource's input was the list of lines, which `preview --diff` pairs by position:
+    a principal added showed `~ [1]: "allow User:inv-writer CREATE…" => "allow User:mirrorstack
+    DESCRIBE_CONFIGS…"`. Keyed by the ACL (what the engine diffs now), the same change is keys
+    added and removed, and an ACL kept shows unchanged; the stack output's lines stay as they were."""
+    before = _planned()
+    after = _planned(principals={**SECURE["principals"], "inv-writer": {
+        "cluster": "edge", "allow": [{"topic": "invoices", "operations": ["create", "write"]}]}})
+    old, new = keyed(before["edge"]), keyed(after["edge"])
+    assert old["allow User:mirrorstack READ on TOPIC orders (LITERAL)"] == \
+        "flow edge->central: source read, flow edge->central: validation"
+    assert lines_of(old) == before["edge"] and lines_of(new) == after["edge"]  # the stack output `acls`
+    assert set(new) - set(old) == {"allow User:inv-writer CREATE on TOPIC invoices (LITERAL)",
+                                   "allow User:inv-writer WRITE on TOPIC invoices (LITERAL)"}
+    assert set(old) <= set(new) and all(new[acl] == parts for acl, parts in old.items())
+    # what the list showed: lines kept, paired by position with other lines
+    shifted = [(a, b) for a, b in zip(before["edge"], after["edge"]) if a != b]
+    assert shifted and shifted[0][0] in after["edge"], shifted
+
+    # A topic out of the flow and another in: only their ACLs go and come, on both clusters.
+    flow = SECURE["flows"][0]
+    swapped = _planned(flows=[{**flow, "topics": ["orders", "refunds"]}])
+    for alias in ("edge", "central"):
+        old, new = keyed(before[alias]), keyed(swapped[alias])
+        assert {acl.split(" on ")[1].split()[1] for acl in set(old) - set(new)} <= {"payments", "edge.payments"}
+        assert {acl.split(" on ")[1].split()[1] for acl in set(new) - set(old)} <= {"refunds", "edge.refunds"}
+        assert set(old) ^ set(new) and all(old[acl] == new[acl] for acl in set(old) & set(new))
+
+
+def _provider_props(acls) -> dict:
+    """An ACL resource's state with a real node keystore; no broker listens at its bootstrap."""
+    from mirrorstack.certificates.tls import issue, keystore_pem, new_ca
+    ca_key, ca_cert = new_ca("test-ca")
+    key, cert = issue(ca_key, ca_cert, "edge-broker-0", ["127.0.0.1"])
+    return {"cluster": "edge", "bootstrap": "127.0.0.1:9", "admin_keystore": keystore_pem(key, cert, ca_cert),
+            "truststore": ca_cert, "acls": acls, "users": {}, "mechanism": "SCRAM-SHA-256"}
+
+
+def test_state_written_as_a_list_is_rewritten_as_a_map_by_an_update_that_changes_nothing_on_the_cluster(capsys):
+    """An upgrade: the first preview shows the ACL resources updated (`acls`, list => map) and nothing
+    else of theirs; that `up` creates and deletes no ACL (no broker is even asked here)."""
+    from mirrorstack.kafka.acl_resource import KafkaAclsProvider
+    provider, lines = KafkaAclsProvider(), _planned()["edge"]
+    news = _provider_props(keyed(lines))
+    olds = {**news, "acls": lines}
+    diff = provider.diff("id", olds, news)
+    assert diff.changes is True and diff.replaces == []
+    assert provider.diff("id", news, news).changes is False
+    assert provider.diff("id", news, {**news, "acls": {**news["acls"], "allow User:x READ on TOPIC t (LITERAL)": "p"}}
+                         ).changes is True
+    assert provider.update("id", olds, news).outs["acls"] == keyed(lines)
+    said = capsys.readouterr().err
+    assert f"edge ACLs: 0 added, 0 removed, {len(lines)} kept by this stack" in said, said

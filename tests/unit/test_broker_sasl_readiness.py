@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorstack.kafka import security
+from mirrorstack.kafka import sasl_login, security
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.local import sasl_check
 
@@ -50,7 +50,7 @@ def test_a_restarted_broker_that_lost_its_users_gets_them_set_again_and_is_ready
 
 
 def test_a_broker_still_refusing_after_the_wait_fails_naming_it_the_user_and_its_log_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(sasl_check.time, "sleep", lambda _: None)
+    monkeypatch.setattr(sasl_login.time, "sleep", lambda _: None)
     log = tmp_path / "service.log"
     log.write_text(f"started\n[x] INFO [SocketServer] Failed authentication with /127.0.0.1 (channelId=1) "
                    f"({REFUSED})\n")
@@ -124,3 +124,77 @@ def test_new_users_to_check_restart_no_broker(tmp_path):
                                            {**olds, "health_secrets": {**CREDENTIALS, "app5": "x"}}).changes is False
     finally:
         proc.kill(), proc.wait()
+
+
+# ---------------------------------------------------------------- docker, kubernetes: the program's check
+
+LOGIN = {"cluster": "tgt", "broker": "tgt-broker-1", "address": "localhost:20001", "protocol": "SASL_SSL",
+         "mechanism": "SCRAM-SHA-512", "truststore": "CA-PEM", "users": CREDENTIALS, "started": "container-1",
+         "admin": {"bootstrap": "127.0.0.1:20002", "admin_keystore": "NODE", "truststore": "CA-PEM"},
+         "logs": "docker logs mirrorstack-s-tgt-broker-1"}
+
+
+def test_a_broker_restarted_in_a_container_is_checked_again_not_when_only_users_change():
+    from mirrorstack.kafka.broker_logins import BrokerLoginsProvider
+    provider = BrokerLoginsProvider()
+    assert provider.diff("id", LOGIN, {**LOGIN, "started": "container-2"}).changes is True
+    assert provider.diff("id", LOGIN, {**LOGIN, "users": {**CREDENTIALS, "app5": "x"}}).changes is False
+    assert provider.diff("id", LOGIN, {**LOGIN}).changes is False
+
+
+def test_the_program_sets_scram_users_again_as_a_node_then_fails_naming_broker_and_user(monkeypatch):
+    """As on local: the SCRAM users set again first (through the node's way in), then each
+    logs in on CLIENT; one still refused fails `up` naming the broker, the user and where to look."""
+    from mirrorstack.kafka import acl_resource, broker_logins, scram_users
+    sets = []
+    monkeypatch.setattr(acl_resource, "admin_client", lambda admin: ("node", admin["bootstrap"]))
+    monkeypatch.setattr(scram_users, "set_users", lambda admin, mechanism, users, cluster: sets.append(
+        (admin, mechanism.name, dict(users), cluster)))
+    monkeypatch.setattr(sasl_login.time, "sleep", lambda _: None)
+    seen = []
+
+    def attempt(address, client, user, password):
+        seen.append((address, client["sasl.mechanism"], client["broker.address.family"], "sasl.password" in client))
+        return REFUSED if user == "app4" else None
+    with pytest.raises(RuntimeError) as failed:
+        broker_logins.check(LOGIN, attempt=attempt, timeout=0)
+    assert sets == [(("node", "127.0.0.1:20002"), "SCRAM_SHA_512", CREDENTIALS, "tgt")]
+    assert set(seen) == {("localhost:20001", "SCRAM-SHA-512", "v4", False)}
+    assert str(failed.value).splitlines() == [
+        f"tgt-broker-1 refuses the stack's SCRAM-SHA-512 user(s) on its client listener localhost:20001: "
+        f"app4 ({REFUSED}).",
+        "`up` stops here: the brokers after it in the roll are not touched.",
+        "Each was set again as the node just before (same password); fix: look in the broker's log "
+        "(docker logs mirrorstack-s-tgt-broker-1) why it still refuses (its `sasl.enabled.mechanisms` and CLIENT "
+        "listener settings), then `pulumi up`."]
+    broker_logins.check({**LOGIN, "users": {"mirrorstack": "pw-m"}}, attempt=attempt, timeout=0)  # accepted
+
+
+def test_plain_users_are_only_checked_and_mtls_brings_the_clients_certificate():
+    from mirrorstack.kafka import broker_logins
+    from tests.unit.test_platforms_mocked import fake_pem
+    plain = {**LOGIN, "mechanism": "PLAIN", "admin": None}
+    assert broker_logins.set_again(plain) is False  # PLAIN's users are in the broker's JAAS: nothing to set
+    assert broker_logins.set_again({**LOGIN, "admin": None}) is False  # no node's way in (no authorization)
+    with pytest.raises(RuntimeError, match=r"(?s)tgt-broker-1 refuses .* PLAIN .*app4 \(refused\).*"
+                                           r"secrets/broker.properties \(its JAAS\) and its log \(docker logs"):
+        broker_logins.check(plain, attempt=lambda a, c, user, p: "refused" if user == "app4" else None, timeout=0)
+    keystore = fake_pem("PRIVATE KEY", "K") + fake_pem("CERTIFICATE", "C")
+    config = broker_logins.client_config({**plain, "keystore": keystore})
+    assert config["ssl.ca.pem"] == "CA-PEM" and config["security.protocol"] == "sasl_ssl"
+    assert "PRIVATE KEY" in config["ssl.key.pem"] and "CERTIFICATE" in config["ssl.certificate.pem"]
+    assert "ssl.ca.pem" not in broker_logins.client_config({**plain, "protocol": "SASL_PLAINTEXT"})
+
+
+def test_a_connection_lost_on_its_way_is_tried_again_and_a_user_let_in_is_not(monkeypatch):
+    """Through a tunnel a connection may fail before it authenticates: only the users not yet let
+    in are tried again (a user let in once counts), so one round's lost connection is no refusal."""
+    monkeypatch.setattr(sasl_login.time, "sleep", lambda _: None)
+    tries = []
+    first = {"mirrorstack": "Failed to get metadata: Local: Broker transport failure", "app4": REFUSED}
+
+    def attempt(address, client, user, password):
+        tries.append(user)
+        return first.get(user) if tries.count(user) == 1 else None
+    assert sasl_login.wait_accepted(OWN, {}, {"mirrorstack": "m", "app4": "a", "orders": "o"}, attempt=attempt) == {}
+    assert sorted(tries) == ["app4", "app4", "mirrorstack", "mirrorstack", "orders"]

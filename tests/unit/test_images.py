@@ -36,11 +36,15 @@ def test_installed_versions_reads_only_installed_packages():
     assert images.installed_versions(status) == {"prometheus": "2.42.0+ds-5+deb12u1"}
 
 
-def test_a_prometheus_version_other_than_the_pin_fails_naming_the_pin():
-    spec = next(s for s in images.image_specs() if s.key == "prometheus")
-    images.check_packages(spec, {"prometheus": f"{spec.checks['prometheus']}+ds-5"})
-    with pytest.raises(images.BuildError, match=r"DEBIAN_PROMETHEUS_VERSION .* to 9\.9\.9"):
-        images.check_packages(spec, {"prometheus": "9.9.9+ds-1"})
+@pytest.mark.parametrize("key, package, pin", [
+    ("prometheus", "prometheus", "DEBIAN_PROMETHEUS_VERSION"),
+    ("spark", "python3-prometheus-client", "DEBIAN_PROMETHEUS_CLIENT_VERSION")])
+def test_a_debian_package_version_other_than_the_pin_fails_naming_the_pin(key, package, pin):
+    spec = next(s for s in images.image_specs() if s.key == key)
+    assert package in spec.packages and spec.checks[package] == versions.debian_package_version(package)
+    images.check_packages(spec, {package: f"{spec.checks[package]}+ds-5"})
+    with pytest.raises(images.BuildError, match=rf"{pin} .* to 9\.9\.9"):
+        images.check_packages(spec, {package: "9.9.9+ds-1"})
     with pytest.raises(images.BuildError, match="missing"):
         images.check_packages(spec, {})
 

@@ -19,6 +19,7 @@ from mirrorstack.platforms.containers import AFTER_START_DONE, container_script,
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
+from tests.support.pulumi_mocks import DYNAMIC
 from tests.support.stacks import on_platform
 from tests.unit.test_platforms_mocked import (
     FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, assert_ships_the_job_package, connectors_of,
@@ -102,7 +103,7 @@ def test_docker_secret_files_are_secret_0600_uploads_of_the_image_user(docker_se
         assert f"FAKE-{node.upper()}-KEY-" in uploads[f"{folder(node)}/secrets/server.pem"]["content"]  # its own
         assert "FAKE-CA-" in uploads[f"{folder(node)}/secrets/ca.pem"]["content"]
     scram = uploads_of(containers["edge-broker-0"])[f"{folder('edge-broker-0')}/secrets/scram.properties"]["content"]
-    assert scram.startswith(f"SCRAM-SHA-512=iterations=8192,password={FAKE_PASSWORD_MARK}")
+    assert scram.startswith(f"SCRAM-SHA-256=iterations=8192,password={FAKE_PASSWORD_MARK}")
     plain = uploads_of(containers["central-broker-0"])[f"{folder('central-broker-0')}/secrets/broker.properties"]
     assert FAKE_PASSWORD_MARK in plain["content"] and "PlainLoginModule" in plain["content"]
 
@@ -338,7 +339,7 @@ def test_local_secured_brokers_check_the_stacks_sasl_users_on_their_client_liste
     folder = tmp_path_factory.mktemp("local-sasl").resolve()
     mocks, built = deploy(lambda: LocalPlatform(STACK, str(folder)), topology=secure_topology("local"), stack=STACK)
     services = mocks.of_type("pulumi-python:dynamic/local:LocalService")
-    expected = {"edge-broker-0": ("SCRAM-SHA-512", {"mirrorstack", "orders-app", "newcomer-edge"}),
+    expected = {"edge-broker-0": ("SCRAM-SHA-256", {"mirrorstack", "orders-app", "newcomer-edge"}),
                 "central-broker-0": ("PLAIN", {"mirrorstack", "reports-app", "newcomer-central"})}
     for name, (mechanism, users) in expected.items():
         health, secrets = services[name]["health"], services[name]["health_secrets"]
@@ -486,7 +487,8 @@ def test_every_platform_runs_the_groups_supervisor_with_its_rest_credentials_onl
     shipped = {f.removeprefix(f"{folder(SUPERVISOR)}/code/") for f in uploads if "/code/" in f}
     assert shipped == {"mirrorstack/__init__.py", "mirrorstack/connect/__init__.py", "mirrorstack/platforms/__init__.py",
                        "mirrorstack/connect/supervisor.py", "mirrorstack/connect/healing.py",
-                       "mirrorstack/connect/api.py", "mirrorstack/platforms/kube_tunnel.py"}
+                       "mirrorstack/connect/api.py", "mirrorstack/platforms/tunnels.py",
+                       "mirrorstack/platforms/kube_tunnel.py", "mirrorstack/platforms/docker_tunnel.py"}
     assert uploads[f"{folder(SUPERVISOR)}/code/mirrorstack/__init__.py"]["content"] == ""  # not the real package
     # kubernetes: a Deployment, the password in a Secret mounted read-only 0400
     built = k8s_secure[1]
@@ -519,7 +521,8 @@ def test_docker_acls_reach_every_broker_at_its_published_admin_listener(docker_s
     for alias in ("edge", "central"):
         broker = f"{alias}-broker-0"
         container = containers[broker]
-        (published,) = _ints([p for p in container["ports"] if p["ip"] == "127.0.0.1"])
+        (published,) = _ints([p for p in container["ports"] if p["ip"] == "127.0.0.1"
+                              and p["internal"] == built["platform"].address(broker, "admin")[1]])
         props = dict(line.split("=", 1) for line in uploads_of(container)[f"{folder(broker)}/server.properties"][
             "content"].splitlines() if "=" in line and not line.startswith("#"))
         assert f"ADMIN://127.0.0.1:{published['external']}" in props["advertised.listeners"]
@@ -583,3 +586,91 @@ def test_the_acl_resource_is_given_every_broker(tmp_path):
     dynamic = {r.name: r.inputs for r in mocks.resources if r.typ.startswith("pulumi-python:dynamic")}
     assert dynamic["edge-acls"]["bootstrap"].split(",") == [
         "%s:%d" % platform.host_address(f"edge-broker-{i}", "internal") for i in range(3)]
+    # keyed by the ACL, so `preview --diff` shows each one added or removed (a list showed index shifts)
+    assert dynamic["edge-acls"]["acls"]["allow User:mirrorstack READ on TOPIC orders (LITERAL)"].startswith(
+        "flow edge->central: source read")
+
+
+# ---------------------------------------------------------------- brokers' logins (docker, kubernetes)
+
+LOGINS = "pulumi-python:dynamic/kafka:BrokerLogins"
+STACK_USERS = {"edge-broker-0": ("SCRAM-SHA-256", {"mirrorstack", "orders-app", "newcomer-edge"}),
+               "central-broker-0": ("PLAIN", {"mirrorstack", "reports-app", "newcomer-central"})}
+
+
+def logins_of(mocks) -> dict[str, dict]:
+    return {name.removesuffix("-logins"): inputs for name, inputs in mocks.of_type(LOGINS).items()}
+
+
+def depends_on(mocks, resource: str, suffix: str, typ: str = DYNAMIC) -> bool:
+    """Whether the registration of type `typ` named `resource` (its name's end) depends on one ending in `suffix`."""
+    (deps,) = [deps for (t, name), deps in mocks.dependencies.items()
+               if name.endswith(f"-{resource}") and (t == typ or (typ == DYNAMIC and t.startswith(DYNAMIC)))]
+    return any(name.endswith(suffix) for _, name in deps)
+
+
+def test_docker_brokers_log_in_as_the_stacks_users_after_each_start(docker_secure):
+    """After each start (a new container id), the program logs in as every SASL user of
+    the stack on the broker's CLIENT listener, published on 127.0.0.1 for it; the users,
+    the clients' key and the node's way in are secrets, and nothing secret is elsewhere."""
+    mocks, built = docker_secure
+    platform, containers, logins = built["platform"], docker_containers(mocks), logins_of(mocks)
+    assert set(logins) == set(STACK_USERS)  # SASL brokers only: no controller, no worker
+    for broker, (mechanism, users) in STACK_USERS.items():
+        login = logins[broker]
+        client_port = platform.address(broker, "kafka")[1]
+        (published,) = _ints([p["external"] for p in containers[broker]["ports"] if p["internal"] == client_port])
+        assert (login["address"], login.get("tunnel")) == (f"localhost:{published}", None)
+        assert (login["broker"], login["mechanism"], login["protocol"]) == (broker, mechanism, "SASL_SSL")
+        assert SECRET_SIG in login["users"] and set(login["users"]["value"]) == users
+        assert login["started"].endswith("_id")  # the container's id: replaced, checked again
+        assert login["logs"] == f"docker logs mirrorstack-{STACK}-{broker}"
+        assert "FAKE-CA-" in login["truststore"]
+        assert depends_on(mocks, f"{broker}-logins", f"-{broker}")  # its container
+    # SCRAM users are set again first, as a node through the ACL resource's ADMIN way in
+    edge_admin = logins["edge-broker-0"]["admin"]
+    assert SECRET_SIG in edge_admin and FAKE_KEY_MARK in edge_admin["value"]["admin_keystore"]
+    assert edge_admin["value"]["bootstrap"] == mocks.of_type(DYNAMIC_ACLS)["edge-acls"]["bootstrap"]
+    assert logins["central-broker-0"].get("admin") is None  # PLAIN users are in the broker's JAAS
+    central_key = logins["central-broker-0"]["keystore"]  # mTLS: the clients' certificate
+    assert SECRET_SIG in central_key and FAKE_KEY_MARK in central_key["value"]
+    assert logins["edge-broker-0"].get("keystore") is None
+    assert leaks(mocks) == []
+
+
+DYNAMIC_ACLS = "pulumi-python:dynamic/kafka:KafkaAcls"
+
+
+def test_a_roll_goes_on_only_once_the_broker_before_let_the_users_in(tmp_path):
+    """The next broker (and what needs the cluster: its ACL resource) waits for the
+    previous broker's logins, so a broker that refuses a user stops the roll."""
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["mirrorstack:topology"]
+    document["clusters"]["edge"]["brokers"] = 2
+    runs = {"docker": "docker:index/container:Container", "kubernetes": "kubernetes:apps/v1:StatefulSet"}
+    for platform, make in (("docker", lambda: DockerPlatform(STACK)), ("kubernetes", lambda: KubernetesPlatform(STACK))):
+        topology = load_topology({**on_platform(document, platform),
+                                  "images": {"spark": "registry.example.com/mirrorstack/spark:1"}})
+        mocks, _ = deploy(make, topology=topology, stack=STACK)
+        assert set(logins_of(mocks)) == {"edge-broker-0", "edge-broker-1", "central-broker-0"}
+        assert depends_on(mocks, "edge-broker-1", "-edge-broker-0-logins", runs[platform]), platform
+        assert depends_on(mocks, "edge-acls", "-edge-broker-1-logins"), platform
+
+
+def test_k8s_brokers_log_in_through_a_port_forward_or_in_the_cluster(k8s_secure):
+    """port-forward: a tunnel to the broker's CLIENT port (a free local port, opened by the
+    check), after its roll (the StatefulSet's generation); in-cluster: its own address."""
+    mocks, built = k8s_secure
+    platform, logins = built["platform"], logins_of(mocks)
+    assert set(logins) == set(STACK_USERS)
+    for broker in STACK_USERS:
+        port = platform.address(broker, "kafka")[1]
+        assert logins[broker].get("address") is None
+        assert logins[broker]["tunnel"] == f"kube://mirrorstack-{STACK}/service/{broker}:{port}"
+        assert logins[broker]["logs"] == f"kubectl logs --namespace mirrorstack-{STACK} {broker}-0"
+        assert depends_on(mocks, f"{broker}-logins", f"-{broker}-rollout")
+        (statefulset,) = [m for m in manifests(built, "StatefulSet").values() if m["metadata"]["name"] == broker]
+        assert not holds_secret_text(_ints(statefulset))  # the passwords stay in the program
+    in_cluster = KubernetesPlatform(STACK, rest_access="in-cluster").client_login("edge-broker-0", "kafka")
+    assert (in_cluster.address, in_cluster.tunnel) == (
+        f"edge-broker-0.mirrorstack-{STACK}.svc.cluster.local:9092", None)
+    assert LocalPlatform(STACK, "/unused").client_login("edge-broker-0", "kafka") is None  # its start checks

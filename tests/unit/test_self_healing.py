@@ -13,10 +13,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorstack import toolchain
-from mirrorstack.connect.healing import (CAP_REACHED, REMIND_SECONDS, Memory, ReadFailures, Schedule, Supervision,
-                                         decide, metrics_text, remember)
+from mirrorstack.connect import supervisor
+from mirrorstack.connect.healing import (CAP_REACHED, CHECK_ERRORS, FAILED_PARTS, HELD, LAST_CHECK, REMIND_SECONDS,
+                                         RESTART_CAP, RESTARTS_IN_A_ROW, RESTARTS_TOTAL, Memory, ReadFailures,
+                                         Schedule, Supervision, decide, remember)
 from mirrorstack.connect.supervision import SHIPS, supervisor_config
 from mirrorstack.model.spec import SelfHealing, TopologyError, load_topology
 from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules, alert_rules_file
@@ -89,16 +94,60 @@ def test_a_failed_connector_itself_is_restarted_and_a_missing_one_is_not():
     assert decide(status("RUNNING", "RUNNING", "UNASSIGNED"), "running", Memory(), 0, STRIMZI).action == "healthy"
 
 
+def _families(text: str, parse=text_string_to_metric_families) -> dict:
+    return {family.name: family for family in parse(text)}
+
+
 def test_metrics_show_every_connector_even_when_all_is_well():
     supervision = Supervision("central", {"a->b.MirrorSourceConnector": "running", "a->b.Mirror\"X": "paused"},
                               STRIMZI)
     supervision.of("a->b.MirrorSourceConnector").capped = True
-    text = metrics_text(supervision)
-    assert f'{CAP_REACHED}{{connect="central",connector="a->b.MirrorSourceConnector"}} 1' in text
-    assert f'{CAP_REACHED}{{connect="central",connector="a->b.Mirror\\"X"}} 0' in text
-    assert "mirrorstack_connector_restart_cap{" in text and "# TYPE mirrorstack_connector_restarts_total counter" in text
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert len(lines) == 6 * 2 + 2
+    supervision.last_check = 1764326400.25
+    text = generate_latest(supervisor.registry(supervision)).decode()
+    families = _families(text)
+    # the names the dashboards, alerts and tests use, each of its type, with its HELP
+    assert {name: family.type for name, family in families.items()} == {
+        "mirrorstack_connector_restarts": "counter", RESTARTS_IN_A_ROW: "gauge", RESTART_CAP: "gauge",
+        CAP_REACHED: "gauge", FAILED_PARTS: "gauge", HELD: "gauge", LAST_CHECK: "gauge",
+        "mirrorstack_supervisor_check_errors": "counter"}
+    assert f"# TYPE {RESTARTS_TOTAL} counter" in text and f"# TYPE {CHECK_ERRORS} counter" in text
+    assert families[CAP_REACHED].documentation == "1 while the supervisor has given up on the connector (its cap reached)."
+    samples = {(s.name, s.labels.get("connector")): (s.labels, s.value) for f in families.values() for s in f.samples}
+    assert len(samples) == 6 * 2 + 2  # one series per connector and metric, no `_created` series
+    assert samples[(CAP_REACHED, "a->b.MirrorSourceConnector")][1] == 1
+    assert samples[(CAP_REACHED, "a->b.Mirror\"X")] == ({"connect": "central", "connector": "a->b.Mirror\"X"}, 0)
+    assert samples[(RESTART_CAP, "a->b.MirrorSourceConnector")][1] == 10
+    assert samples[(LAST_CHECK, None)] == ({"connect": "central"}, 1764326400.25)
+    assert samples[(RESTARTS_TOTAL, "a->b.MirrorSourceConnector")][1] == 0
+    linted = subprocess.run([toolchain.promtool_binary(), "check", "metrics"], input=text, capture_output=True,
+                            text=True, timeout=60)
+    assert (linted.returncode, linted.stdout + linted.stderr) == (0, ""), linted  # Prometheus's own linter
+
+
+def test_the_supervisor_serves_its_metrics_in_the_format_the_scraper_asks_for_and_its_health():
+    """Prometheus asks for OpenMetrics first; curl and the tests take the text format."""
+    import requests
+    supervision = Supervision("central", {"a->b.MirrorSourceConnector": "running"}, STRIMZI)
+    (port,) = free_ports(1)
+    server = supervisor.serve(supervision, "127.0.0.1", port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        health = requests.get(f"{url}/healthz", timeout=5)
+        assert (health.status_code, health.text) == (503, "checks 0, errors 0\n")  # no check yet
+        plain = requests.get(f"{url}/metrics", timeout=5)
+        assert plain.status_code == 200 and plain.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert _families(plain.text)[FAILED_PARTS].samples[0].labels["connector"] == "a->b.MirrorSourceConnector"
+        open_metrics = requests.get(f"{url}/metrics", timeout=5, headers={
+            "Accept": "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.2"})
+        assert open_metrics.headers["Content-Type"].startswith("application/openmetrics-text")
+        families = _families(open_metrics.text, openmetrics_families)
+        assert families["mirrorstack_connector_restarts"].samples[0].name == RESTARTS_TOTAL
+        assert requests.get(f"{url}/elsewhere", timeout=5).status_code == 404
+        supervision.checks = 1
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_long_outage_is_said_when_it_begins_at_a_bounded_rate_while_it_lasts_and_when_it_ends():

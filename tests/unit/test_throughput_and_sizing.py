@@ -94,11 +94,13 @@ def test_shipped_stacks_leave_discovery_to_the_default_except_the_demo():
 
 
 @pytest.mark.parametrize("key, default, kafkas", [
-    # source offsets committed every 10 s: a crashed worker's tasks re-copy 10 s of records, not a minute's
-    ("offset.flush.interval.ms", "10000", "60000"),
-    # a departed worker's connectors reassigned at once: Kafka holds them UNASSIGNED up to 5 minutes,
-    # past a roll's health wait
-    ("scheduled.rebalance.max.delay.ms", "0", "300000"),
+    # source offsets committed every 5 s: a crashed worker's tasks re-copy 5 s of records, not a minute's
+    ("offset.flush.interval.ms", "5000", "60000"),
+    # a stopping task may wait offset.flush.timeout.ms for its records and still commit their offsets
+    ("task.shutdown.graceful.timeout.ms", "10000", "5000"),
+    # a departed worker's connectors reassigned within 10 s: Kafka holds them UNASSIGNED up to 5 minutes,
+    # past a roll's health wait; and a worker keeps its tasks while its group coordinator moves
+    ("scheduled.rebalance.max.delay.ms", "10000", "300000"),
 ])
 def test_worker_defaults_where_kafkas_do_not_fit_unless_set(key, default, kafkas):
     props = worker_properties("g", bootstrap_servers="b:9092", host="h", rest_port=8083, kafka_broker_count=1)

@@ -73,6 +73,7 @@ def test_each_version_is_pinned_once_and_the_makefile_reads_the_same_pins():
         "TOXIPROXY_VERSION": versions.toxiproxy_version(),
         "DEBIAN_SUITE": versions.debian_suite(),
         "DEBIAN_PROMETHEUS_VERSION": versions.debian_prometheus_version(),
+        "DEBIAN_PROMETHEUS_CLIENT_VERSION": versions.debian_package_version("python3-prometheus-client"),
     }
     pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split()
                 if "==" in line)

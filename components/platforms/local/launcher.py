@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mirrorstack.platforms.base import STOP_GRACE_SECONDS
+
 log = logging.getLogger("mirrorstack.launcher")
 
 # Popen objects of the processes this Python process started, kept so that
@@ -120,8 +122,9 @@ def _wait_gone(handle: ProcessHandle, seconds: float) -> bool:
     return not is_alive(handle)
 
 
-def stop(handle: ProcessHandle, grace_seconds: float = 20.0) -> bool:
-    """TERM the process group, then KILL after the grace period.
+def stop(handle: ProcessHandle, grace_seconds: float = STOP_GRACE_SECONDS) -> bool:
+    """TERM the process group, then KILL after the grace period (a process that
+    exits sooner is not waited for).
     Returns False when the process was already gone."""
     if not is_alive(handle):
         return False

@@ -60,6 +60,12 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
     def admin_listener(self, service: str) -> None:
         return None  # INTERNAL is on 127.0.0.1 already
 
+    def client_login(self, service: str, port_name: str) -> None:
+        return None  # a broker's own start logs in as the stack's users (sasl_check.py)
+
+    def started(self, ran):
+        raise NotImplementedError("local: no program-side login check (client_login is None)")
+
     def service_dir(self, service: str) -> str:
         return str(self.base_dir / service)
 
