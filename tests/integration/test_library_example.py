@@ -80,7 +80,7 @@ def test_an_empty_venv_gets_only_the_runtime_ranges_and_each_extra_only_what_it_
     print(f"\nwheel without extras: {len(base)} distributions installed")
     assert {"mirrorstack", "pulumi", "pydantic", "confluent-kafka", "cryptography"} <= base
     assert not base & NOT_AT_RUNTIME, base & NOT_AT_RUNTIME
-    expected = {"spark": {"pyspark", "py4j"}, "docker": {"pulumi-docker"}, "kubernetes": {"pulumi-kubernetes"},
+    expected = {"spark": {"pyspark", "py4j"}, "docker": {"pulumi-docker", "docker"},  # docker: a remote engine's tunnel "kubernetes": {"pulumi-kubernetes"},
                 "tests": {"pytest", "pytest-xdist", "pytest-timeout", "docker", "kubernetes-validate", "jsonschema",
                           "pyspark", "py4j", "pulumi-docker", "pulumi-kubernetes"},  # every platform's too
                 "docs": {"mkdocs", "mkdocs-material"}}
