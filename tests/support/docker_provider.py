@@ -47,6 +47,8 @@ import docker
 import docker.errors
 from pulumi.runtime._serialization import _deserialize
 
+from mirrorstack.platforms.containers import dns_label
+
 from tests.support.pulumi_mocks import DYNAMIC, RecordingMocks, deploy, is_type, unwrap_secrets
 
 NETWORK = "docker:index/network:Network"
@@ -314,10 +316,31 @@ class EngineStack:
         return {c.name: c.outputs for c in self.mocks.created if is_type(c.typ, typ)}
 
 
+def remove_leftovers(client: docker.DockerClient, stack: str, progress=print) -> None:
+    """Remove what a run stopped half-way (a crashed test worker, an interrupted
+    suite) left of `stack` on the engine: its containers (which the engine
+    would restart, unless-stopped), then its volumes and network, so the next
+    deploy of the same stack does not meet "already exists"."""
+    prefix = dns_label(f"mirrorstack-{stack}")
+    containers = client.containers.list(all=True, filters={"label": f"mirrorstack.stack={stack}"})
+    for container in containers:
+        container.remove(force=True, v=False)
+    volumes = [v for v in client.volumes.list() if v.name.startswith(f"{prefix}-")]
+    for volume in volumes:
+        volume.remove(force=True)
+    networks = [n for n in client.networks.list(names=[prefix]) if n.name == prefix]
+    for network in networks:
+        network.remove()
+    if containers or volumes or networks:
+        progress(f"removed what an interrupted run left of stack {stack}: {len(containers)} container(s), "
+                 f"{len(volumes)} volume(s), {len(networks)} network(s)")
+
+
 def deploy_on_engine(client: docker.DockerClient, make_platform, topology, stack: str, progress=print) -> EngineStack:
     """Run the program of `topology` on `make_platform()` with the harness as
-    the docker provider. On failure, what was created is destroyed and the
-    error raised."""
+    the docker provider, after removing what an interrupted run left of the
+    same stack. On failure, what was created is destroyed and the error raised."""
+    remove_leftovers(client, stack, progress)
     mocks = DockerEngineMocks(client, progress)
     try:
         _, built = deploy(make_platform, topology, stack, mocks)
