@@ -16,6 +16,7 @@ if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
                             f"checkout ({_CHECKOUT}/components): run `make venv` here")
 
 from mirrorstack.spark.spark_io import C1_ONLY
+from tests.support import ast_retry
 from tests.support.leftovers import leftover_processes
 from tests.support.suite_timing import ModuleTimes
 
@@ -26,6 +27,8 @@ from tests.support.suite_timing import ModuleTimes
 # here, come later and win. Containers and pods keep their images' settings.
 if C1_ONLY not in os.environ.get("JDK_JAVA_OPTIONS", ""):
     os.environ["JDK_JAVA_OPTIONS"] = f"{C1_ONLY} {os.environ.get('JDK_JAVA_OPTIONS', '')}".strip()
+
+ast_retry.install()  # a failure report must not crash its worker (CPython 3.11.7)
 
 pytest_plugins = ["pytester"]
 
