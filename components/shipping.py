@@ -17,11 +17,16 @@ def _origin(name: str) -> Path:
     return Path(importlib.util.find_spec(name).origin)
 
 
+@functools.cache
 def _kind(name: str) -> str | None:
-    """"module", "package", or None where `name` is no module (a function, a class)."""
+    """"module", "package", or None where `name` is no module (a function, a
+    class). Found, not imported: only the packages above it are."""
+    parent = name.rpartition(".")[0]
+    if parent and _kind(parent) != "package":
+        return None
     try:
         spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):  # a parent that is a module, not a package
+    except (ImportError, ValueError):
         return None
     if spec is None:
         return None
