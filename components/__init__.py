@@ -1,8 +1,8 @@
 """mirrorstack: Kafka MirrorMaker 2 replication topologies as Pulumi stacks.
 
 One folder per concept (model, kafka, connect, mirror, certificates, failover,
-monitoring, plan, validation, platforms); docs/design.md says where to find
-what. The model and the generators import nothing from pulumi.
+monitoring, plan, validation, platforms) and the MM2 vocabulary they share
+(mm2); docs/design.md says where to find what. The model and the generators import nothing from pulumi.
 
 The folder is components/ and the import name mirrorstack (pyproject.toml maps
 it). Imported by its folder name instead, from a checkout on sys.path, this

@@ -1,5 +1,5 @@
 """MM2 Checkpoint records (Kafka's org.apache.kafka.connect.mirror.Checkpoint)
-read with Spark: the decoding of mm2_records.py as Spark SQL on executors, and
+read with Spark: the decoding of mirrorstack.mm2.records as Spark SQL on executors, and
 the latest checkpoint per (group, topic, partition)."""
 from __future__ import annotations
 

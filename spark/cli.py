@@ -4,12 +4,13 @@ consumer group would lose or re-read when failing over at MM2's translated
 offsets.
 
 Standalone: needs only pyspark (and the spark-sql-kafka jars) plus, optionally,
-confluent_kafka on the driver. It imports nothing of mirrorstack's control
-plane (`components/`); the jars come by `--jars` (or spark-submit's).
+confluent_kafka on the driver. Of mirrorstack it imports only the MM2
+vocabulary (`mirrorstack.mm2`, standard library only), never the control
+plane; the jars come by `--jars` (or spark-submit's).
 
     PYTHONPATH=<checkout> python spark/validate_replication.py --jars <jars> --config flows.json --out report.json
     spark-submit --jars <spark-sql-kafka jars> --py-files validation.zip validate_replication.py --config flows.json
-(validation.zip: the `spark` package, as components/validation/package.py builds it)
+(validation.zip: the `spark` and `mm2` packages, as components/validation/package.py builds it)
 
 Input (`--config FILE` or `--config-json TEXT`)
 -----------------------------------------------
@@ -56,7 +57,7 @@ Method
    `*.replica`, `__*`; its internal topics under the flow's separator, such as
    `mm2-offset-syncs_us_internal` for `_`; `heartbeats` topics) and, with a
    `target_alias`, topics that came from the target (MM2's cycle check,
-   flows.py). Empty topics are
+   mirrorstack.mm2.flows). Empty topics are
    left out too (nothing to check yet); a flow matching no topic is reported,
    not failed.
 1. Snapshot: the end offset of every source partition is taken once, at start
@@ -183,7 +184,8 @@ import re
 import sys
 from pathlib import Path
 
-from .client_settings import Secret, jaas_login
+from mirrorstack.mm2.client_settings import Secret, jaas_login
+
 from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, load_config, resolve_topics
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .client_settings import resolve_reference
-from .flows import FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.client_settings import resolve_reference
+from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")

@@ -9,7 +9,8 @@ import time
 import uuid
 from typing import Any
 
-from .client_settings import librdkafka_config
+from mirrorstack.mm2.client_settings import librdkafka_config
+
 from .config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
 from .spark_io import read_whole_topic
 

@@ -9,11 +9,11 @@ import pulumi
 
 from mirrorstack.model.spec import SelfHealing
 from mirrorstack.monitoring.prometheus import ScrapeTarget
-from mirrorstack.platforms import tunnels
+from mirrorstack.shipping import project_imports
 
 MODULE = "mirrorstack.connect.supervisor"
 # What it imports (containers get their source): nothing of the model or pulumi.
-SHIPS = (MODULE, "mirrorstack.connect.healing", "mirrorstack.connect.api", *tunnels.MODULES)
+SHIPS = project_imports(MODULE)
 
 
 def supervisor_service(connect: str) -> str:

@@ -5,7 +5,7 @@ bootstrap addresses are in-cluster names: from where `pulumi up` runs, outside
 the cluster, they do not resolve, and a port-forward cannot stand in for
 Kafka (clients go on to every broker's advertised address). So the provider
 starts the switch inside: a Secret with the spec (it holds the Connect REST
-credentials) and the code it runs (a zip of the pure modules below), a Job in
+credentials) and the code it runs (a zip of the pure modules in_pod imports), a Job in
 the spark image (python3, confluent_kafka, urllib3) mounting it and the
 pair's client Secrets where their `${file:...}` references point. Its log is
 the switch's progress, shown as it comes, then its report. The Secret and
@@ -23,14 +23,11 @@ import time
 import uuid
 
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
-from mirrorstack.platforms import kube_pods, kube_tunnel, tunnels
-from mirrorstack.shipping import module_sources
-from mirrorstack.validation.package import deterministic_zip, spark_modules
+from mirrorstack.platforms import kube_pods, kube_tunnel
+from mirrorstack.shipping import module_sources, project_imports
+from mirrorstack.validation.package import deterministic_zip
 
-# What the pod imports; their packages' own __init__ modules (the model, pulumi) stay behind.
-SHIPPED = ("mirrorstack.failover.in_pod", "mirrorstack.failover.procedure", "mirrorstack.failover.rules",
-           "mirrorstack.plan.live_topics", "mirrorstack.plan.replication_plan", "mirrorstack.connect.api",
-           *tunnels.MODULES)
+ENTRY = "mirrorstack.failover.in_pod"  # what the pod runs; it ships with every module it imports
 MOUNT = "/switch"
 START_SECONDS = 300  # for the pod to be scheduled and its container to start
 # What sizes the switch's pod, for a message about a pod that cannot run (its requests are fixed).
@@ -49,7 +46,7 @@ class SwitchJobFailed(RuntimeError):
 
 def code_zip() -> bytes:
     """The modules the pod runs, from this installation, byte for byte the same for the same files."""
-    return deterministic_zip([*module_sources(SHIPPED).items(), *spark_modules()])
+    return deterministic_zip(module_sources(project_imports(ENTRY)).items())
 
 
 def in_cluster_spec(spec: dict, cluster_domain: str) -> dict:
@@ -81,7 +78,7 @@ def manifests(name: str, spec: dict, runner: dict, code: bytes, deadline_seconds
               *({"name": f"client-{i}", "mountPath": c["dir"], "readOnly": True} for i, (_, c) in enumerate(clients))]
     container = {
         "name": "switch", "image": runner["image"], "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-m", "mirrorstack.failover.in_pod", f"{MOUNT}/spec.json"],
+        "command": ["python3", "-m", ENTRY, f"{MOUNT}/spec.json"],
         "env": [{"name": "PYTHONPATH", "value": f"{MOUNT}/switch.zip"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": mounts,

@@ -16,9 +16,9 @@ import uuid
 from datetime import datetime, timezone
 
 from mirrorstack.failover import rules
+from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 from mirrorstack.plan.live_topics import librdkafka_settings
-from mirrorstack.spark.flows import FlowSelection
-from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 
 KAFKA_TIMEOUT = 15  # seconds per Kafka request
 PROBE_TIMEOUT = 5  # seconds: does the side being left answer at all (unplanned)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from mirrorstack.spark.flows import FlowSelection
+from mirrorstack.mm2.flows import FlowSelection
 
 GATE_POLL_SECONDS = 2  # how often the gate looks again while it waits
 PROGRESS_SECONDS = 10  # a progress line this often while the gate waits

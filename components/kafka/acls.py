@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mirrorstack.mirror.connectors import connector_names
+from mirrorstack.mm2.connectors import connector_names
+from mirrorstack.mm2.flows import HEARTBEATS, FlowSelection
 from mirrorstack.model.users import NODE_PRINCIPAL
-from mirrorstack.spark.flows import HEARTBEATS, FlowSelection
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Every node certificate the stack issues (CN=<alias>-broker-<i> / <alias>-controller[-<i>], O=mirrorstack)

@@ -9,34 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mirrorstack.connect.worker import BYTE_ARRAY_CONVERTER
-from mirrorstack.spark.flows import FlowSelection
+from mirrorstack.mm2.connector_keys import KEYS, written
+from mirrorstack.mm2.connectors import (CHECKPOINT, DEFAULT_MAX_RECORD_BYTES, HEARTBEAT, MIRROR_PACKAGE, OWNER_KEY,
+                                        SOURCE, connector_names)
 
-# The task producer's buffer.memory default: a larger record cannot be sent at all.
-DEFAULT_MAX_RECORD_BYTES = 32 * 2**20
-
-MIRROR_PACKAGE = "org.apache.kafka.connect.mirror"
-SOURCE, CHECKPOINT, HEARTBEAT = "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"
-POLICY_CLASSES = {
-    "default": f"{MIRROR_PACKAGE}.DefaultReplicationPolicy",
-    "identity": f"{MIRROR_PACKAGE}.IdentityReplicationPolicy",
-}
-
-
-KINDS = {"source": SOURCE, "checkpoint": CHECKPOINT, "heartbeat": HEARTBEAT}
-# Which stack a connector belongs to: a key Connect keeps with the config and MM2
-# ignores. A connector without it was made outside mirrorstack (mm2.sh).
-OWNER_KEY = "mirrorstack.stack"
 # Producer settings a push flow overrides, besides the target's client settings.
 PRODUCER_OVERRIDE = "producer.override."
 
 
 def topics_exclude(flow) -> list[str]:
-    """Everything a flow never replicates (spark/flows.py): MM2's defaults, Connect's storage topics, its own."""
-    return list(FlowSelection.of(flow).all_topics_exclude)
-
-
-def groups_exclude(flow) -> list[str]:
-    return list(FlowSelection.of(flow).all_groups_exclude)
+    """Everything a flow never replicates, as its source connector lists it: MM2's
+    defaults, Connect's storage topics (mirrorstack.mm2.flows), then its own."""
+    exclude = KEYS["topics.exclude"]
+    return exclude.read(exclude.write(flow.topics_exclude))
 
 
 def push_overrides(target_bootstrap: str, target_client: Mapping[str, str] | None) -> dict[str, str]:
@@ -79,15 +64,6 @@ def throughput_settings(flow) -> dict[str, str]:
     }
 
 
-def connector_name(flow_name: str, kind: str) -> str:
-    """`us->central.MirrorSourceConnector`: the flow, then MM2's own class name."""
-    return f"{flow_name}.{kind}"
-
-
-def _flag(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def _client_settings(prefix: str, bootstrap: str, client: Mapping[str, str]) -> dict[str, str]:
     settings = {f"{prefix}.bootstrap.servers": bootstrap}
     settings.update({f"{prefix}.{key}": value for key, value in client.items()})
@@ -111,16 +87,15 @@ def mirror_connector_configs(
     a reference the worker resolves (`${env:...}`): the task's consumer then
     reads from the source broker in its own zone where one has a replica."""
     rf = str(replication_factor)
+    # The flow's own fields under their keys (mirrorstack.mm2.connector_keys), in the order Connect shows them.
     common = {
-        "source.cluster.alias": flow.source,
-        "target.cluster.alias": flow.target,
+        **written(flow, "source.cluster.alias", "target.cluster.alias"),
         **_client_settings("source.cluster", source_bootstrap, source_client or {}),
         **_client_settings("target.cluster", target_bootstrap, target_client or {}),
         "key.converter": BYTE_ARRAY_CONVERTER,
         "value.converter": BYTE_ARRAY_CONVERTER,
         "header.converter": BYTE_ARRAY_CONVERTER,
-        "replication.policy.class": POLICY_CLASSES[flow.replication_policy],
-        "replication.policy.separator": flow.separator,
+        **written(flow, "replication.policy.class", "replication.policy.separator"),
         # Offset syncs on the target: MM2 needs no write access to the source.
         "offset-syncs.topic.location": "target",
         "offset-syncs.topic.replication.factor": rf,
@@ -130,15 +105,12 @@ def mirror_connector_configs(
     source = {
         "connector.class": f"{MIRROR_PACKAGE}.{SOURCE}",
         **common,
-        "tasks.max": str(flow.tasks_max),
-        "topics": ",".join(flow.topics),
-        "refresh.topics.interval.seconds": str(flow.refresh_seconds),
+        **written(flow, "tasks.max", "topics", "refresh.topics.interval.seconds"),
         "replication.factor": rf,
-        "sync.topic.configs.enabled": _flag(flow.sync_topic_configs),
-        **({"sync.topic.configs.interval.seconds": str(flow.config_sync_seconds)}
+        **written(flow, "sync.topic.configs.enabled"),
+        **(written(flow, "sync.topic.configs.interval.seconds")
            if flow.config_sync_seconds is not None and flow.sync_topic_configs else {}),
-        "sync.topic.acls.enabled": _flag(flow.sync_topic_acls),
-        "topics.exclude": ",".join(topics_exclude(flow)),
+        **written(flow, "sync.topic.acls.enabled", "topics.exclude"),
         # MM2's consumer asks for its assigned topics' metadata with auto-creation on (the client's
         # default): a topic deleted on the source, still assigned to a task until the next topic
         # refresh, came back empty wherever the brokers auto-create (Kafka's default).
@@ -157,13 +129,11 @@ def mirror_connector_configs(
         checkpoint = {
             "connector.class": f"{MIRROR_PACKAGE}.{CHECKPOINT}",
             **common,
-            "tasks.max": str(flow.tasks_max),
-            "groups": ",".join(flow.groups),
-            "refresh.groups.interval.seconds": str(flow.refresh_seconds),
+            **written(flow, "tasks.max", "groups", "refresh.groups.interval.seconds"),
             "emit.checkpoints.enabled": "true",
-            "sync.group.offsets.enabled": _flag(flow.sync_group_offsets),
+            **written(flow, "sync.group.offsets.enabled"),
             "checkpoints.topic.replication.factor": rf,
-            "groups.exclude": ",".join(groups_exclude(flow)),
+            **written(flow, "groups.exclude"),
         }
         configs[flow.connector_name("checkpoint")] = {**checkpoint, **flow.overrides.checkpoint}
 
@@ -176,12 +146,6 @@ def mirror_connector_configs(
         }
         configs[flow.connector_name("heartbeat")] = {**heartbeat, **flow.overrides.heartbeat}
     return configs
-
-
-def connector_names(flow) -> list[str]:
-    """The connectors a flow runs: source always, checkpoint and heartbeat when on."""
-    kinds = ["source", *["checkpoint"] * flow.checkpoints, *["heartbeat"] * flow.heartbeats]
-    return [flow.connector_name(kind) for kind in kinds]
 
 
 def take_over_names(flow) -> dict[str, str]:

@@ -5,7 +5,7 @@ is down when Connect cannot answer.
 from __future__ import annotations
 
 from mirrorstack.connect.api import ConnectClient, ConnectError, answers, client_from, progress, summarize
-from mirrorstack.mirror.connectors import OWNER_KEY
+from mirrorstack.mm2.connectors import OWNER_KEY
 
 # Flows (and their Connect URL) whose outage this provider process has said already: `pulumi refresh`
 # reads each flow, then diffs it against the program, and both find Connect down; one line is enough.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mirrorstack.connect.api import (CONNECT_STATES, PROBE_TIMEOUT, TARGET_STATES, ConnectClient, ConnectError,
                                     client_from, failed_parts, progress)
-from mirrorstack.mirror.connectors import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
+from mirrorstack.mm2.connectors import KINDS, MIRROR_PACKAGE, OWNER_KEY, SOURCE
 from mirrorstack.mirror.preview import outage_said
 from mirrorstack.plan.rename_check import rename_problems
 

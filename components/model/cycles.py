@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from mirrorstack.mm2.flows import HEARTBEATS, FlowSelection
 from mirrorstack.model.regex_witness import examples
-from mirrorstack.spark.flows import HEARTBEATS, FlowSelection
 
 MAX_EXAMINED = 500  # simple cycles walked per topology (a dense mesh has more; each is a few name checks)
 

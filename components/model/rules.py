@@ -9,7 +9,9 @@ import json
 import re
 from collections.abc import Iterator
 
-from mirrorstack.mirror.connectors import OWNER_KEY, connector_names
+from mirrorstack.mm2.connector_keys import FLOW_KEYS
+from mirrorstack.mm2.connectors import OWNER_KEY, connector_names
+from mirrorstack.mm2.flows import FlowSelection
 from mirrorstack.model.cycles import cycle_flows, returning_copy, simple_cycles
 from mirrorstack.model.expansion import FlowOrigin
 from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
@@ -17,7 +19,6 @@ from mirrorstack.model.paths import ALIAS, PROVIDER_REFERENCE
 from mirrorstack.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
 from mirrorstack.model.paths import field_path as _path
 from mirrorstack.model.users import super_user_names
-from mirrorstack.spark.flows import FlowSelection
 
 # Flow and Topology in the annotations are mirrorstack.model.spec's, not imported: the
 # model imports these rules (one direction), which only read its objects.
@@ -409,7 +410,7 @@ def _fullmatch_any(patterns: list[str], name: str) -> bool:
 
 
 def _replicates(f: Flow, topic: str) -> bool:
-    """Whether MM2 copies `topic` from f's source (spark/flows.py: the topic filter with
+    """Whether MM2 copies `topic` from f's source (components/mm2/flows.py: the topic filter with
     the never-replicated topics, internal topics, heartbeats, cycles)."""
     return FlowSelection.of(f).selects(topic)
 
@@ -663,35 +664,22 @@ def _topic_name_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterat
 
 
 # Connector keys mirrorstack sets from the model: an override would silently fight the
-# typed field (or break the flow), so each names the field to use instead.
+# typed field (or break the flow), so each names the field to use instead. The flow's
+# own fields come from the one table of connector keys (mirrorstack.mm2.connector_keys).
+FIELD_HINTS = {"alias": "`{}` (the cluster alias)", "regexes": "`{}` (a list of regexes)",
+               "policy": "`{}: default | identity`"}
 MANAGED_KEYS = {
+    **{k.key: FIELD_HINTS.get(k.shape, "`{}`").format(k.field) for k in FLOW_KEYS if not k.overridable},
     "connector.class": "the connector kind (overrides.source, .checkpoint or .heartbeat); remove it",
-    "source.cluster.alias": "`source` (the cluster alias)",
-    "target.cluster.alias": "`target` (the cluster alias)",
     "source.cluster.bootstrap.servers": "clusters.<source>.external.bootstrap_servers",
     "target.cluster.bootstrap.servers": "clusters.<target>.external.bootstrap_servers",
     "source.cluster.security.protocol": "clusters.<source>.external.security.protocol",
     "target.cluster.security.protocol": "clusters.<target>.external.security.protocol",
     "source.cluster.sasl.mechanism": "clusters.<source>.external.security.mechanism",
     "target.cluster.sasl.mechanism": "clusters.<target>.external.security.mechanism",
-    "topics": "`topics` (a list of regexes)",
-    "topics.exclude": "`topics_exclude` (a list of regexes)",
-    "topics.blacklist": "`topics_exclude` (a list of regexes)",
-    "groups": "`groups` (a list of regexes)",
-    "groups.exclude": "`groups_exclude` (a list of regexes)",
-    "groups.blacklist": "`groups_exclude` (a list of regexes)",
-    "replication.policy.class": "`replication_policy: default | identity`",
-    "replication.policy.separator": "`separator`",
     "key.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
     "value.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
     "header.converter": "nothing: MM2 copies bytes (ByteArrayConverter); remove it",
-    "tasks.max": "`tasks_max`",
-    "sync.topic.configs.enabled": "`sync_topic_configs`",
-    "sync.topic.acls.enabled": "`sync_topic_acls`",
-    "sync.group.offsets.enabled": "`sync_group_offsets`",
-    "emit.heartbeats.enabled": "`heartbeats`",
-    "refresh.topics.interval.seconds": "`refresh_seconds`",
-    "refresh.groups.interval.seconds": "`refresh_seconds`",
     "offset-syncs.topic.location": "nothing: mirrorstack keeps offset syncs on the target (no write access to the "
                                    "source needed); remove it",
     "producer.override.bootstrap.servers": "nothing: records go to the target (pull), or to its bootstrap servers "

@@ -16,7 +16,8 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Validatio
                       WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from mirrorstack.mirror.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
+from mirrorstack.mm2.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
+from mirrorstack.mm2.flows import FlowSelection
 from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
@@ -25,7 +26,6 @@ from mirrorstack.model.strict import StrictModel as _Model
 from mirrorstack.model.users import USER_NAME
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.versions import official_image
-from mirrorstack.spark.flows import FlowSelection
 
 SCHEMA_FILE = Path(__file__).parents[1] / "schema" / "topology.schema.json"
 

@@ -6,12 +6,12 @@ limits are read only from a cluster that answered).
 
 Secured clusters are read with the same client settings the flows use: their
 `${file:...}` references are resolved and the Java settings translated to
-librdkafka's by the code the validation job uses too (spark/client_settings.py),
+librdkafka's by the code the validation job uses too (components/mm2/client_settings.py),
 so the plan and the job read a cluster the same way."""
 from __future__ import annotations
 
+from mirrorstack.mm2.client_settings import librdkafka_config, resolve_reference
 from mirrorstack.plan.replication_plan import Live
-from mirrorstack.spark.client_settings import librdkafka_config, resolve_reference
 
 LIVE_TIMEOUT = 5  # seconds
 

@@ -5,11 +5,13 @@ with nothing said. Read from the source connector's own config, so the check
 sees the clusters exactly as the connectors will."""
 from __future__ import annotations
 
+from mirrorstack.mm2.connector_keys import flow_fields
 from mirrorstack.plan import replication_plan as plan
-from mirrorstack.mirror.connectors import POLICY_CLASSES
 from mirrorstack.plan.live_topics import read_names
 
 SIDES = ("source", "target")
+# What the plan needs of the flow to name its topics on the target.
+SELECTION = ("source", "target", "topics", "topics_exclude", "replication_policy", "separator")
 
 
 def _client_settings(config: dict[str, str], side: str) -> dict[str, str]:
@@ -19,12 +21,7 @@ def _client_settings(config: dict[str, str], side: str) -> dict[str, str]:
 
 
 def _spec(config: dict[str, str]) -> dict:
-    policies = {cls: name for name, cls in POLICY_CLASSES.items()}
-    return {"source": config["source.cluster.alias"], "target": config["target.cluster.alias"],
-            "topics": [p for p in config.get("topics", ".*").split(",") if p],
-            "topics_exclude": [p for p in config.get("topics.exclude", "").split(",") if p],
-            "replication_policy": policies.get(config.get("replication.policy.class"), "default"),
-            "separator": config.get("replication.policy.separator", ".")}
+    return flow_fields(config, SELECTION)
 
 
 def rename_problems(config: dict[str, str]) -> list[str]:

@@ -4,14 +4,14 @@ looks wrong. Pure: the live topic lists come in as data (components/plan/live_to
 reads them), the previous flows as the specs the stack exported last time.
 
 Which topics and groups a flow selects and their remote names are the one
-meaning of a flow (spark/flows.py FlowSelection); the plan asks it.
+meaning of a flow (components/mm2/flows.py FlowSelection); the plan asks it.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from mirrorstack.spark.flows import FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
 
 MAX_TOPIC_NAME = 249  # Kafka's limit (org.apache.kafka.common.internals.Topic)
 SPEC_KEYS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from mirrorstack.platforms import docker_tunnel, kube_tunnel
 
-# What a container running a Connect client ships with it (the supervisor, the failover Job).
-MODULES = (__name__, kube_tunnel.__name__, docker_tunnel.__name__)
 _KINDS = (kube_tunnel, docker_tunnel)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirrorstack.spark.flows import FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
 
 
 def mm2_policy(flow) -> ReplicationPolicy:

@@ -1,6 +1,8 @@
-"""The validation job as spark-submit takes it: the job's package as one zip
+"""The validation job as spark-submit takes it: the job's packages as one zip
 (`--py-files`, on the driver's and the executors' sys.path) and the tiny main
 file (spark/validate_replication.py) beside it. Every platform ships these two.
+The zip holds every package the main file's imports reach, whole: the job
+(mirrorstack.spark) and the MM2 vocabulary it reads (mirrorstack.mm2).
 
 The zip is deterministic: entries sorted, fixed timestamps and modes, stored
 uncompressed (no zlib version in the bytes), so the same tree gives the same
@@ -11,12 +13,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorstack import spark
+from mirrorstack.shipping import project_imports
 
 PACKAGE_DIR = Path(spark.__file__).parent
 ENTRY_SCRIPT = PACKAGE_DIR / "validate_replication.py"
@@ -26,7 +30,9 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say
 
 # The job imports itself as mirrorstack.spark, in Spark as in the wheel; in the
 # zip the parent package is an empty one: the control plane is not shipped.
-PARENT_INIT = ("mirrorstack/__init__.py", b'"""Only the validation job (mirrorstack.spark) ships to Spark."""\n')
+PARENT_INIT = ("mirrorstack/__init__.py",
+               b'"""Only the validation job (mirrorstack.spark) and the MM2 vocabulary (mirrorstack.mm2) ship '
+               b'to Spark."""\n')
 
 
 def deterministic_zip(entries) -> bytes:
@@ -41,14 +47,24 @@ def deterministic_zip(entries) -> bytes:
     return buffer.getvalue()
 
 
-def spark_modules(package_dir: Path = PACKAGE_DIR) -> list[tuple[str, bytes]]:
-    """The job package's modules as zip entries under `mirrorstack/spark/`."""
-    return [(f"mirrorstack/spark/{module.name}", module.read_bytes()) for module in sorted(package_dir.glob("*.py"))]
+def job_packages() -> list[str]:
+    """The packages the main file's imports reach (mirrorstack.spark, mirrorstack.mm2)."""
+    return sorted({module.rpartition(".")[0] for module in project_imports(ENTRY_SCRIPT)})
 
 
-def job_zip(package_dir: Path = PACKAGE_DIR) -> bytes:
-    """The package's modules under `mirrorstack/spark/` in a zip, byte for byte the same for the same files."""
-    return deterministic_zip([PARENT_INIT, *spark_modules(package_dir)])
+def job_modules() -> list[tuple[str, bytes]]:
+    """Every module of the job's packages as zip entries (`mirrorstack/spark/cli.py`, ...)."""
+    entries = []
+    for package in job_packages():
+        folder = Path(importlib.util.find_spec(package).origin).parent
+        entries += [(f"{package.replace('.', '/')}/{module.name}", module.read_bytes())
+                    for module in sorted(folder.glob("*.py"))]
+    return entries
+
+
+def job_zip() -> bytes:
+    """The job's packages in a zip, byte for byte the same for the same files."""
+    return deterministic_zip([PARENT_INIT, *job_modules()])
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from mirrorstack.mirror.provider import MirrorMaker2Provider
 from mirrorstack.model.spec import load_topology
 from mirrorstack.spark.checkpoints import checkpoints_frame
 from mirrorstack.spark.cli import main
-from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
+from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from tests.support.kafka_clients import committed_offsets, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark

@@ -165,7 +165,7 @@ def test_every_flow_panel_query_selects_the_flow():
 
 
 def test_connector_regex_matches_mm2_connector_names():
-    from mirrorstack.mirror.connectors import CHECKPOINT, SOURCE, connector_name
+    from mirrorstack.mm2.connectors import CHECKPOINT, SOURCE, connector_name
     # The regex as Grafana sends it for flow `us->central`, after PromQL string unescaping.
     regex = gd.FLOW_CONNECTORS.split('"')[1].replace("\\\\", "\\").replace("$flow", "us->central")
     assert re.fullmatch(regex, connector_name("us->central", SOURCE))

@@ -62,7 +62,7 @@ def test_the_code_zip_is_the_same_bytes_each_time_and_fits_a_secret():
     first = kube_job.code_zip()
     assert first == kube_job.code_zip()
     names = zipfile.ZipFile(io.BytesIO(first)).namelist()
-    assert "mirrorstack/failover/procedure.py" in names and "mirrorstack/spark/flows.py" in names
+    assert "mirrorstack/failover/procedure.py" in names and "mirrorstack/mm2/flows.py" in names
     assert len(base64.b64encode(first)) < 900_000  # a Secret holds at most 1 MiB
 
 

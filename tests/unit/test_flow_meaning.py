@@ -1,4 +1,4 @@
-"""One meaning of a flow (spark/flows.py): the model rules, the replication plan
+"""One meaning of a flow (components/mm2/flows.py): the model rules, the replication plan
 and the validation job give the same answer on which source topics a flow
 copies and under which remote name, for each row of a table of topics,
 regexes and policies. Each side is asked the way it asks in production: the

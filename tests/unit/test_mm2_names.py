@@ -1,4 +1,4 @@
-"""MM2's names and topic selection as spark/flows.py derives them agree
+"""MM2's names and topic selection as components/mm2/flows.py derives them agree
 with MM2's own classes from the pinned jars (DefaultReplicationPolicy,
 IdentityReplicationPolicy, DefaultTopicFilter, MirrorSourceConnector), for
 several separators: every case is answered by the JVM and by the module."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mirrorstack import toolchain
-from mirrorstack.spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
+from mirrorstack.mm2.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, ReplicationPolicy, replicates
 
 ORACLE = Path(__file__).parent.parent / "support" / "Mm2Names.java"
 SEPARATORS = [".", "_", "-", "__"]

@@ -9,8 +9,9 @@ import re
 import pulumi
 import pytest
 
-from mirrorstack.mirror.connectors import (OWNER_KEY, mirror_connector_configs, override_allowlist, take_over_names,
+from mirrorstack.mirror.connectors import (mirror_connector_configs, override_allowlist, take_over_names,
                                       throughput_settings, topics_exclude)
+from mirrorstack.mm2.connectors import OWNER_KEY
 from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.model.rules import secret_problems
 from mirrorstack.platforms.local.platform import LocalPlatform

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from mirrorstack.mirror.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
+from mirrorstack.mm2.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
 from mirrorstack.model.spec import SCHEMA_FILE, TopologyError, load_topology
 from mirrorstack.platforms import make_platform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION

@@ -1,12 +1,12 @@
 """Records purged at the source before MM2 copied them: the OffsetSync byte
-format and the gap arithmetic over offset syncs (spark/mm2_records.py, spark/purged.py).
+format and the gap arithmetic over offset syncs (components/mm2/records.py, spark/purged.py).
 No Spark, no Kafka: the real flow is in tests/integration/test_validation_job.py."""
 import pytest
 
 from mirrorstack.validation.job_config import offset_syncs_topic, validation_job_config, validation_summary
 from mirrorstack.model.spec import load_topology
 from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config
-from mirrorstack.spark.mm2_records import decode_offset_sync, encode_offset_sync
+from mirrorstack.mm2.records import decode_offset_sync, encode_offset_sync
 from mirrorstack.spark.purged import purged_in_gaps, purged_pending
 from mirrorstack.spark.report import group_failures
 

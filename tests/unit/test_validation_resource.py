@@ -15,7 +15,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from mirrorstack.spark.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
+from mirrorstack.mm2.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
 
 from mirrorstack import toolchain
 from mirrorstack.validation.job_config import validation_job_config, validation_summary
@@ -226,7 +226,7 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     assert "MIRRORSTACK_RUN_ID=" in job["envs"]
     # The job's package is uploaded as a zip beside the entry script and given to --py-files.
     names = set(zipfile.ZipFile(io.BytesIO(job_zip())).namelist())
-    assert names >= {f"mirrorstack/spark/{m}.py" for m in ("config", "reconcile", "cli", "flows")}
+    assert names >= {f"mirrorstack/spark/{m}.py" for m in ("config", "reconcile", "cli")} | {"mirrorstack/mm2/flows.py"}
     assert base64.b64decode(uploads[f"/opt/mirrorstack/validation/{ZIP_NAME}"]["contentBase64"]) == job_zip()
     assert argv[argv.index("--py-files") + 1] == f"/opt/mirrorstack/validation/{ZIP_NAME}"
     assert argv.index("--py-files") < argv.index("/opt/mirrorstack/validation/validate_replication.py")

@@ -6,10 +6,10 @@ import struct
 import pytest
 
 from mirrorstack.spark.cli import hide_secrets, main
-from mirrorstack.spark.client_settings import jaas_login, librdkafka_config, read_properties
+from mirrorstack.mm2.client_settings import jaas_login, librdkafka_config, read_properties
 from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config, resolve_topics
-from mirrorstack.spark.flows import FlowSelection
-from mirrorstack.spark.mm2_records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
+from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from mirrorstack.spark.reconcile import Validator
 from mirrorstack.spark.report import group_failures, summary_text
 from mirrorstack.spark.spark_io import (C1_ONLY, QUICK_JIT_BELOW, ROWS_PER_TASK, driver_java_options, read_kafka,

@@ -2,8 +2,7 @@
 and OffsetSync (…mirror.OffsetSync), decoded (and encoded, for tests and tooling).
 
 Shared by the validation job and the control plane (failover reads the
-checkpoints and offset syncs with these). Standard library only: the control
-plane imports this module; it imports nothing of the job's."""
+checkpoints and offset syncs with these). Standard library only."""
 from __future__ import annotations
 
 import struct

@@ -3,8 +3,7 @@ and the control plane (the replication plan reads live clusters with them):
 `${file:PATH:KEY}` references resolved as Kafka's FileConfigProvider does,
 and Java client settings translated to librdkafka's (confluent_kafka).
 
-Standard library only: the control plane imports this module; it imports
-nothing of the job's."""
+Standard library only."""
 from __future__ import annotations
 
 import os

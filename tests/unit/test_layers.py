@@ -1,0 +1,64 @@
+"""The import contracts of pyproject.toml ([tool.importlinter]) hold, and each
+one fails when broken: lint-imports (import-linter) over the package laid out
+as the wheel holds it, spark/ as mirrorstack/spark (the editable install maps
+the two folders into one package, which import-linter's graph cannot follow)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS = {c["id"]: c["name"] for c in
+             tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
+# One import each contract forbids, added to a copy of the tree.
+BREAKS = {
+    "mm2": ("mirrorstack/mm2/flows.py", "import mirrorstack.naming"),
+    "model": ("mirrorstack/model/spec.py", "from mirrorstack.mirror import connectors"),
+    "plan": ("mirrorstack/plan/rename_check.py", "from mirrorstack.mirror import connectors"),
+    "spark": ("mirrorstack/spark/config.py", "from mirrorstack.model import spec"),
+}
+
+
+def laid_out(tmp_path: Path) -> Path:
+    """A folder holding the package as the wheel does: components/ as mirrorstack, spark/ inside it."""
+    site = tmp_path / "site"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "components", site / "mirrorstack", ignore=ignore)
+    shutil.copytree(ROOT / "spark", site / "mirrorstack" / "spark", ignore=ignore)
+    return site
+
+
+def lint_imports(site: Path) -> subprocess.CompletedProcess:
+    """lint-imports with the repo's contracts, `mirrorstack` imported from `site` (first on sys.path)."""
+    return subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+         "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=site, capture_output=True, text=True, timeout=300,
+        # wide: a contract's name on one line, as the asserts look for it
+        env={**os.environ, "PYTHONPATH": str(site), "COLUMNS": "500", "NO_COLOR": "1"})
+
+
+def test_every_contract_is_kept(tmp_path):
+    run = lint_imports(laid_out(tmp_path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in run.stdout, run.stdout
+    assert set(BREAKS) == set(CONTRACTS)  # each contract below is shown to bite
+
+
+@pytest.mark.parametrize("contract", sorted(BREAKS))
+def test_each_contract_fails_when_broken(tmp_path, contract):
+    site = laid_out(tmp_path)
+    path, line = BREAKS[contract]
+    module = site / path
+    module.write_text(module.read_text() + f"\n{line}  # broken on purpose\n")
+    run = lint_imports(site)
+    assert run.returncode != 0
+    assert f"{CONTRACTS[contract]} BROKEN" in run.stdout, run.stdout
+    broken = [name for name in CONTRACTS.values() if f"{name} BROKEN" in run.stdout]
+    assert broken == [CONTRACTS[contract]], run.stdout  # that one contract, no other
