@@ -15,8 +15,15 @@ first rounds start with an unmeasured roll onto its settings. Between rolls, a
 steady window gives each mode's cost: the workers' CPU and the records written
 to Connect's offsets topic per second.
 
+`--load N` runs each roll on a saturated machine, as in a full suite run: N
+CPU-bound processes at niceness 0, each in its own session as a stack's JVM is
+(with the kernel's autogroup the CPU is shared between sessions, not
+processes), from just before the roll's `up` until its records are all on
+dst; each roll reports the load's CPU and the machine's idle share meanwhile.
+The steady windows run without it.
+
   flock /tmp/heavy.lock .venv/bin/python -m benchmarks.roll_duplicates [--rounds 2] [--modes before,after] \
-      [--rate 200] [--out benchmarks/roll-duplicates-last-run.json]
+      [--rate 200] [--load 0] [--out benchmarks/roll-duplicates-last-run.json]
 """
 from __future__ import annotations
 
@@ -24,7 +31,10 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -58,6 +68,40 @@ MARKERS = {"task starts": "Starting task", "graceful stop failed": r"Graceful st
            "final commit skipped": "Skipping final offset commit", "commit failed": "Failed to commit offsets",
            "offsets flush failed": "Failed to flush offsets", "offsets flush timed out": "Timed out waiting to flush",
            "coordinator lost, tasks revoked": "Broker coordinator was unreachable"}
+
+
+# One busy process of a load: it ends by itself once the benchmark is gone (killed before it could stop it).
+BUSY = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(1000000): pass\n"
+
+
+def _idle_and_total_ticks() -> tuple[int, int]:
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+
+class CpuLoad:
+    """`n` CPU-bound processes while in the `with` block, stopped by PID; what they took is in `measured`."""
+
+    def __init__(self, n: int):
+        self.n, self.children, self.measured = n, [], {}
+
+    def __enter__(self) -> CpuLoad:
+        self.idle_total, self.started = _idle_and_total_ticks(), time.monotonic()
+        for _ in range(self.n):
+            self.children.append(subprocess.Popen([sys.executable, "-c", BUSY, str(os.getpid())],
+                                                  stdin=subprocess.DEVNULL, start_new_session=True))
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        cpu, took = sum(_tree_cpu_seconds(child.pid) for child in self.children), time.monotonic() - self.started
+        idle, total = (now - then for now, then in zip(_idle_and_total_ticks(), self.idle_total))
+        for child in self.children:
+            child.kill()
+        for child in self.children:
+            child.wait(30)
+        self.children = []
+        self.measured = {"load_processes": self.n, "load_cpu_per_second": round(cpu / took, 2),
+                         "machine_idle_share": round(idle / total, 3) if total else None}
 
 
 class Traffic(threading.Thread):
@@ -205,8 +249,8 @@ def _markers_since(project, positions: dict[str, int]) -> dict[str, int]:
 class Rolls:
     """The stack and its traffic; each `roll` edits the topology and runs `up`."""
 
-    def __init__(self, project, traffic: Traffic, arrivals: Arrivals):
-        self.project, self.traffic, self.arrivals, self.count = project, traffic, arrivals, 0
+    def __init__(self, project, traffic: Traffic, arrivals: Arrivals, load: int = 0):
+        self.project, self.traffic, self.arrivals, self.count, self.load = project, traffic, arrivals, 0, load
 
     def edit(self, change) -> None:
         path = self.project.dir / "stacks" / f"Pulumi.{STACK}.yaml"
@@ -229,21 +273,23 @@ class Rolls:
                 topology["clusters"]["dst"].setdefault("settings", {})["connections.max.idle.ms"] = str(600000 + self.count)
         wait_caught_up(self.traffic, self.arrivals)
         before, positions, sent = self.arrivals.duplicates(), _log_positions(self.project), self.traffic.sent
-        self.edit(change)
-        started = time.monotonic()
-        self.project.run("up", "--yes", "--skip-preview", timeout=1200)
-        took = time.monotonic() - started
-        caught_up = wait_caught_up(self.traffic, self.arrivals)
+        with CpuLoad(self.load) as load:
+            self.edit(change)
+            started = time.monotonic()
+            self.project.run("up", "--yes", "--skip-preview", timeout=1200)
+            took = time.monotonic() - started
+            caught_up = wait_caught_up(self.traffic, self.arrivals)
         return {"kind": kind, "mode": mode, "up_seconds": round(took, 1), "records_during_roll": self.traffic.sent - sent,
                 "duplicates": self.arrivals.duplicates() - before, "caught_up_after_seconds": round(caught_up, 1),
-                "worker_log": _markers_since(self.project, positions)}
+                "worker_log": _markers_since(self.project, positions), **load.measured}
 
 
 def summary(rolls: list[dict], costs: dict[str, list[dict]], modes: list[str]) -> dict:
     out = {}
     for kind in ("connect", "brokers"):
         per_mode = {m: [r["duplicates"] for r in rolls if r["kind"] == kind and r["mode"] == m] for m in modes}
-        out[kind] = {m: {"duplicates": d, "mean": statistics.mean(d), "spread": max(d) - min(d)}
+        logs = {m: [r["worker_log"] for r in rolls if r["kind"] == kind and r["mode"] == m] for m in modes}
+        out[kind] = {m: {"duplicates": d, "mean": statistics.mean(d), "spread": max(d) - min(d), "worker_log": logs[m]}
                      for m, d in per_mode.items() if d}
         if "before" in out[kind] and "after" in out[kind] and out[kind]["before"]["mean"]:
             out[kind]["after_over_before"] = round(out[kind]["after"]["mean"] / out[kind]["before"]["mean"], 3)
@@ -259,19 +305,29 @@ def publish(report: dict, out: Path | None) -> None:
         out.write_text(text)
 
 
+class Stopped(Exception):
+    """SIGTERM, raised where the benchmark is, so that it cleans up."""
+
+
+def _stopped(*_args) -> None:
+    raise Stopped("SIGTERM")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2, help="rounds per mode (a Connect roll, then a broker roll)")
     parser.add_argument("--modes", default="before,after", help=f"worker settings, in order: {', '.join(MODES)}")
     parser.add_argument("--rate", type=int, default=200, help="records/s written to src")
     parser.add_argument("--steady-seconds", type=float, default=15, help="cost window before each round")
+    parser.add_argument("--load", type=int, default=0, help="CPU-bound processes running during each roll")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     modes = args.modes.split(",")
     # The stack's JVMs on C1 only, as the suite's: short-lived and CPU-bound on two cores.
     os.environ["JDK_JAVA_OPTIONS"] = f"{C1_ONLY} {os.environ.get('JDK_JAVA_OPTIONS', '')}".strip()
-    report = {"machine": machine(), "rate": args.rate, "modes": {m: MODES[m] for m in modes}, "rolls": [],
-              "cost": {m: [] for m in modes}}
+    report = {"machine": machine(), "rate": args.rate, "load": args.load, "modes": {m: MODES[m] for m in modes},
+              "rolls": [], "cost": {m: [] for m in modes}}
+    signal.signal(signal.SIGTERM, _stopped)  # `timeout`: stop the load, destroy the stack, keep what was measured
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mirrorstack-rolls-") as tmp, \
             stack_project(STACK, Path(tmp), topology=on_c1_only(json.loads(json.dumps(TOPOLOGY)))) as project:
@@ -290,7 +346,7 @@ def main() -> None:
             _wait_for_topic(dst, REMOTE)
             arrivals = Arrivals(dst)
             arrivals.start()
-            rolls = Rolls(project, traffic, arrivals)
+            rolls = Rolls(project, traffic, arrivals, args.load)
             for i, mode in enumerate(modes):
                 if i:  # onto the mode's settings: its stops still run the previous mode's
                     rolls.roll("connect", mode)
@@ -302,7 +358,8 @@ def main() -> None:
                         report["rolls"].append(roll)
                         print(f"{mode} round {roll['round']} {kind} roll: {roll['duplicates']} duplicates of "
                               f"{roll['records_during_roll']} records written during it ({roll['up_seconds']} s); "
-                              f"workers: {roll['worker_log']}", flush=True)
+                              f"workers: {roll['worker_log']}; load: {roll['load_cpu_per_second']} cores, "
+                              f"machine idle {roll['machine_idle_share']}", flush=True)
             traffic.stop.set(), traffic.join(90)
             wait_caught_up(traffic, arrivals)
             arrivals.stop.set(), arrivals.join(30)
