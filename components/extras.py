@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from mirrorstack.model.capabilities import capabilities
+
 # extra → (the module it brings, what needs it)
 EXTRAS = {
     "spark": ("pyspark", "the validation job on the local platform (Spark runs from the pyspark package)"),
@@ -26,5 +28,5 @@ def require(extra: str) -> None:
 
 def required_by(platform: str, validation: bool) -> list[str]:
     """The extras a topology on `platform` needs (validation: a `validation:` section)."""
-    return [*([platform] if platform in ("docker", "kubernetes") else []),
-            *(["spark"] if validation and platform == "local" else [])]
+    can = capabilities(platform)
+    return [*([platform] if can.needs_extra else []), *(["spark"] if validation and can.runs_job_in_program else [])]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from mirrorstack.mm2.connector_keys import FLOW_KEYS
 from mirrorstack.mm2.connectors import OWNER_KEY, connector_names
 from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.model.capabilities import capabilities, offering
 from mirrorstack.model.cycles import cycle_flows, returning_copy, simple_cycles
 from mirrorstack.model.expansion import FlowOrigin
 from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
@@ -75,11 +76,11 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _exactly_once_problems(t, origins)
     yield from _connect_problems(t)
     yield from _connector_name_problems(t, origins)
-    if t.monitoring is not None and t.platform == "local":
+    if t.monitoring is not None and not capabilities(t.platform).runs_containers:
         for extra in ("kafka_ui", "kafka_exporter"):
             if getattr(t.monitoring, extra):
                 yield (f"{_path(('monitoring', extra))}: runs as a container, not on the local platform; "
-                       "fix: remove it, or use platform docker or kubernetes")
+                       f"fix: remove it, or use platform {' or '.join(offering('runs_containers'))}")
     yield from _cycle_problems(t, origins)
 
 
@@ -207,7 +208,7 @@ def _validation_problems(t: Topology) -> Iterator[str]:
                    f"fix: use one of {', '.join(names)}")
     if v.flows is not None and not v.flows:
         yield f"{_path(('validation', 'flows'))}: empty; fix: name flows, or remove it to validate all"
-    if v.schedule is not None and t.platform != "kubernetes":
+    if v.schedule is not None and not capabilities(t.platform).scheduled_jobs:
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")
 
@@ -216,7 +217,7 @@ def _image_problems(t: Topology) -> Iterator[str]:
     """On kubernetes nothing is uploaded into a pod: the JMX agent, the
     spark-sql-kafka jars and the switch's Kafka client must be in the images,
     and the official ones lack them."""
-    if t.platform != "kubernetes":
+    if capabilities(t.platform).uploads_files:
         return
     built = "an image `make images` built (mirrorstack/{key}), pushed to your registry"
     if t.monitoring is not None and t.images.kafka is None:
@@ -233,7 +234,7 @@ def _image_problems(t: Topology) -> Iterator[str]:
 
 
 def _kubernetes_problems(t: Topology) -> Iterator[str]:
-    if t.kubernetes is not None and t.platform != "kubernetes":
+    if t.kubernetes is not None and not capabilities(t.platform).kubernetes_section:
         yield (f"{_path(('kubernetes',))}: applies to platform kubernetes only (storage, pods, NetworkPolicy); "
                f"fix: remove the section, or set platform: kubernetes")
 
@@ -729,8 +730,9 @@ def _node_port_problems(t: Topology, alias: str, cluster) -> Iterator[str]:
     if cluster.node_ports is None:
         return
     where = _path(("clusters", alias, "node_ports"))
-    if t.platform != "kubernetes":
-        yield f"{where}: NodePorts exist on kubernetes only; fix: remove it, or use platform kubernetes"
+    if not capabilities(t.platform).node_ports:
+        yield (f"{where}: NodePorts exist on {' or '.join(offering('node_ports'))} only; fix: remove it, or use "
+               f"platform {' or '.join(offering('node_ports'))}")
     elif cluster.is_external:
         yield f"{where}: only a deployed cluster's brokers can be published; fix: remove it"
     elif cluster.security.secured:
