@@ -12,10 +12,11 @@ VENV := $(CURDIR)/.venv
 TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
-# Three test modules at once (pytest-xdist, tests/support/scheduling.py): the suite waits on
-# JVMs, MM2 rounds and the engine. Measured on the 2-core machine (vmstat, 2026-11-28): with two
-# workers the CPUs idled 16% of a 41-minute run, with three 1-4%. TEST_WORKERS=-n0: one at a time.
-TEST_WORKERS ?= -n 3
+# Two test modules at once (pytest-xdist, tests/support/scheduling.py): much of the suite waits on
+# JVMs and MM2 rounds, so two share the 2 cores. Three were tried twice (2026-11-26 and -28): the CPUs
+# idled 2-5% instead of 16%, but every module took longer, the run was slower and two tests failed
+# (a kubectl port-forward unanswered for 3 x 30 s; a third worker's port range). TEST_WORKERS=-n0: one at a time.
+TEST_WORKERS ?= -n 2
 
 .PHONY: demo down plugins kube versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
 
@@ -37,7 +38,7 @@ help:
 	@echo "                    then: python -m tools.kube_cluster start|status|stop"
 	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
-	@echo "make test         setup, then the whole test suite, three modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
+	@echo "make test         setup, then the whole test suite, two modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model/spec.py"
