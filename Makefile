@@ -134,7 +134,8 @@ KUBE_CACHE ?= $(or $(MIRRORSTACK_CACHE),$(HOME)/.cache/mirrorstack)
 plugins: venv engine
 	@$(WITH_ENGINE) MIRRORSTACK_CACHE=$(KUBE_CACHE) PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m tools.plugins
 
-# Part of setup (tests/integration/test_kube_cluster.py): the private single-node cluster's pieces (python -m tools.kube_cluster)
+# Part of setup (tests/integration/test_kubernetes_platform.py starts and stops a cluster of them through
+# tests/support/kube.py): the private single-node cluster's pieces (python -m tools.kube_cluster)
 # and the kubernetes provider the tests run (uninstalled: `make plugins` installs it),
 # built from the Go module proxy (~9 min cold on 2 idle cores; the provider ~7 more), cached outside
 # the checkout in KUBE_CACHE, keyed by version: another clone on this machine reuses them.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.scheduling import SESSION_SERVICES, unit_of
+from tests.support.scheduling import SESSION_SERVICES, still_needed, unit_of
 from tests.support.services import ConnectGroup, KafkaCluster, PrometheusServer
 
 _running: list = []  # the session services started so far, in start order
@@ -24,20 +24,9 @@ def _run(service):
         service.stop()
 
 
-def _still_needed(item, nextitem) -> bool:
-    """Whether a test this process runs after `item` may use the session services. Under xdist
-    they serve one unit, sent to one worker whole: the unit is over when the next item is not
-    in it. Run in one process, any later item may use them."""
-    if hasattr(item.config, "workerinput"):
-        return nextitem is not None and unit_of(nextitem.nodeid) == SESSION_SERVICES
-    items = item.session.items
-    later = items[items.index(item) + 1:]
-    return any(unit_of(later_item.nodeid) == SESSION_SERVICES for later_item in later)
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    if _running and unit_of(item.nodeid) == SESSION_SERVICES and not _still_needed(item, nextitem):
+    if _running and unit_of(item.nodeid) == SESSION_SERVICES and not still_needed(item, nextitem):
         while _running:  # the last started first: Prometheus, Connect, then the clusters
             _running.pop().stop()
 

@@ -18,7 +18,7 @@ import pytest
 from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic
 from tests.support.stacks import REPO, stack_project
-from tests.unit.golden import assert_golden, golden_diff
+from tests.support.golden import assert_golden, golden_diff
 
 pytestmark = pytest.mark.integration
 

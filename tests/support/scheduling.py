@@ -74,3 +74,14 @@ class ModuleScheduling(LoadScopeScheduling):
                 self.workqueue.move_to_end(unit)
             self._ordered = True
         super()._assign_work_unit(node)
+
+
+def still_needed(item, nextitem) -> bool:
+    """Whether a test this process runs after `item` may use the session services. Under xdist
+    they serve one unit, sent to one worker whole: the unit is over when the next item is not
+    in it. Run in one process, any later item may use them."""
+    if hasattr(item.config, "workerinput"):
+        return nextitem is not None and unit_of(nextitem.nodeid) == SESSION_SERVICES
+    items = item.session.items
+    later = items[items.index(item) + 1:]
+    return any(unit_of(later_item.nodeid) == SESSION_SERVICES for later_item in later)

@@ -172,7 +172,7 @@ def test_the_program_sets_scram_users_again_as_a_node_then_fails_naming_broker_a
 
 def test_plain_users_are_only_checked_and_mtls_brings_the_clients_certificate():
     from mirrorstack.kafka import broker_logins
-    from tests.unit.test_platforms_mocked import fake_pem
+    from tests.support.pulumi_mocks import fake_pem
     plain = {**LOGIN, "mechanism": "PLAIN", "admin": None}
     assert broker_logins.set_again(plain) is False  # PLAIN's users are in the broker's JAAS: nothing to set
     assert broker_logins.set_again({**LOGIN, "admin": None}) is False  # no node's way in (no authorization)

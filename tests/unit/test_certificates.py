@@ -18,8 +18,8 @@ from mirrorstack.monitoring.alerts import (
 )
 from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.platforms.local.platform import LocalPlatform
-from tests.unit.test_monitoring_config import promtool
-from tests.unit.test_platforms_mocked import ROOT, deploy
+from tests.support.promtool import promtool
+from tests.support.pulumi_mocks import ROOT, deploy
 
 NODES = {"edge-controller": ["127.0.0.1", "localhost"], "edge-broker-0": ["edge-b0.example", "localhost"]}
 POLICY = {"validity_days": 365, "renew_before_days": 30, "ca_validity_days": 3650, "ca_generation": 1}

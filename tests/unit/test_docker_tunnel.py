@@ -17,9 +17,8 @@ import yaml
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms import docker_tunnel, make_platform, tunnels
 from mirrorstack.platforms.docker import DockerPlatform
-from tests.support.pulumi_mocks import DYNAMIC, is_type, unwrap_secrets
+from tests.support.pulumi_mocks import DYNAMIC, deploy, is_type, unwrap_secrets
 from tests.support.stacks import on_platform
-from tests.unit.test_platforms_mocked import deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "tcp://docker-host.example:2376"

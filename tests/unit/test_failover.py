@@ -20,7 +20,7 @@ from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.topology import ReplicationTopology
-from tests.unit.test_platforms_mocked import RecordingMocks
+from tests.support.pulumi_mocks import RecordingMocks
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILOVER_TYPE = "pulumi-python:dynamic/failover:FailoverSwitch"
@@ -276,7 +276,7 @@ def test_a_secured_rest_api_reaches_the_switch_only_as_a_secret(tmp_path, monkey
     data["connect"]["standby"]["rest_auth"] = True
     mocks, _, _ = build(tmp_path, data, monkeypatch)
     [props] = mocks.of_type(FAILOVER_TYPE).values()
-    from tests.unit.test_platforms_mocked import SECRET_SIG
+    from tests.support.pulumi_mocks import SECRET_SIG
     assert props["connect_auth"][SECRET_SIG] is not None  # wrapped as a secret on the wire
     assert "connect_auth" not in props["forward"]["connect"]
 

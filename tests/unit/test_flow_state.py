@@ -13,7 +13,7 @@ import pytest
 from mirrorstack.connect.api import first_line, reached, summarize
 from mirrorstack.mirror.provider import MirrorMaker2Provider
 from mirrorstack.model.spec import Topology, TopologyError, load_topology, topology_json_schema
-from tests.unit.test_placement_and_takeover import build
+from tests.support.pulumi_mocks import build_local
 
 TWO_FLOWS = {"clusters": {"us": {}, "uk": {}, "central": {}},
              "flows": [{"source": "us", "target": "central"}, {"source": "uk", "target": "central"}]}
@@ -52,7 +52,7 @@ def _connectors(mocks) -> dict[str, dict]:
 
 
 def test_each_flows_connectors_get_its_state_and_running_is_left_out(tmp_path):
-    mocks, _ = build(tmp_path, _with_states("stopped", None), stack="agg")
+    mocks, _ = build_local(tmp_path, _with_states("stopped", None), stack="agg")
     connectors = _connectors(mocks)
     assert connectors["us->central-connectors"]["state"] == "stopped"
     assert "state" not in connectors["uk->central-connectors"]  # stacks deployed before states: no diff
@@ -61,7 +61,7 @@ def test_each_flows_connectors_get_its_state_and_running_is_left_out(tmp_path):
 def test_the_connectors_read_the_state_through_topology_flow_state(tmp_path, monkeypatch):
     """The failover section extends flow_state; nothing may read flow.state around it."""
     monkeypatch.setattr(Topology, "flow_state", lambda self, flow: "paused" if flow.source == "uk" else "stopped")
-    mocks, _ = build(tmp_path, _with_states(None, None), stack="agg")
+    mocks, _ = build_local(tmp_path, _with_states(None, None), stack="agg")
     connectors = _connectors(mocks)
     assert (connectors["us->central-connectors"]["state"], connectors["uk->central-connectors"]["state"]) == (
         "stopped", "paused")

@@ -5,7 +5,7 @@ from mirrorstack.kafka import broker
 from mirrorstack.connect import worker as connect
 from mirrorstack.platforms.log4j2 import log4j2_properties
 from mirrorstack.properties import render_properties
-from tests.unit.golden import assert_golden
+from tests.support.golden import assert_golden
 
 VOTERS = broker.quorum_voters({1: "127.0.0.1:9093"})
 

@@ -15,7 +15,8 @@ from mirrorstack.platforms.kubernetes import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.topology import ReplicationTopology
-from tests.unit.test_platforms_mocked import STACK, RecordingMocks, aggregation_topology
+from tests.support.mocked_runs import STACK
+from tests.support.pulumi_mocks import RecordingMocks, aggregation_topology
 
 NAMED_DYNAMIC_TYPES = {
     "pulumi-python:dynamic/local:LocalService", "pulumi-python:dynamic/local:LocalSparkJob", "pulumi-python:dynamic/mirror:MirrorMaker2Connectors",

@@ -2,7 +2,7 @@ import json
 
 from mirrorstack.mirror.connectors import mirror_connector_configs
 from mirrorstack.model.spec import load_topology
-from tests.unit.golden import assert_golden
+from tests.support.golden import assert_golden
 
 BASE = {"clusters": {"us": {"brokers": 1}, "central": {"brokers": 3}}}
 

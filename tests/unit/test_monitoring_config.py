@@ -4,27 +4,22 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 import yaml
 
-from mirrorstack import toolchain
 from mirrorstack.monitoring import metrics
 from mirrorstack.monitoring.alerts import alert_rules, alert_rules_file
 from mirrorstack.monitoring.grafana import DATASOURCE_UID, grafana_files
 from mirrorstack.monitoring.jmx import jmx_exporter_config
 from mirrorstack.monitoring.prometheus import ScrapeTarget, prometheus_config
 from mirrorstack.model.spec import TopologyError, load_topology
+from tests.support.promtool import promtool
 
 AGGREGATION = {"clusters": {"us": {}, "uk": {}, "central": {}},
                "flows": [{"sources": ["us", "uk"], "target": "central", "topics": ["orders", "clicks.*"],
                           "topics_exclude": ["clicks\\.tmp"], "replication_policy": "identity"}],
                "monitoring": {}}
-
-
-def promtool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([toolchain.promtool_binary(), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_jmx_rules_cover_kafka4_mm2_beans_with_the_source_tag():

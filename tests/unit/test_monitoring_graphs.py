@@ -18,7 +18,8 @@ from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatf
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.secrets import GeneratedPasswordProvider
 from mirrorstack.versions import jmx_exporter_version, official_image
-from tests.unit.test_platforms_mocked import SECRET_SIG, _ints, script_commands, script_steps
+from tests.support.mocked_runs import script_commands, script_steps
+from tests.support.pulumi_mocks import SECRET_SIG, RecordingMocks, ints
 
 STACK = "active-passive"
 JVMS = {"primary-controller", "primary-broker-0", "standby-controller", "standby-broker-0", "connect-standby-0"}
@@ -38,7 +39,6 @@ def build(platform_name, make, **monitoring):
     import pulumi
     from mirrorstack.args import ReplicationTopologyArgs
     from mirrorstack.topology import ReplicationTopology
-    from tests.unit.test_platforms_mocked import RecordingMocks
     mocks, built = RecordingMocks(), {}
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
 
@@ -144,7 +144,7 @@ def test_docker_prometheus_grafana_and_extras(dockerized):
     assert "GF_SECURITY_ADMIN_PASSWORD__FILE=/etc/mirrorstack/grafana-admin-password" in grafana["envs"]
     assert not any("s3cret-pw" in e for e in grafana["envs"])
     assert SECRET_SIG in json.dumps(grafana["uploads"])  # the password makes the uploads a secret in state
-    files = {u["file"]: u["content"] for u in _ints(grafana["uploads"])}
+    files = {u["file"]: u["content"] for u in ints(grafana["uploads"])}
     assert files["/etc/mirrorstack/grafana-admin-password"] == "s3cret-pw"
     (ds,) = yaml.safe_load(files["/etc/grafana/provisioning/datasources/prometheus.yaml"])["datasources"]
     assert ds["url"] == "http://prometheus:9090"
@@ -163,7 +163,7 @@ def k8s():
 
 
 def _by_kind(built, kind):
-    return {m["metadata"]["name"]: _ints(m) for m in built["manifests"] if m["kind"] == kind}
+    return {m["metadata"]["name"]: ints(m) for m in built["manifests"] if m["kind"] == kind}
 
 
 def test_k8s_agent_is_the_images_nothing_is_downloaded(k8s):
@@ -204,7 +204,7 @@ def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):
 def test_k8s_monitoring_manifests_validate_strictly(k8s, version):
     _, built = k8s
     for manifest in built["manifests"]:
-        kubernetes_validate.validate(_ints(manifest), desired_version=version, strict=True)
+        kubernetes_validate.validate(ints(manifest), desired_version=version, strict=True)
 
 
 def test_generated_password_is_made_once_and_stays():
@@ -218,7 +218,6 @@ def test_without_a_configured_password_one_is_generated_as_a_secret():
     import pulumi
     from mirrorstack.args import ReplicationTopologyArgs
     from mirrorstack.topology import ReplicationTopology
-    from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=STACK, preview=False)
 

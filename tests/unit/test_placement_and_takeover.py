@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import pulumi
 import pytest
 
 from mirrorstack.mirror.connectors import (mirror_connector_configs, override_allowlist, take_over_names,
@@ -14,11 +13,7 @@ from mirrorstack.mirror.connectors import (mirror_connector_configs, override_al
 from mirrorstack.mm2.connectors import OWNER_KEY
 from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.model.rules import secret_problems
-from mirrorstack.platforms.local.platform import LocalPlatform
-from mirrorstack.stack_history import connect_group_ids
-from mirrorstack.args import ReplicationTopologyArgs
-from mirrorstack.topology import ReplicationTopology
-from tests.unit.test_platforms_mocked import RecordingMocks
+from tests.support.pulumi_mocks import RecordingMocks, build_local
 
 
 def problems(data: dict) -> list[str]:
@@ -451,27 +446,6 @@ def test_override_allowlist_strips_the_override_prefixes():
 
 # ---------------------------------------------------------------- under Pulumi mocks
 
-def build(tmp_path, data: dict, *, stack: str = "edge", mocks=None, history: bool = False, **kwargs):
-    """The topology's resources on a fresh mock engine (local platform); with
-    `history`, group ids come from mirrorstack.stack_history as in __main__."""
-    mocks = mocks or RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack=stack, preview=False)
-    topology = load_topology(data)
-    out = {}
-
-    @pulumi.runtime.test
-    def program():
-        groups = connect_group_ids(stack, [n for n, c in topology.connect.items() if not c.is_external]) \
-            if history else None
-        t = ReplicationTopology(stack, ReplicationTopologyArgs(
-            topology=topology, platform=LocalPlatform(stack, str(tmp_path)), stack=stack,
-            connect_groups=groups, **kwargs))
-        return pulumi.Output.all(t.connect_outputs, t.connect_groups).apply(
-            lambda a: out.update(connect=a[0], groups=a[1]))
-    program()
-    return mocks, out
-
-
 def service(mocks, name: str) -> dict:
     [inputs] = [r.inputs for r in mocks.resources if r.name == name]
     return inputs
@@ -491,7 +465,7 @@ PUSH_AND_PULL = {
 
 @pytest.fixture(scope="module")
 def push_run(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("push"), PUSH_AND_PULL)
+    return build_local(tmp_path_factory.mktemp("push"), PUSH_AND_PULL)
 
 
 def test_push_workers_allow_exactly_the_target_client_overrides(push_run):
@@ -528,7 +502,7 @@ def test_push_connectors_produce_to_the_target_with_file_references(push_run):
 def test_a_plaintext_push_target_allows_bootstrap_servers(tmp_path):
     data = {"clusters": {"edge": {}, "core": {}}, "connect": {"out": {"kafka": "edge", "push": True}},
             "flows": [{"source": "edge", "target": "core", "connect": "out"}]}
-    mocks, _ = build(tmp_path, data)
+    mocks, _ = build_local(tmp_path, data)
     props = worker_properties(mocks, "connect-out-0")
     assert props["connector.client.config.override.policy"] == "Allowlist"
     allowed = props["connector.client.config.override.allowlist"].split(",")
@@ -548,7 +522,7 @@ EXTERNAL = {
 @pytest.fixture(scope="module")
 def external_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ext")
-    return (folder, *build(folder, EXTERNAL, history=True))
+    return (folder, *build_local(folder, EXTERNAL, history=True))
 
 
 def test_external_connect_runs_no_worker(external_run):
@@ -582,7 +556,7 @@ def test_external_connect_connectors_use_the_secret_references(external_run):
 
 def test_group_id_defaults_to_the_stack_and_name_when_the_stack_reference_has_no_outputs(tmp_path):
     data = {"clusters": {"us": {}, "central": {}}, "flows": [{"source": "us", "target": "central"}]}
-    mocks, out = build(tmp_path, data, stack="edge", history=True)
+    mocks, out = build_local(tmp_path, data, stack="edge", history=True)
     [ref] = [r for r in mocks.resources if r.typ == "pulumi:pulumi:StackReference"]
     assert ref.inputs["name"].endswith("/mirrorstack/edge")  # the stack's own last deployment
     props = worker_properties(mocks, "connect-central-0")
@@ -595,7 +569,7 @@ def test_an_explicit_group_id_wins_over_history(tmp_path):
     data = {"clusters": {"us": {}, "central": {}},
             "connect": {"central": {"kafka": "central", "group_id": "legacy-mm2"}},
             "flows": [{"source": "us", "target": "central"}]}
-    mocks, out = build(tmp_path, data, history=True, mocks=HistoryMocks({"connect_groups": {"central": "other"}}))
+    mocks, out = build_local(tmp_path, data, history=True, mocks=HistoryMocks({"connect_groups": {"central": "other"}}))
     assert worker_properties(mocks, "connect-central-0")["group.id"] == "legacy-mm2"
     assert out["groups"] == {"central": "legacy-mm2"}
 
@@ -622,6 +596,6 @@ class HistoryMocks(RecordingMocks):
 ])
 def test_group_id_follows_the_last_deployment(tmp_path, outputs, group):
     data = {"clusters": {"us": {}, "central": {}}, "flows": [{"source": "us", "target": "central"}]}
-    mocks, out = build(tmp_path, data, history=True, mocks=HistoryMocks(outputs))
+    mocks, out = build_local(tmp_path, data, history=True, mocks=HistoryMocks(outputs))
     assert worker_properties(mocks, "connect-central-0")["group.id"] == group
     assert out["groups"] == {"central": group}

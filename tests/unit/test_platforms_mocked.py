@@ -3,30 +3,24 @@ stack's resource graph and the inputs each resource gets (no engine, no
 provider plugins; Kubernetes manifests checked against the schema)."""
 from __future__ import annotations
 
-import base64
 import json
-import shlex
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from mirrorstack import toolchain
-from mirrorstack.platforms.containers import AFTER_START_DONE, JOB_DIR, dns_label, probe_command
+from mirrorstack.platforms.containers import AFTER_START_DONE, dns_label, probe_command
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
-from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.versions import kafka_version, spark_version
-from tests.support import pulumi_mocks
-from tests.support.pulumi_mocks import (  # noqa: F401 (other tests import SECRET_SIG from here)
-    DYNAMIC, SECRET_SIG, is_type, load_topology, stack_topology,
+from tests.support.mocked_runs import (
+    JOB, STACK, assert_ships_the_job_package, connectors_of, container_commands, containers, local_commands,
+    manifests_of, script_commands, script_steps,
 )
+from tests.support.pulumi_mocks import DYNAMIC, ROOT, deploy, ints, load_topology, stack_topology
 
-STACK = "aggregation"
 NAMESPACE = "mirrorstack-aggregation"
-ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERS = {"us-controller", "uk-controller", "central-controller"}
 BROKERS = {"us-broker-0", "uk-broker-0", "central-broker-0"}
 WORKERS = {"connect-central-0"}
@@ -35,90 +29,6 @@ SERVICES = CONTROLLERS | BROKERS | WORKERS
 GROUPS = {**{f"{a}-controllers": {f"{a}-controller"} for a in ("us", "uk", "central")},
           **{f"{a}-brokers": {f"{a}-broker-0"} for a in ("us", "uk", "central")},
           "connect-central-workers": WORKERS}
-JOB = "validation-job"  # the Spark validation job the aggregation stack runs
-
-
-# What the mocked dynamic resources "generate": recognisable, so tests can find
-# where a key or password went (ClusterCertificates, GeneratedPassword).
-FAKE_KEY_MARK = "PRIVATE KEY"
-FAKE_PASSWORD_MARK = "FAKEPW"
-
-
-def fake_pem(kind: str, body: str) -> str:
-    return f"-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n"
-
-
-def fake_generated(inputs: dict) -> dict:
-    """Outputs of the secured clusters' dynamic resources (else the inputs)."""
-    if {"cluster", "nodes"} <= inputs.keys():  # ClusterCertificates (None inputs are not sent)
-        cluster = inputs["cluster"]
-        ca = fake_pem("CERTIFICATE", f"FAKE-CA-{cluster}")
-        keystore = lambda role: (fake_pem(FAKE_KEY_MARK, f"FAKE-{role}-KEY-{cluster}")  # noqa: E731
-                                 + fake_pem("CERTIFICATE", f"FAKE-{role}-CERT-{cluster}") + ca)
-        leaves = {node: keystore(node.upper()) for node in [*inputs["nodes"], "client"]}
-        return {**inputs, "ca_cert": ca, "truststore": ca, "ca_key": fake_pem(FAKE_KEY_MARK, f"FAKE-CA-KEY-{cluster}"),
-                "leaves": leaves, "certificates": {  # as cert_lifecycle.summary shapes it
-                    "ca": {"fingerprint_sha256": "AA:" * 31 + "AA", "not_after": "2036-01-01T00:00:00Z", "generation": 1},
-                    "certificates": {n: {"not_after": "2027-01-01T00:00:00Z", "serial": "1"} for n in leaves},
-                    "trusted_cas": ["AA:" * 31 + "AA"], "rotation_phase": "none"}}
-    if inputs.keys() - {"__provider"} == {"length"}:  # GeneratedPassword
-        return {**inputs, "result": f"{FAKE_PASSWORD_MARK}-{inputs['length']}-s3cr3t"}
-    return inputs
-
-
-class RecordingMocks(pulumi_mocks.RecordingMocks):
-    """Records every registration; outputs are the inputs (the dynamic
-    resources of secured clusters return fake PEMs and passwords)."""
-
-    def results(self, args, registration):
-        return args.name + "_id", fake_generated(args.inputs) if is_type(args.typ, DYNAMIC) else args.inputs
-
-
-def aggregation_topology():
-    return stack_topology("aggregation")
-
-
-def deploy(make_platform, topology=None, stack: str = STACK):
-    """Build a topology (default: the aggregation stack's) on a fresh mock engine
-    (see tests.support.pulumi_mocks.deploy)."""
-    return pulumi_mocks.deploy(make_platform, topology or aggregation_topology(), stack, RecordingMocks())
-
-
-def secret_text_in(value) -> list[str]:
-    """The strings in `value` holding a (fake) PEM key or generated password."""
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in secret_text_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in secret_text_in(v)]
-    return [value] if isinstance(value, str) and (FAKE_KEY_MARK in value or FAKE_PASSWORD_MARK in value) else []
-
-
-def holds_secret_text(value) -> bool:
-    return bool(secret_text_in(value))
-
-
-def plain_parts(value, path: str = ""):
-    """(path, value) of every part of a mocked resource's inputs that is not a
-    Pulumi secret (secret values arrive wrapped in SECRET_SIG)."""
-    if isinstance(value, dict):
-        if SECRET_SIG in value:
-            return
-        for k, v in value.items():
-            yield from plain_parts(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from plain_parts(v, f"{path}[{i}]")
-    else:
-        yield path, value
-
-
-def leaks(mocks: RecordingMocks) -> list[tuple[str, str]]:
-    """(resource name, input path) of every non-secret input holding a key or password."""
-    return [(r.name, path) for r in mocks.resources for path, v in plain_parts(r.inputs) if holds_secret_text(v)]
-
-
-def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
-    return {n: r for n, r in mocks.of_type(DYNAMIC).items() if n.endswith("-connectors")}
 
 
 # ---------------------------------------------------------------- docker
@@ -126,13 +36,6 @@ def connectors_of(mocks: RecordingMocks) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def docker_run():
     return deploy(lambda: DockerPlatform(STACK))
-
-
-def containers(mocks, *, job: bool = False, supervisors: bool = False):
-    """The services' containers (or, with job, only the validation job's; with
-    supervisors, only the Connect groups' self-healing supervisors')."""
-    found = mocks.of_type("docker:index/container:Container")
-    return {n: c for n, c in found.items() if (n == JOB) == job and n.startswith("supervisor-") == supervisors}
 
 
 def uploaded(container: dict, name: str) -> str:
@@ -180,14 +83,6 @@ def test_docker_broker_files_use_in_network_addresses(docker_run):
     worker = uploaded(containers(mocks)["connect-central-0"], "worker.properties").splitlines()
     assert "bootstrap.servers=central-broker-0:9092" in worker
     assert "rest.advertised.host.name=connect-central-0" in worker
-
-
-def script_steps(script: str) -> list[list[str]]:
-    """The command lines of a container's start script without after-start
-    steps: `<prepare> && ... && exec <service>` (the service last, `exec` dropped)."""
-    steps = [shlex.split(step) for step in script.split(" && ")]
-    assert steps[-1][0] == "exec"
-    return [*steps[:-1], steps[-1][1:]]
 
 
 def test_docker_command_formats_storage_once_then_execs_the_service(docker_run):
@@ -343,41 +238,6 @@ def k8s_in_cluster_run():
     return deploy(lambda: KubernetesPlatform(STACK, rest_access="in-cluster"))
 
 
-def _ints(value):
-    """Mocks hand numbers back as floats; the manifests hold ints. Secrets are unwrapped."""
-    if isinstance(value, dict):
-        if SECRET_SIG in value:
-            return _ints(value["value"])
-        return {k: _ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints(v) for v in value]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def manifests_of(built, kind: str) -> dict[str, dict]:
-    return {m["metadata"]["name"]: m for m in built["manifests"] if m["kind"] == kind}
-
-
-def shipped_job(platform: str, mocks, built) -> tuple[bytes, list[str], str]:
-    """(the job package's zip as the platform ships it, spark-submit's argv, the
-    folder the zip lands in): docker uploads it, kubernetes puts it in the job's
-    ConfigMap as binary data."""
-    if platform == "docker":
-        container = mocks.of_type("docker:index/container:Container")[JOB]
-        uploads = {u["file"]: u for u in _ints(container["uploads"])}
-        return base64.b64decode(uploads[f"{JOB_DIR}/{ZIP_NAME}"]["contentBase64"]), container["command"], JOB_DIR
-    config_map = manifests_of(built, "ConfigMap")[f"{JOB}-job"]
-    (container,) = manifests_of(built, "Job")[JOB]["spec"]["template"]["spec"]["containers"]
-    return base64.b64decode(config_map["binaryData"][ZIP_NAME]), container["command"], f"{JOB_DIR}/job"
-
-
-def assert_ships_the_job_package(platform: str, mocks, built) -> None:
-    """The `spark` package goes to spark-submit as one zip on --py-files, byte for byte the built one."""
-    shipped, argv, folder = shipped_job(platform, mocks, built)
-    assert shipped == job_zip()
-    assert argv[argv.index("--py-files") + 1] == f"{folder}/{ZIP_NAME}"
-
-
 def test_docker_and_kubernetes_ship_the_job_package_as_a_zip_on_py_files(docker_run, k8s_run):
     assert_ships_the_job_package("docker", *docker_run)
     assert_ships_the_job_package("kubernetes", *k8s_run)
@@ -412,7 +272,7 @@ def test_k8s_every_manifest_validates_strictly(run, version, request):
 
 def test_k8s_resources_get_exactly_the_validated_manifests(k8s_run):
     mocks, built = k8s_run
-    registered = {(r.inputs["kind"], r.inputs["metadata"]["name"]): _ints(r.inputs)
+    registered = {(r.inputs["kind"], r.inputs["metadata"]["name"]): ints(r.inputs)
                   for r in mocks.resources if r.typ.startswith("kubernetes:") and "metadata" in r.inputs}
     assert {(m["kind"], m["metadata"]["name"]): m for m in built["manifests"]} == registered
 
@@ -657,50 +517,6 @@ def test_make_platform_picks_the_topology_platform(tmp_path):
 def local_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("local")
     return deploy(lambda: LocalPlatform(STACK, str(folder))), folder.resolve()
-
-
-def script_commands(script: str) -> dict[str, list[list[str]]]:
-    """prepare, service and after-start command lines of a container's start
-    script (containers.container_script, both of its forms)."""
-    if "\n" not in script:
-        *prepare, service = script_steps(script)
-        return {"prepare": prepare, "service": service, "after_start": []}
-    lines = script.splitlines()
-    prepare = [line.removesuffix(" || exit $?") for line in lines if line.endswith(" || exit $?")]
-    return {"prepare": [shlex.split(line) for line in prepare],
-            "service": shlex.split(next(line for line in lines if line.endswith(" &")).removesuffix(" &")),
-            "after_start": [shlex.split(line.rsplit(" 2>/dev/null || ", 1)[1].removesuffix("; do"))
-                            for line in lines if line.startswith("until ") and not line.endswith("(")]}
-
-
-def local_commands(mocks, folder: Path, services, local=None, other=None) -> dict[str, dict[str, list[list[str]]]]:
-    """The local platform's command lines of `services` (LocalService inputs),
-    its host paths (java, .tools' Kafka jars, the service folder) put as an
-    image has them; with the `local` and `other` platforms, its addresses put
-    as `other`'s (e.g. an after-start step's bootstrap server)."""
-    java, libs = toolchain.java_binary(), str(toolchain.kafka_libs())
-    addresses = {}
-    if local is not None:
-        for key, port in local._ports.items():  # "service/port name" → local port
-            addresses["%s:%d" % local.address(*key.split("/", 1))] = "%s:%d" % other.address(*key.split("/", 1))
-
-    def in_image(argv: list[str], service: str) -> list[str]:
-        argv = [("java" if arg == java else arg).replace(f"{libs}/", "/opt/kafka/libs/")
-                .replace(f"{folder}/{service}", f"/opt/mirrorstack/{service}") for arg in argv]
-        return [addresses.get(arg, arg) for arg in argv]
-    found = {n: r for n, r in mocks.of_type(DYNAMIC).items() if n in services}
-    return {n: {"prepare": [in_image(a, n) for a in r.get("prepare") or []], "service": in_image(r["argv"], n),
-                "after_start": [in_image(a, n) for a in r.get("after_start") or []]} for n, r in found.items()}
-
-
-def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
-    """(docker, kubernetes) service → its start script's command lines."""
-    docker_side = {n: script_commands(c["command"][0])
-                   for n, c in docker_mocks.of_type("docker:index/container:Container").items()
-                   if n != JOB and not n.startswith("supervisor-")}
-    k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
-                for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
-    return docker_side, k8s_side
 
 
 def test_docker_and_kubernetes_run_the_local_platforms_command_lines(local_run, docker_run, k8s_run):

@@ -243,9 +243,8 @@ def test_a_deployed_clusters_controller_count_cannot_change():
 
 
 def test_tls_controllers_of_a_quorum_are_asked_with_their_own_certificate(tmp_path):
-    from tests.unit.test_platforms_mocked import RecordingMocks
     topology = load_topology(_topology(controllers=3, security={"protocol": "SSL"}))
-    mocks, _ = pulumi_mocks.deploy(lambda: LocalPlatform(STACK, str(tmp_path)), topology, STACK, RecordingMocks())
+    mocks, _ = pulumi_mocks.deploy(lambda: LocalPlatform(STACK, str(tmp_path)), topology, STACK, pulumi_mocks.RecordingMocks())
     controller = mocks.of_type(pulumi_mocks.DYNAMIC)["us-controller-2"]
     folder = tmp_path.resolve() / "us-controller-2"
     assert controller["health"]["command_config"] == f"{folder}/admin.properties"

@@ -15,7 +15,7 @@ from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.topology import ReplicationTopology
-from tests.unit.test_platforms_mocked import SECRET_SIG, RecordingMocks, _ints
+from tests.support.pulumi_mocks import SECRET_SIG, RecordingMocks, ints
 
 ROOT = Path(__file__).resolve().parents[2]
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="pw";'
@@ -78,7 +78,7 @@ def test_cluster_secrets_reach_connect_as_file_references_and_only_a_secret_dige
     assert SECRET_SIG in json.dumps(mm2["secrets_digest"])  # rotation restarts the connectors, value hidden
     (files,) = [r.inputs for r in mocks.resources if r.name == "us-client-files"]
     assert SECRET_SIG in json.dumps(files["files"]) and files["secret"] is True
-    written = json.dumps(_ints(files["files"]))
+    written = json.dumps(ints(files["files"]))
     assert 'username=\\"mm2\\" password=\\"pw-123\\"' in written  # the JAAS line, built from the password
     workers = [r.inputs for r in mocks.resources if r.name.startswith("connect-central-")]
     assert workers and all("pw-123" not in json.dumps(w) for w in workers)

@@ -19,13 +19,11 @@ from mirrorstack.platforms.containers import AFTER_START_DONE, container_script,
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
-from tests.support.pulumi_mocks import DYNAMIC
-from tests.support.stacks import on_platform
-from tests.unit.test_platforms_mocked import (
-    FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, _ints, assert_ships_the_job_package, connectors_of,
-    container_commands, deploy,
-    holds_secret_text, leaks, local_commands,
+from tests.support.mocked_runs import assert_ships_the_job_package, connectors_of, container_commands, local_commands
+from tests.support.pulumi_mocks import (
+    DYNAMIC, FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, deploy, holds_secret_text, ints, leaks,
 )
+from tests.support.stacks import on_platform
 
 STACK = "secure"
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +70,7 @@ def docker_containers(mocks) -> dict[str, dict]:
 
 def uploads_of(container: dict) -> dict[str, dict]:
     """file → upload entry; the uploads are a secret as a whole when any content is."""
-    return {u["file"]: u for u in _ints(container["uploads"])}
+    return {u["file"]: u for u in ints(container["uploads"])}
 
 
 def test_docker_nothing_secret_outside_pulumi_secrets(docker_secure):
@@ -80,7 +78,7 @@ def test_docker_nothing_secret_outside_pulumi_secrets(docker_secure):
     assert leaks(mocks) == []
     for name, container in docker_containers(mocks).items():
         for field in ("command", "envs", "healthcheck", "labels", "entrypoints"):
-            assert not holds_secret_text(_ints(container.get(field))), (name, field)
+            assert not holds_secret_text(ints(container.get(field))), (name, field)
 
 
 def test_docker_secret_files_are_secret_0600_uploads_of_the_image_user(docker_secure):
@@ -521,7 +519,7 @@ def test_docker_acls_reach_every_broker_at_its_published_admin_listener(docker_s
     for alias in ("edge", "central"):
         broker = f"{alias}-broker-0"
         container = containers[broker]
-        (published,) = _ints([p for p in container["ports"] if p["ip"] == "127.0.0.1"
+        (published,) = ints([p for p in container["ports"] if p["ip"] == "127.0.0.1"
                               and p["internal"] == built["platform"].address(broker, "admin")[1]])
         props = dict(line.split("=", 1) for line in uploads_of(container)[f"{folder(broker)}/server.properties"][
             "content"].splitlines() if "=" in line and not line.startswith("#"))
@@ -549,7 +547,7 @@ def test_k8s_acls_reach_every_broker_through_its_own_port_forward(k8s_secure):
         local_port = int(advertised.rpartition(":")[2])
         assert advertised == f"ADMIN://127.0.0.1:{local_port}" and f"ADMIN://0.0.0.0:{port}" in props["listeners"]
         (service,) = [s for s in manifests(built, "Service").values() if s["metadata"]["name"] == broker]
-        assert {"name": "admin", "port": port, "targetPort": port} in _ints(service["spec"]["ports"])
+        assert {"name": "admin", "port": port, "targetPort": port} in ints(service["spec"]["ports"])
         acl = dynamic[f"{alias}-acls"]
         assert acl["bootstrap"] == f"127.0.0.1:{local_port}"
         assert acl["tunnels"] == [f"kube://mirrorstack-{STACK}/service/{broker}:{port}?local={local_port}"]
@@ -619,7 +617,7 @@ def test_docker_brokers_log_in_as_the_stacks_users_after_each_start(docker_secur
     for broker, (mechanism, users) in STACK_USERS.items():
         login = logins[broker]
         client_port = platform.address(broker, "kafka")[1]
-        (published,) = _ints([p["external"] for p in containers[broker]["ports"] if p["internal"] == client_port])
+        (published,) = ints([p["external"] for p in containers[broker]["ports"] if p["internal"] == client_port])
         assert (login["address"], login.get("tunnel")) == (f"localhost:{published}", None)
         assert (login["broker"], login["mechanism"], login["protocol"]) == (broker, mechanism, "SASL_SSL")
         assert SECRET_SIG in login["users"] and set(login["users"]["value"]) == users
@@ -669,7 +667,7 @@ def test_k8s_brokers_log_in_through_a_port_forward_or_in_the_cluster(k8s_secure)
         assert logins[broker]["logs"] == f"kubectl logs --namespace mirrorstack-{STACK} {broker}-0"
         assert depends_on(mocks, f"{broker}-logins", f"-{broker}-rollout")
         (statefulset,) = [m for m in manifests(built, "StatefulSet").values() if m["metadata"]["name"] == broker]
-        assert not holds_secret_text(_ints(statefulset))  # the passwords stay in the program
+        assert not holds_secret_text(ints(statefulset))  # the passwords stay in the program
     in_cluster = KubernetesPlatform(STACK, rest_access="in-cluster").client_login("edge-broker-0", "kafka")
     assert (in_cluster.address, in_cluster.tunnel) == (
         f"edge-broker-0.mirrorstack-{STACK}.svc.cluster.local:9092", None)

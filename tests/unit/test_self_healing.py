@@ -26,6 +26,7 @@ from mirrorstack.connect.supervision import SHIPS, supervisor_config
 from mirrorstack.model.spec import SelfHealing, TopologyError, load_topology
 from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules, alert_rules_file
 from tests.support.ports import free_ports
+from tests.support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 STRIMZI = Schedule(unit_seconds=60, max_delay_seconds=3600, max_restarts=10)
@@ -188,10 +189,6 @@ def test_the_supervisor_says_once_that_it_cannot_read_connect_not_at_every_check
         process.wait(timeout=10)
     said = (tmp_path / "supervisor.log").read_text()
     assert said.count("cannot read the connectors' status") == 1, f"{errors} failed checks:\n{said[-2000:]}"
-
-
-def promtool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([toolchain.promtool_binary(), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_the_cap_alert_fires_once_the_supervisor_gives_up_and_resolves_after(tmp_path):

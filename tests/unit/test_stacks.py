@@ -18,7 +18,7 @@ from mirrorstack.platforms import make_platform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION
 from mirrorstack.validation.package import ZIP_NAME
 from tests.support.stacks import on_platform
-from tests.unit import test_platforms_mocked as mocked
+from tests.support import mocked_runs, pulumi_mocks
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -93,7 +93,7 @@ REGISTRY_IMAGES = {"kafka": "registry.example.com/mirrorstack/kafka:1", "spark":
 def built(request, tmp_path_factory):
     stack, platform = request.param
     topology = load_topology({**on_platform(config(stack), platform), "images": REGISTRY_IMAGES})
-    mocks, out = mocked.deploy(lambda: make_platform(topology.platform, stack, images=topology.images,
+    mocks, out = pulumi_mocks.deploy(lambda: make_platform(topology.platform, stack, images=topology.images,
                                                      local_dir=str(tmp_path_factory.mktemp(stack))),
                                topology=topology, stack=stack)
     return topology, mocks, out
@@ -101,7 +101,7 @@ def built(request, tmp_path_factory):
 
 def test_one_mm2_resource_per_flow_with_its_connectors(built):
     topology, mocks, out = built
-    resources = mocked.connectors_of(mocks)
+    resources = mocked_runs.connectors_of(mocks)
     assert set(resources) == {f"{flow.name}-connectors" for flow in topology.flows}
     for flow in topology.flows:
         mm2 = resources[f"{flow.name}-connectors"]
@@ -130,7 +130,7 @@ def expected_services(topology) -> set[str]:
 def test_one_container_or_statefulset_per_service(built):
     topology, mocks, _ = built
     if topology.platform == "docker":  # Kafka's JVMs; monitoring containers are checked in test_monitoring_graphs
-        services = set(mocked.containers(mocks)) - {"prometheus", "grafana"}
+        services = set(mocked_runs.containers(mocks)) - {"prometheus", "grafana"}
     else:
         services = set(mocks.of_type("kubernetes:apps/v1:StatefulSet"))
     assert services == expected_services(topology)
@@ -182,7 +182,7 @@ def test_the_validation_job_gets_its_package_as_a_zip_on_py_files(built):
     """A stack with a validation job ships the package; one without ships nothing of it."""
     topology, mocks, out = built
     if topology.validation is not None:
-        mocked.assert_ships_the_job_package(topology.platform, mocks, out)
+        mocked_runs.assert_ships_the_job_package(topology.platform, mocks, out)
     else:
         assert ZIP_NAME not in repr([r.inputs for r in mocks.resources])
 
@@ -192,9 +192,9 @@ def test_no_key_or_password_outside_secrets(built):
     resource input that is not a Pulumi secret (ConfigMaps, commands, env,
     connector configs), and on kubernetes only in Secret objects."""
     topology, mocks, out = built
-    assert mocked.leaks(mocks) == []
+    assert pulumi_mocks.leaks(mocks) == []
     if topology.platform == "kubernetes":
-        holders = {(m["kind"], m["metadata"]["name"]) for m in out["manifests"] if mocked.holds_secret_text(m)}
+        holders = {(m["kind"], m["metadata"]["name"]) for m in out["manifests"] if pulumi_mocks.holds_secret_text(m)}
         assert {kind for kind, _ in holders} <= {"Secret"}, holders
         # (Grafana's generated admin password is in its Secret too.)
         assert {f"{a}-client" for a in secured_clusters(topology)} <= {name for _, name in holders}

@@ -2,7 +2,7 @@
 modules, the docker modules as one unit, heaviest first."""
 import json
 
-from tests.support.scheduling import SHARED_UNITS, WEIGHTS_FILE, longest_first, unit_of, unit_weights
+from tests.support.scheduling import SHARED_UNITS, WEIGHTS_FILE, longest_first, still_needed, unit_of, unit_weights
 
 
 def test_a_module_is_one_unit_and_the_docker_modules_share_one():
@@ -50,8 +50,6 @@ def test_the_session_services_stop_once_no_later_test_of_the_process_needs_them(
     """They idle at 13 % of a core: stopped after their unit's last test, not at the session's end."""
     from types import SimpleNamespace
 
-    from tests.integration.conftest import _still_needed
-
     def item(module: str, on_worker: bool, items: list | None = None):
         config = SimpleNamespace(workerinput={}) if on_worker else SimpleNamespace()
         return SimpleNamespace(nodeid=f"tests/integration/{module}.py::t", config=config,
@@ -59,11 +57,11 @@ def test_the_session_services_stop_once_no_later_test_of_the_process_needs_them(
 
     # under xdist the unit reaches one worker whole: it ends where the next item is another unit's
     kafka, mirror, failover = (item(m, True) for m in ("test_kafka", "test_mirror_resource", "test_failover"))
-    assert _still_needed(kafka, mirror) and not _still_needed(mirror, failover) and not _still_needed(mirror, None)
+    assert still_needed(kafka, mirror) and not still_needed(mirror, failover) and not still_needed(mirror, None)
     # in one process the unit's modules are spread over the file order: any later one keeps them
     order: list = []
     order += [item(m, False, order) for m in ("test_kafka", "test_kubernetes_platform", "test_mirror_resource",
                                                  "test_push_placement")]
     first, between, last, after = order
-    assert _still_needed(first, between) and _still_needed(between, last)
-    assert not _still_needed(last, after)
+    assert still_needed(first, between) and still_needed(between, last)
+    assert not still_needed(last, after)

@@ -25,7 +25,8 @@ from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatf
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.validation.package import ENTRY_SCRIPT, ZIP_NAME, job_package, job_zip
 from mirrorstack.versions import spark_version
-from tests.unit.test_platforms_mocked import JOB, _ints, aggregation_topology, deploy
+from tests.support.mocked_runs import JOB
+from tests.support.pulumi_mocks import RecordingMocks, aggregation_topology, deploy, ints
 
 SERVERS = {"us": "us:9092", "uk": "uk:9092", "central": "central:9092"}
 
@@ -186,7 +187,6 @@ def test_run_id_from_stack_config_overrides_the_topology(tmp_path):
     import pulumi
     from mirrorstack.args import ReplicationTopologyArgs
     from mirrorstack.topology import ReplicationTopology
-    from tests.unit.test_platforms_mocked import RecordingMocks
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="mirrorstack", stack="aggregation", preview=False)
 
@@ -272,7 +272,7 @@ def k8s_run():
 
 
 def _manifests(built, kind):
-    return {m["metadata"]["name"]: _ints(m) for m in built["manifests"] if m["kind"] == kind}
+    return {m["metadata"]["name"]: ints(m) for m in built["manifests"] if m["kind"] == kind}
 
 
 def test_kubernetes_job_and_cronjob_run_the_same_pod(k8s_run):

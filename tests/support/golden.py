@@ -1,9 +1,11 @@
-"""Golden-file comparison. UPDATE_GOLDEN=1 rewrites the files (review the diff)."""
+"""Golden-file comparison. UPDATE_GOLDEN=1 rewrites the files (review the diff).
+The files live in tests/unit/golden, beside the unit tests that write most of
+them; the preview-diff integration test compares against them too."""
 import difflib
 import os
 from pathlib import Path
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "unit" / "golden"
 
 
 def golden_diff(name: str, actual: str) -> str:
