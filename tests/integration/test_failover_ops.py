@@ -88,9 +88,10 @@ class Site:
         topic = "primary.orders" if alias == "standby" else "orders"
         return {g: committed_offsets(self.servers(alias), g, topic, PARTS) for g in groups}
 
-    def wait_settled(self, flow: Flow, groups: list[str], timeout: float = 150) -> None:
+    def wait_settled(self, flow: Flow, groups: list[str], timeout: float = 300) -> None:
         """Until nothing is in flight and every group's checkpoints are fresh. A resumed
-        checkpoint connector took over 60 s to emit on a loaded 2-core machine (a suite run)."""
+        checkpoint connector took over 60 s to emit on a loaded 2-core machine (a suite run),
+        and g1's first fresh checkpoints over 150 s in a fresh-clone run on 2026-11-28."""
         switch = Switch(self.spec(back=flow is self.reverse), lambda _: None)
         source, target = (Cluster(a, {"bootstrap": self.servers(a)}) for a in (flow.source, flow.target))
         deadline = time.monotonic() + timeout
