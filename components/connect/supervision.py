@@ -12,8 +12,14 @@ from mirrorstack.monitoring.prometheus import ScrapeTarget
 from mirrorstack.shipping import project_imports
 
 MODULE = "mirrorstack.connect.supervisor"
-# What it imports (containers get their source): nothing of the model or pulumi.
-SHIPS = project_imports(MODULE)
+
+
+def __getattr__(name: str):
+    """SHIPS: what the supervisor imports (containers get their source), nothing of the model or
+    pulumi. Derived (an ast walk, about 0.1 s) when first asked, not on every program's start."""
+    if name == "SHIPS":
+        return project_imports(MODULE)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def supervisor_service(connect: str) -> str:
@@ -40,6 +46,6 @@ def run_supervisor(name: str, *, spec, kafka_alias: str, platform, connectors, r
         lambda auth: {"connect_auth": auth})
     service = supervisor_service(name)
     resource, (host, port) = platform.run_python_service(
-        service, module=MODULE, ships=SHIPS, config=config, secret_config=secret, opts=opts)
+        service, module=MODULE, ships=project_imports(MODULE), config=config, secret_config=secret, opts=opts)
     return resource, ScrapeTarget(service, f"{host}:{port}",
                                   {"cluster": kafka_alias, "role": "supervisor", "connect": name})
