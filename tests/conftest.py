@@ -18,6 +18,7 @@ if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
 from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support import ast_retry
 from tests.support.leftovers import leftover_processes
+from tests.support import module_cpu
 from tests.support.suite_timing import ModuleTimes
 
 # The suite is CPU-bound on 2 cores, and its JVMs (brokers, workers, Kafka's tools, the Spark
@@ -63,3 +64,6 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a plain run) sums every module's time
         config.pluginmanager.register(ModuleTimes(), "module-times")
+    runs_tests = hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
+    if runs_tests and module_cpu.available():
+        config.pluginmanager.register(module_cpu.ModuleCpu(), "module-cpu")

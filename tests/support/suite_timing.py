@@ -1,13 +1,16 @@
 """Seconds per test module (setup + call + teardown of its tests), summed in
 the process that reports (the xdist controller too): printed at the end of a
 run as the slowest modules, and written to suite_weights.json on request
-(`MIRRORSTACK_RECORD_WEIGHTS=1`), which is what the scheduler orders by."""
+(`MIRRORSTACK_RECORD_WEIGHTS=1`), which is what the scheduler orders by.
+Beside them, each module's CPU seconds where the host lets tests/support/module_cpu.py
+measure them."""
 from __future__ import annotations
 
 import json
 import os
 from collections import defaultdict
 
+from tests.support.module_cpu import module_seconds
 from tests.support.scheduling import WEIGHTS_FILE, module_of
 
 SHOWN = 10
@@ -18,16 +21,25 @@ class ModuleTimes:
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
-        self.seconds[module_of(report.nodeid)] += report.duration
+        module = module_of(report.nodeid)
+        self.seconds[module] += report.duration
+        cpu = module_seconds(report)
+        if cpu is not None:
+            self.cpu[module] = max(cpu, self.cpu.get(module, 0.0))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.seconds:
             return
-        terminalreporter.section(f"slowest {SHOWN} modules (setup + call + teardown)")
+        terminalreporter.section(f"slowest {SHOWN} modules (setup + call + teardown; CPU of what each started)")
         for module, seconds in self.slowest():
-            terminalreporter.write_line(f"{seconds:8.1f}s  {module}")
+            cpu = f"{self.cpu[module]:8.1f} CPU s" if module in self.cpu else "     (CPU not measured)"
+            terminalreporter.write_line(f"{seconds:8.1f}s {cpu}  {module}")
+        if self.cpu:
+            terminalreporter.write_line(f"all modules: {sum(self.seconds.values()):.0f} s, "
+                                        f"{sum(self.cpu.values()):.0f} CPU s (containers and pods not counted)")
         if os.environ.get("MIRRORSTACK_RECORD_WEIGHTS"):
             self.write_weights()
             terminalreporter.write_line(f"written: {WEIGHTS_FILE}")
