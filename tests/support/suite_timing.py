@@ -22,10 +22,14 @@ class ModuleTimes:
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
         self.cpu: dict[str, float] = {}
+        self.spans: dict[str, list] = {}  # module -> [worker, first start, last stop] (epoch seconds)
 
     def pytest_runtest_logreport(self, report) -> None:
         module = module_of(report.nodeid)
         self.seconds[module] += report.duration
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        span = self.spans.setdefault(module, [getattr(worker, "id", "-"), report.start, report.stop])
+        span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
         cpu = module_seconds(report)
         if cpu is not None:
             self.cpu[module] = max(cpu, self.cpu.get(module, 0.0))
@@ -39,10 +43,26 @@ class ModuleTimes:
             terminalreporter.write_line(f"{seconds:8.1f}s {cpu}  {module}")
         if self.cpu:
             terminalreporter.write_line(f"all modules: {sum(self.seconds.values()):.0f} s, "
-                                        f"{sum(self.cpu.values()):.0f} CPU s (containers and pods not counted)")
+                                        f"{sum(self.cpu.values()):.0f} CPU s")
+        for line in self.worker_ends():
+            terminalreporter.write_line(line)
         if os.environ.get("MIRRORSTACK_RECORD_WEIGHTS"):
             self.write_weights()
             terminalreporter.write_line(f"written: {WEIGHTS_FILE}")
+
+    def worker_ends(self, last: int = 3) -> list[str]:
+        """Each worker's end and its last modules, minutes from the run's start: a
+        worker that ends long before the other is the schedule's tail."""
+        if len({worker for worker, _, _ in self.spans.values()}) < 2:
+            return []
+        begun = min(start for _, start, _ in self.spans.values())
+        lines = []
+        for worker in sorted({worker for worker, _, _ in self.spans.values()}):
+            mine = sorted((stop, start, module) for module, (w, start, stop) in self.spans.items() if w == worker)
+            shown = ", ".join(f"{module.rsplit('/', 1)[-1]} {_minutes(start - begun)}-{_minutes(stop - begun)}"
+                              for stop, start, module in mine[-last:])
+            lines.append(f"{worker} ended at {_minutes(mine[-1][0] - begun)}; last: {shown}")
+        return lines
 
     def slowest(self, count: int = SHOWN) -> list[tuple[str, float]]:
         return sorted(self.seconds.items(), key=lambda item: -item[1])[:count]
@@ -52,3 +72,7 @@ class ModuleTimes:
         weights = json.loads(WEIGHTS_FILE.read_text()) if WEIGHTS_FILE.exists() else {}
         weights.update({module: round(seconds, 1) for module, seconds in self.seconds.items()})
         WEIGHTS_FILE.write_text(json.dumps(dict(sorted(weights.items())), indent=1) + "\n")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
