@@ -6,7 +6,9 @@ separator, which topics are internal or heartbeats, cycles) and
 MirrorSourceConnector.shouldReplicateTopic.
 
 Everyone asks this module: the model rules, the replication plan, the
-connector configs, failover and the validation job. tests/unit/test_mm2_names.py
+connector configs, failover and the validation job. A flow crosses every
+boundary as one FlowDescription (to_dict/from_dict for JSON), never as a
+second dict. tests/unit/test_mm2_names.py
 checks every answer against the pinned MM2 jars for several separators;
 tests/unit/test_flow_meaning.py that the model, the plan and the job agree.
 Pure: standard library only.

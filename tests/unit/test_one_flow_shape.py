@@ -96,3 +96,30 @@ def test_the_scan_knows_the_descriptions_fields_and_finds_each_kind_of_second_sh
                      "a flow read as a dict ('replication_policy')",
                      "a flow read as a dict ('topics_exclude')",
                      "a flow as a dict or a list of its fields (groups, source, target)"]
+
+
+def test_a_flow_crosses_as_json_and_comes_back_the_same():
+    import json
+
+    import pytest
+
+    from mirrorstack.mm2.flows import FlowDescription
+    from mirrorstack.model.spec import load_topology
+    (flow,) = load_topology({"clusters": {"us": {}, "central": {}}, "flows": [{
+        "source": "us", "target": "central", "topics": ["orders.*"], "topics_exclude": ["orders-tmp"],
+        "groups": ["billing"], "groups_exclude": ["batch"], "replication_policy": "identity", "separator": "_",
+        "sync_topic_configs": False, "checkpoints": False, "exactly_once": True,
+        "throughput": {"compression": "lz4"}}]}).flows
+    described = flow.description()
+    assert described.to_dict() == {
+        "name": "us->central", "source": "us", "target": "central", "topics": ["orders.*"],
+        "topics_exclude": ["orders-tmp"], "groups": ["billing"], "groups_exclude": ["batch"],
+        "replication_policy": "identity", "separator": "_", "sync_topic_configs": False, "checkpoints": False,
+        "compression": "lz4", "exactly_once": True}
+    assert FlowDescription.from_dict(json.loads(json.dumps(described.to_dict()))) == described
+    assert FlowDescription.from_dict(described.to_dict(named=False), "us->central") == described
+    assert flow.selection() == described.selection() and described.selection().remote("orders") == "orders"
+    with pytest.raises(ValueError, match="unknown field.* policy"):
+        FlowDescription.from_dict({**described.to_dict(), "policy": "identity"})
+    with pytest.raises(ValueError, match="checkpoints: must be true or false"):
+        FlowDescription.from_dict({**described.to_dict(), "checkpoints": "yes"})
