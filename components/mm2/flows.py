@@ -277,9 +277,8 @@ class FlowDescription:
         values = dict(data)
         if name is not None:
             values.setdefault("name", name)
-        for key in ("name",):
-            if not isinstance(values.get(key), str) or not values[key]:
-                raise ValueError(f"{key}: must be a non-empty string")
+        if not isinstance(values.get("name"), str) or not values["name"]:
+            raise ValueError("name: must be a non-empty string")
         for key in ("source", "target", "replication_policy", "separator", "compression"):
             if key in values and values[key] is not None and not isinstance(values[key], str):
                 raise ValueError(f"{key}: must be a string")
