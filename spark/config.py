@@ -1,7 +1,12 @@
 """The job's input: the flows JSON (`--config`), checked field by field
 (BadInput names each bad field), `${file:...}` references resolved, topic
 patterns resolved against the source's topics, flows grouped by the target
-topic they land in. Pure Python: no Spark, no Kafka client."""
+topic they land in. Pure Python: no Spark, no Kafka client.
+
+A flow comes in one of two forms: the control plane's, `flow` a
+FlowDescription's to_dict beside the clusters' addresses and clients; or the
+flat form written by hand (spark/README.md), which stacks deployed before the
+description also ran the job with. Both become a FlowDescription."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mirrorstack.mm2.client_settings import resolve_reference
-from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.flows import FlowDescription, FlowSelection, ReplicationPolicy
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
@@ -29,6 +34,8 @@ TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
              "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
              "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic"}
+# The control plane's form: the flow's description and what only the job needs.
+DESCRIBED_KEYS = {"flow", "source_bootstrap", "target_bootstrap", "source_client", "target_client", "groups_required"}
 WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
 
 TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records"}
@@ -51,32 +58,59 @@ def _log(message: str) -> None:
 
 @dataclass(frozen=True)
 class FlowSpec:
+    """One flow as the job checks it: its `description` (the topic patterns and
+    excludes as its connectors apply them, policy, names), where its clusters
+    are, and what the job checks of it: `topics` (names; those the patterns
+    select once resolved), the checkpoints of `groups` (None: no failover check)."""
     index: int
-    name: str
+    description: FlowDescription
     source_bootstrap: str
     target_bootstrap: str
-    source_alias: str | None
-    policy: str
-    separator: str
     topics: tuple[str, ...]
     source_client: dict[str, str]
     target_client: dict[str, str]
     checkpoints_topic: str | None
     groups: tuple[str, ...] | None
-    topic_patterns: tuple[str, ...] = ()
-    topics_exclude: tuple[str, ...] = ()
-    target_alias: str | None = None
-    groups_exclude: tuple[str, ...] = ()
     groups_required: bool = True
     # MM2's offset syncs of this flow, on the target (offset-syncs.topic.location=target)
     offset_syncs_topic: str | None = None
 
     @property
+    def name(self) -> str:
+        return self.description.name
+
+    @property
+    def source_alias(self) -> str | None:
+        return self.description.source
+
+    @property
+    def target_alias(self) -> str | None:
+        return self.description.target
+
+    @property
+    def policy(self) -> str:
+        return self.description.replication_policy
+
+    @property
+    def separator(self) -> str:
+        return self.description.separator
+
+    @property
+    def topic_patterns(self) -> tuple[str, ...]:
+        return self.description.topics
+
+    @property
+    def topics_exclude(self) -> tuple[str, ...]:
+        return self.description.topics_exclude
+
+    @property
+    def groups_exclude(self) -> tuple[str, ...]:
+        return self.description.groups_exclude
+
+    @property
     def selection(self) -> FlowSelection:
         """The flow's meaning (flows.py): its topic patterns and excludes, policy, names."""
-        return FlowSelection(source=self.source_alias, target=self.target_alias, topics=self.topic_patterns,
-                             topics_exclude=self.topics_exclude, groups=self.groups or (),
-                             groups_exclude=self.groups_exclude, policy=self.policy, separator=self.separator)
+        return self.description.selection()
 
     @property
     def mm2(self) -> ReplicationPolicy:
@@ -187,6 +221,55 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
     if not isinstance(raw, dict):
         problems.append(f"{where}: must be an object")
         return None
+    if "flow" in raw:
+        return _described_flow(i, raw, problems)
+    return _flat_description(i, raw, problems)
+
+
+def _described_flow(i: int, raw: dict, problems: list[str]) -> FlowSpec | None:
+    """The control plane's form: the flow's description, its clusters' addresses and clients."""
+    where = f"flows[{i}]"
+    before = len(problems)
+    for key in sorted(set(raw) - DESCRIBED_KEYS):
+        problems.append(f"{where}.{key}: unknown field (known: {', '.join(sorted(DESCRIBED_KEYS))})")
+    try:
+        flow = FlowDescription.from_dict(raw["flow"])
+    except (ValueError, TypeError) as exc:
+        problems.append(f"{where}.flow: {exc}")
+        return None
+    if flow.replication_policy not in POLICIES:
+        problems.append(f"{where}.flow.replication_policy: {flow.replication_policy!r} is not one of "
+                        f"{', '.join(POLICIES)}")
+    if not flow.separator:
+        problems.append(f"{where}.flow.separator: must be a non-empty string")
+    for side in ("source", "target"):
+        if not isinstance(getattr(flow, side), str) or not ALIAS.fullmatch(getattr(flow, side)):
+            problems.append(f"{where}.flow.{side}: must be a cluster alias like 'us' ([A-Za-z0-9._-]+)")
+    for key in ("topics", "topics_exclude", "groups", "groups_exclude"):
+        if getattr(flow, key) or key == "topics":
+            _regex_list(list(getattr(flow, key)), f"{where}.flow.{key}", problems)
+    source = _check_bootstrap(raw.get("source_bootstrap"), f"{where}.source_bootstrap", problems)
+    target = _check_bootstrap(raw.get("target_bootstrap"), f"{where}.target_bootstrap", problems)
+    source_client = _check_client(raw.get("source_client"), f"{where}.source_client", problems)
+    target_client = _check_client(raw.get("target_client"), f"{where}.target_client", problems)
+    groups_required = raw.get("groups_required", True)
+    if not isinstance(groups_required, bool):
+        problems.append(f"{where}.groups_required: must be true or false")
+    if len(problems) > before:
+        return None
+    # Checked as its connectors run it: with what no flow replicates (the connectors' excludes).
+    selection = flow.selection()
+    checked = dataclasses.replace(flow, topics_exclude=selection.all_topics_exclude,
+                                  groups_exclude=selection.all_groups_exclude)
+    return FlowSpec(i, checked, source, target, (), source_client, target_client,
+                    flow.checkpoints_topic() if flow.checkpoints else None,
+                    flow.groups if flow.checkpoints else None, groups_required, flow.offset_syncs_topic())
+
+
+def _flat_description(i: int, raw: dict, problems: list[str]) -> FlowSpec | None:
+    """The flat form, written by hand (spark/README.md) or by a stack deployed
+    before the control plane sent descriptions: its fields, one by one."""
+    where = f"flows[{i}]"
     before = len(problems)
     for key in sorted(set(raw) - FLOW_KEYS):
         problems.append(f"{where}.{key}: unknown field (known: {', '.join(sorted(FLOW_KEYS))})")
@@ -249,10 +332,12 @@ def parse_flow(i: int, raw: Any, problems: list[str]) -> FlowSpec | None:
             problems.append(f"{where}.groups: needs checkpoints_topic (failover is checked from checkpoints)")
     if len(problems) > before:
         return None
-    return FlowSpec(i, name, source, target, alias, policy, separator, tuple(topics), source_client,
-                    target_client, checkpoints, tuple(groups) if groups is not None else None,
-                    tuple(patterns), tuple(excludes), target_alias, tuple(groups_exclude or ()),
-                    groups_required is not False, syncs)
+    description = FlowDescription(name=name, source=alias, target=target_alias, topics=tuple(patterns),
+                                  topics_exclude=tuple(excludes), groups=tuple(groups or ()),
+                                  groups_exclude=tuple(groups_exclude or ()), replication_policy=policy,
+                                  separator=separator, checkpoints=checkpoints is not None)
+    return FlowSpec(i, description, source, target, tuple(topics), source_client, target_client, checkpoints,
+                    tuple(groups) if groups is not None else None, groups_required is not False, syncs)
 
 
 def _regex_list(value: Any, where: str, problems: list[str]) -> list[str]:

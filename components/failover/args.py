@@ -13,7 +13,8 @@ class FailoverSwitchArgs:
                                    "the groups, planned or unplanned")
     clusters: dict = described("alias → {bootstrap: bootstrap servers, client: Kafka client settings} of the "
                                "pair's two clusters")
-    forward: dict = described("the primary → standby flow as the switch reads it "
+    forward: dict = described("the primary → standby flow as the switch reads it: its description "
+                              "(FlowDescription.to_dict), connectors and Connect "
                               "(mirrorstack.failover.switch.flow_piece)")
     reverse: dict | None = described("the standby → primary flow, as `forward`, or None", default=None)
     connect_auth: dict | None = described("Connect group name → REST credentials {username, password} "

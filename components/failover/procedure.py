@@ -6,7 +6,8 @@ this module only reads and writes Kafka (confluent_kafka) and Connect
 
 `run_switch(spec, progress)` takes plain JSON-able data (what a dynamic
 resource's props carry; secrets only as `${file:...}` references, resolved
-here) and returns the report. A gate that does not pass raises GateFailed
+here; each flow as its description, FlowDescription.to_dict, beside its
+connectors and Connect) and returns the report. A gate that does not pass raises GateFailed
 before anything changes."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import uuid
 from datetime import datetime, timezone
 
 from mirrorstack.failover import rules
-from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.mm2.flows import FlowDescription
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 from mirrorstack.plan.live_topics import librdkafka_settings
 
@@ -171,13 +172,13 @@ def offset_syncs(cluster: Cluster, topic: str) -> dict[rules.Key, list[tuple[int
     return syncs
 
 
-def source_offsets(client, flow: dict) -> dict[rules.Key, int]:
-    """The source connector's committed source offsets (KIP-875): the upstream
+def source_offsets(client, connector: str, flow: FlowDescription) -> dict[rules.Key, int]:
+    """The source `connector`'s committed source offsets (KIP-875): the upstream
     offset of the last record it copied, per partition of `from`."""
     out = {}
-    for entry in client.offsets(flow["connectors"]["source"]):
+    for entry in client.offsets(connector):
         part, offset = entry.get("partition") or {}, entry.get("offset") or {}
-        if part.get("cluster") == flow["source"] and "offset" in offset:
+        if part.get("cluster") == flow.source and "offset" in offset:
             out[(part["topic"], int(part["partition"]))] = int(offset["offset"])
     return out
 
@@ -186,7 +187,11 @@ class Switch:
     def __init__(self, spec: dict, progress):
         self.spec, self.progress = spec, progress
         self.from_alias, self.to_alias = spec["from"], spec["to"]
-        self.flow, self.back = spec["flow"], spec.get("back_flow")
+        # The flows' descriptions; the pieces keep their connectors and Connect.
+        self.piece = spec["flow"]
+        self.flow = FlowDescription.from_dict(self.piece["description"])
+        back = spec.get("back_flow")
+        self.back = FlowDescription.from_dict(back["description"]) if back else None
         self.narrowed = spec.get("groups")
         self.gate = {**rules.DEFAULT_GATE, **(spec.get("gate") or {})}
         self.notes: list[str] = []
@@ -195,21 +200,21 @@ class Switch:
     def connect(self):
         if self._connect is None:
             from mirrorstack.connect.api import client_from
-            self._connect = client_from(self.flow["connect"])
+            self._connect = client_from(self.piece["connect"])
         return self._connect
 
     # -- planned --------------------------------------------------------------
     def observe(self, source: Cluster, target: Cluster) -> dict:
         """Everything the gate and the translation need, read now."""
         parts = source.partitions()
-        keys = [(t, p) for t in FlowSelection.of(self.flow).selected_topics(parts) for p in parts[t]]
+        keys = [(t, p) for t in self.flow.selection().selected_topics(parts) for p in parts[t]]
         marks = source.watermarks(keys)
-        copied = source_offsets(self.connect(), self.flow)
+        copied = source_offsets(self.connect(), self.piece["connectors"]["source"], self.flow)
         flying = {k: rules.in_flight(marks[k][1], marks[k][0], copied.get(k)) for k in keys}
         groups = rules.switch_groups(self.flow, source.group_ids(), self.narrowed)
         commits = {g: source.committed(g) for g in groups}
-        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
-        syncs = offset_syncs(target, self.flow["offset_syncs_topic"])
+        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
+        syncs = offset_syncs(target, self.flow.offset_syncs_topic())
         stale: dict[str, list[dict]] = {}
         checked: dict[str, int] = {}
         for group, offsets in commits.items():
@@ -217,7 +222,7 @@ class Switch:
             for (topic, p), committed in sorted(offsets.items()):
                 if not rules.flow_topic(self.flow, topic):
                     continue
-                checkpoint = checkpoints.get((group, FlowSelection.of(self.flow).remote(topic), p))
+                checkpoint = checkpoints.get((group, self.flow.selection().remote(topic), p))
                 start, end = marks.get((topic, p), (None, None))
                 if start == end == committed:
                     continue  # nothing there to translate: it moves to the copy's end
@@ -254,15 +259,15 @@ class Switch:
                       f"{len(seen['groups'])} group(s) checkpointed")
         self.stop_connectors(strict=True)
         # After the stop: the checkpoints and positions the groups move with.
-        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
-        back_syncs = offset_syncs(source, self.back["offset_syncs_topic"]) if self.back else {}
+        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
+        back_syncs = offset_syncs(source, self.back.offset_syncs_topic()) if self.back else {}
         commits = {g: source.committed(g) for g in seen["groups"]}
         ends_from = self._ends(source, {k for c in commits.values() for k in c})
         remote_keys = set()
         for offsets in commits.values():
             for topic, p in offsets:
                 if rules.flow_topic(self.flow, topic):
-                    remote_keys.add((FlowSelection.of(self.flow).remote(topic), p))
+                    remote_keys.add((self.flow.selection().remote(topic), p))
         ends_to = self._ends(target, remote_keys)
         groups = {}
         for group in seen["groups"]:
@@ -277,12 +282,12 @@ class Switch:
         self.notes.append(f"unplanned: no gate; {self.from_alias} "
                           + ("answered, but the switch proceeds from the last checkpoints as asked" if why is None
                              else f"did not answer ({why})"))
-        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
         groups = rules.checkpointed_groups(self.flow, checkpoints, self.narrowed)
         if problems := rules.members_to_problems(target.members(groups), self.to_alias):
             raise GateFailed(rules.gate_failed_message(problems, 0))
         self.stop_connectors(strict=False)
-        checkpoints = latest_checkpoints(target, self.flow["checkpoints_topic"])
+        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
         ends_to = self._ends(target, {(remote, p) for _, remote, p in checkpoints
                                       if rules.original_topic(self.flow, remote) is not None})
         moved = {g: rules.translate_unplanned(g, self.flow, checkpoints, ends_to) for g in groups}
@@ -311,7 +316,7 @@ class Switch:
         each is waited for: with `from` lost each connector takes MM2's admin
         timeout (60 s by default) to stop, and they take it at the same time."""
         from mirrorstack.connect.api import ConnectError
-        names = [n for n in (self.flow["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
+        names = [n for n in (self.piece["connectors"].get(k) for k in ("source", "checkpoint", "heartbeat")) if n]
         asked = []
         for name in names:
             try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.mm2.flows import FlowDescription
 
 GATE_POLL_SECONDS = 2  # how often the gate looks again while it waits
 PROGRESS_SECONDS = 10  # a progress line this often while the gate waits
@@ -21,39 +21,39 @@ DEFAULT_GATE = {"in_flight": 0, "wait_seconds": 120.0, "allow_active_consumers":
 Key = tuple[str, int]  # (topic, partition)
 
 
-def switch_groups(flow: dict, groups: list[str], narrowed: list[str] | None) -> list[str]:
+def switch_groups(flow: FlowDescription, groups: list[str], narrowed: list[str] | None) -> list[str]:
     """The groups the switch moves: those the flow checkpoints, narrowed by the
     failover section's own `groups` regexes (full match, as MM2's)."""
-    chosen = FlowSelection.of(flow).selected_groups(groups)
+    chosen = flow.selection().selected_groups(groups)
     if narrowed is None:
         return chosen
     return [g for g in chosen if any(re.fullmatch(p, g) for p in narrowed)]
 
 
-def flow_topic(flow: dict, topic: str) -> bool:
+def flow_topic(flow: FlowDescription, topic: str) -> bool:
     """`topic` on `from` is one the flow copies to `to`."""
-    return FlowSelection.of(flow).selects(topic)
+    return flow.selection().selects(topic)
 
 
-def back_topic_original(back_flow: dict | None, topic: str) -> str | None:
+def back_topic_original(back_flow: FlowDescription | None, topic: str) -> str | None:
     """For a topic on `from` that `back_flow` copied there from `to`
     (`<to><sep>t`, default policy), the original `t` on `to`; else None."""
-    if back_flow is None or back_flow["replication_policy"] != "default":
+    if back_flow is None or back_flow.replication_policy != "default":
         return None
-    prefix = f"{back_flow['source']}{back_flow['separator']}"
+    prefix = f"{back_flow.source}{back_flow.separator}"
     if not topic.startswith(prefix):
         return None
     original = topic[len(prefix):]
-    return original if FlowSelection.of(back_flow).selects(original) else None
+    return original if back_flow.selection().selects(original) else None
 
 
-def original_topic(flow: dict, remote: str) -> str | None:
+def original_topic(flow: FlowDescription, remote: str) -> str | None:
     """The topic on `from` whose copy on `to` is `remote`, if the flow copies it."""
-    prefix = f"{flow['source']}{flow['separator']}" if flow["replication_policy"] == "default" else ""
+    prefix = f"{flow.source}{flow.separator}" if flow.replication_policy == "default" else ""
     if not remote.startswith(prefix):
         return None
     topic = remote[len(prefix):]
-    return topic if flow_topic(flow, topic) and FlowSelection.of(flow).remote(topic) == remote else None
+    return topic if flow_topic(flow, topic) and flow.selection().remote(topic) == remote else None
 
 
 # -- the gate -----------------------------------------------------------------
@@ -187,7 +187,7 @@ def group_entry(partitions: list[dict]) -> dict:
             "lost": _total(partitions, "lost"), "partitions": partitions}
 
 
-def translate_planned(group: str, commits: dict[Key, int], flow: dict, back_flow: dict | None,
+def translate_planned(group: str, commits: dict[Key, int], flow: FlowDescription, back_flow: FlowDescription | None,
                       checkpoints: dict[tuple[str, str, int], tuple[int, int]],
                       back_syncs: dict[Key, list[tuple[int, int]]],
                       ends_from: dict[Key, int], ends_to: dict[Key, int]) -> tuple[dict, list[str]]:
@@ -198,7 +198,7 @@ def translate_planned(group: str, commits: dict[Key, int], flow: dict, back_flow
     for (topic, p), old in sorted(commits.items()):
         end_from = ends_from.get((topic, p))
         if flow_topic(flow, topic):
-            remote = FlowSelection.of(flow).remote(topic)
+            remote = flow.selection().remote(topic)
             checkpoint = checkpoints.get((group, remote, p))
             end_to = ends_to.get((remote, p))
             if checkpoint is None and old == end_from and end_to is not None:
@@ -215,18 +215,18 @@ def translate_planned(group: str, commits: dict[Key, int], flow: dict, back_flow
         elif (original := back_topic_original(back_flow, topic)) is not None:
             found = downstream_to_upstream(back_syncs.get((original, p)), old)
             if found is None:
-                notes.append(f"{group}: {topic}/{p} at {old} has no offset sync of {back_flow['name']} at or "
+                notes.append(f"{group}: {topic}/{p} at {old} has no offset sync of {back_flow.name} at or "
                              f"below it: not moved (its position on {original} is unknown)")
                 continue
             rows.append(partition_entry(topic, original, p, old, found[0], exact=found[1]))
         else:
             unmirrored.add(topic)
     if unmirrored:
-        notes.append(f"{group}: {', '.join(sorted(unmirrored))} not mirrored by {flow['name']}: not moved")
+        notes.append(f"{group}: {', '.join(sorted(unmirrored))} not mirrored by {flow.name}: not moved")
     return group_entry(rows), notes
 
 
-def translate_unplanned(group: str, flow: dict, checkpoints: dict[tuple[str, str, int], tuple[int, int]],
+def translate_unplanned(group: str, flow: FlowDescription, checkpoints: dict[tuple[str, str, int], tuple[int, int]],
                         ends_to: dict[Key, int]) -> dict:
     """A group's move from the last checkpoints alone (`from` lost): old is the
     last committed offset MM2 saw, re-reads are bounded by what `to` holds past
@@ -239,7 +239,7 @@ def translate_unplanned(group: str, flow: dict, checkpoints: dict[tuple[str, str
     return group_entry(rows)
 
 
-def checkpointed_groups(flow: dict, checkpoints: dict[tuple[str, str, int], tuple[int, int]],
+def checkpointed_groups(flow: FlowDescription, checkpoints: dict[tuple[str, str, int], tuple[int, int]],
                         narrowed: list[str] | None) -> list[str]:
     """The groups an unplanned switch moves: those with checkpoints of the flow's topics."""
     seen = {g for g, remote, _ in checkpoints if original_topic(flow, remote) is not None}

@@ -19,8 +19,6 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from mirrorstack import naming
 from mirrorstack.failover.args import FailoverSwitchArgs
-from mirrorstack.plan.replication_plan import flow_spec
-from mirrorstack.validation.job_config import checkpoints_topic, offset_syncs_topic
 
 # Props whose change is a change of the switch; the rest (addresses, connector
 # names) are read from the new props when a switch runs, and never switch by themselves.
@@ -168,10 +166,9 @@ class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
 
 def flow_piece(flow, connect) -> dict:
     """A flow as the switch's props carry it (run_switch's `flow` without the
-    credentials): its selection, internal topics, connectors and Connect."""
-    return {"name": flow.name, **flow_spec(flow),
-            "checkpoints_topic": checkpoints_topic(flow),
-            "offset_syncs_topic": offset_syncs_topic(flow),
+    credentials): its description (what it copies, the names of its internal
+    topics), its connectors and its Connect."""
+    return {"description": flow.description().to_dict(),
             "connectors": {"source": flow.connector_name("source"),
                            "checkpoint": flow.connector_name("checkpoint") if flow.checkpoints else None,
                            "heartbeat": flow.connector_name("heartbeat") if flow.heartbeats else None},

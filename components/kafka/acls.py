@@ -104,7 +104,7 @@ def flow_acls(acls: dict[str, AclSet], flow, *, principals: dict[str, str], conn
     AclSet; only authorizing clusters are keys). `principals`: alias → the
     principal mirrorstack's clients are there; `transactional`: its Connect
     group runs exactly-once source support."""
-    selection = FlowSelection.of(flow)
+    selection = flow.selection()
     topics = resource_names(flow.topics)
     remote = _remote(selection, flow, topics)
     groups = resource_names(flow.groups)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 
 from .connectors import POLICY_CLASSES
-from .flows import NEVER_REPLICATED_GROUPS, NEVER_REPLICATED_TOPICS
+from .flows import NEVER_REPLICATED_GROUPS, NEVER_REPLICATED_TOPICS, FlowDescription
 
 ALL_KINDS = ("source", "checkpoint", "heartbeat")
 # How a field is written as a string (Connect wants strings): "alias" and "text" as they
@@ -87,9 +88,8 @@ KEYS = {k.key: k for k in FLOW_KEYS}
 
 def written(flow, *keys: str) -> dict[str, str]:
     """The flow's fields under these config keys, as its connectors hold them.
-    `flow`: anything with the fields as attributes or keys."""
-    get = flow.get if isinstance(flow, Mapping) else (lambda name: getattr(flow, name))
-    return {key: KEYS[key].write(get(KEYS[key].field)) for key in keys}
+    `flow`: the model's Flow (the generator's), or a FlowDescription for the fields it has."""
+    return {key: KEYS[key].write(getattr(flow, KEYS[key].field)) for key in keys}
 
 
 def flow_fields(config: Mapping[str, str], fields: Iterable[str]) -> dict:
@@ -105,3 +105,13 @@ def flow_fields(config: Mapping[str, str], fields: Iterable[str]) -> dict:
         elif (default := next((k for k in keys if k.absent is not None), None)) is not None:
             out[field] = default.read(default.absent)
     return out
+
+
+def flow_description(config: Mapping[str, str], name: str | None = None) -> FlowDescription:
+    """The flow a connector's config says (flow_fields: the keys mirrorstack
+    writes, MM2's value where the config lacks one; a field neither says takes
+    the description's default). `name`: the flow's, when known."""
+    read = {field: tuple(value) if isinstance(value, list) else value
+            for field, value in flow_fields(config, [f.name for f in dataclass_fields(FlowDescription)]).items()}
+    source, target = read.pop("source", None), read.pop("target", None)
+    return FlowDescription(name=name or f"{source}->{target}", source=source, target=target, **read)

@@ -6,7 +6,9 @@ separator, which topics are internal or heartbeats, cycles) and
 MirrorSourceConnector.shouldReplicateTopic.
 
 Everyone asks this module: the model rules, the replication plan, the
-connector configs, failover and the validation job. tests/unit/test_mm2_names.py
+connector configs, failover and the validation job. A flow crosses every
+boundary as one FlowDescription (to_dict/from_dict for JSON), never as a
+second dict. tests/unit/test_mm2_names.py
 checks every answer against the pinned MM2 jars for several separators;
 tests/unit/test_flow_meaning.py that the model, the plan and the job agree.
 Pure: standard library only.
@@ -14,8 +16,9 @@ Pure: standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 HEARTBEATS = "heartbeats"  # ReplicationPolicy.heartbeatsTopic()
 # DefaultTopicFilter's topics.exclude default: MM2 leaves these out whatever `topics` says.
@@ -143,8 +146,7 @@ class FlowSelection:
     """What one flow copies, from `source` to `target`: `topics`/`groups` regexes
     and the flow's own excludes (the never-replicated lists always apply), under
     the replication `policy` ("default" or "identity") with its `separator`.
-    The control plane builds it from the model's Flow or a stack's flow spec
-    (`of`), the job from its input."""
+    Built from a FlowDescription (`FlowDescription.selection`)."""
     source: str | None
     target: str | None
     topics: tuple[str, ...] = ()
@@ -153,16 +155,6 @@ class FlowSelection:
     groups_exclude: tuple[str, ...] = ()
     policy: str = "default"
     separator: str = "."
-
-    @classmethod
-    def of(cls, flow) -> FlowSelection:
-        """From a model Flow or a flow spec dict (source, target, topics, topics_exclude,
-        groups, groups_exclude, replication_policy, separator)."""
-        get = flow.get if isinstance(flow, dict) else (lambda key, default=None: getattr(flow, key, default))
-        return cls(source=get("source"), target=get("target"), topics=tuple(get("topics") or ()),
-                   topics_exclude=tuple(get("topics_exclude") or ()), groups=tuple(get("groups") or ()),
-                   groups_exclude=tuple(get("groups_exclude") or ()),
-                   policy=get("replication_policy") or "default", separator=get("separator") or ".")
 
     @property
     def mm2(self) -> ReplicationPolicy:
@@ -199,3 +191,103 @@ class FlowSelection:
 
     def selected_groups(self, names: Iterable[str]) -> list[str]:
         return sorted(g for g in names if self.selects_group(g))
+
+
+@dataclass(frozen=True)
+class FlowDescription:
+    """A flow as every side of mirrorstack passes it: the model builds it
+    (mirrorstack.model.spec.Flow.description), the connector generator, the
+    replication plan (and the stack's exported `replication_plan`), the rename
+    check (read back from a connector's config), failover (the switch's props
+    and its Job) and the validation job (its config) take it. JSON crosses as
+    `to_dict()`, read back by `from_dict()`: the one dict shape of a flow.
+
+    `source`/`target`: cluster aliases (None only in the validation job's
+    hand-written input, which may leave them out); `topics`/`groups`: regexes
+    and the flow's own excludes (the never-replicated lists always apply);
+    `compression` and `exactly_once` are what the plan checks of its records."""
+    name: str
+    source: str | None
+    target: str | None
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = ()
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = ()
+    replication_policy: str = "default"
+    separator: str = "."
+    sync_topic_configs: bool = True
+    checkpoints: bool = True
+    compression: str | None = None
+    exactly_once: bool = False
+
+    def selection(self) -> FlowSelection:
+        """What the flow copies and the names it gives (the one meaning of a flow)."""
+        return FlowSelection(source=self.source, target=self.target, topics=self.topics,
+                             topics_exclude=self.topics_exclude, groups=self.groups,
+                             groups_exclude=self.groups_exclude, policy=self.replication_policy,
+                             separator=self.separator)
+
+    @property
+    def mm2(self) -> ReplicationPolicy:
+        return self.selection().mm2
+
+    def checkpoints_topic(self) -> str:
+        """MM2's checkpoints of the flow, on its target: `<source><sep>checkpoints<sep>internal`."""
+        return self.mm2.checkpoints_topic(self.source)
+
+    def offset_syncs_topic(self) -> str:
+        """MM2's offset syncs of the flow: on the target (offset-syncs.topic.location=target),
+        named after the source alias, with the flow's separator."""
+        return self.mm2.offset_syncs_topic(self.source)
+
+    def renames(self, old: FlowDescription | None) -> bool:
+        """Whether this flow, deployed before as `old`, now writes under other names."""
+        return old is not None and (old.replication_policy, old.separator) != (self.replication_policy, self.separator)
+
+    def changes(self, old: FlowDescription) -> list[str]:
+        """The fields deciding what the flow copies and how it names it that differ from `old`."""
+        return [f.name for f in fields(self) if f.name not in ("name", "compression", "exactly_once")
+                and getattr(old, f.name) != getattr(self, f.name)]
+
+    def to_dict(self, *, named: bool = True) -> dict[str, Any]:
+        """JSON-able, lists for tuples; `named=False` leaves the name out (a
+        mapping keyed by name holds it). exactly_once only when set and
+        compression only when known: a stack exported before either existed
+        previews no change."""
+        out = {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+        if not named:
+            del out["name"]
+        if not self.exactly_once:
+            del out["exactly_once"]
+        if self.compression is None:
+            del out["compression"]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> FlowDescription:
+        """The inverse of to_dict (`name`: the key of a mapping keyed by name).
+        A missing field takes its default; an unknown one, or a value of the
+        wrong kind, raises ValueError naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a flow must be an object")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        values = dict(data)
+        if name is not None:
+            values.setdefault("name", name)
+        if not isinstance(values.get("name"), str) or not values["name"]:
+            raise ValueError("name: must be a non-empty string")
+        for key in ("source", "target", "replication_policy", "separator", "compression"):
+            if key in values and values[key] is not None and not isinstance(values[key], str):
+                raise ValueError(f"{key}: must be a string")
+        for key in ("topics", "topics_exclude", "groups", "groups_exclude"):
+            if key in values:
+                if not isinstance(values[key], (list, tuple)) or not all(isinstance(p, str) for p in values[key]):
+                    raise ValueError(f"{key}: must be a list of regexes")
+                values[key] = tuple(values[key])
+        for key in ("sync_topic_configs", "checkpoints", "exactly_once"):
+            if key in values and not isinstance(values[key], bool):
+                raise ValueError(f"{key}: must be true or false")
+        return cls(**{"source": None, "target": None, **values})

@@ -68,7 +68,7 @@ def returning_copy(flows: Sequence, cycle: tuple[str, ...]) -> ReturningCopy | N
     """The first example topic whose copies come back round `cycle`, trying each
     starting cluster and each flow's example names; None when none can."""
     indexes = cycle_flows(flows, cycle)
-    ring = [FlowSelection.of(flows[i]) for i in indexes]
+    ring = [flows[i].selection() for i in indexes]
     if len(ring) != len(cycle):  # duplicate flows of a pair are refused elsewhere
         return None
     for k in range(len(ring)):

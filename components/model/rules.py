@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 from mirrorstack.mm2.connector_keys import FLOW_KEYS
 from mirrorstack.mm2.connectors import OWNER_KEY, connector_names
-from mirrorstack.mm2.flows import FlowSelection
 from mirrorstack.model.capabilities import capabilities, offering
 from mirrorstack.model.cycles import cycle_flows, returning_copy, simple_cycles
 from mirrorstack.model.expansion import FlowOrigin
@@ -413,7 +412,7 @@ def _fullmatch_any(patterns: list[str], name: str) -> bool:
 def _replicates(f: Flow, topic: str) -> bool:
     """Whether MM2 copies `topic` from f's source (components/mm2/flows.py: the topic filter with
     the never-replicated topics, internal topics, heartbeats, cycles)."""
-    return FlowSelection.of(f).selects(topic)
+    return f.selection().selects(topic)
 
 
 def _forwarding_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:

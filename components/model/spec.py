@@ -17,7 +17,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Validatio
 from pydantic_core import PydanticCustomError
 
 from mirrorstack.mm2.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
-from mirrorstack.mm2.flows import FlowSelection
+from mirrorstack.mm2.flows import FlowDescription, FlowSelection
 from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
@@ -517,6 +517,19 @@ class Flow(_Model):
         given = self.connector_names.by_kind() if self.connector_names else {}
         return given.get(kind) or connector_name(self.name, KINDS[kind])
 
+    def description(self) -> FlowDescription:
+        """The flow as every other side takes it (mirrorstack.mm2.flows.FlowDescription)."""
+        return FlowDescription(
+            name=self.name, source=self.source, target=self.target, topics=tuple(self.topics),
+            topics_exclude=tuple(self.topics_exclude), groups=tuple(self.groups),
+            groups_exclude=tuple(self.groups_exclude), replication_policy=self.replication_policy,
+            separator=self.separator, sync_topic_configs=self.sync_topic_configs, checkpoints=self.checkpoints,
+            compression=self.throughput.compression, exactly_once=self.exactly_once)
+
+    def selection(self) -> FlowSelection:
+        """What the flow copies and the names it gives (mirrorstack.mm2.flows.FlowSelection)."""
+        return self.description().selection()
+
 
 def _unlimited(value: Any) -> Any:
     # Pulumi drops null values from structured stack config, so a YAML `null`
@@ -794,7 +807,7 @@ class Topology(_Model):
         return sec.authorization is not False  # unset: on
 
     def remote_topic(self, flow: Flow, topic: str) -> str:
-        return FlowSelection.of(flow).remote(topic)
+        return flow.selection().remote(topic)
 
 
 def load_topology(data: Mapping) -> Topology:

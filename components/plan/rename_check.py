@@ -5,13 +5,12 @@ with nothing said. Read from the source connector's own config, so the check
 sees the clusters exactly as the connectors will."""
 from __future__ import annotations
 
-from mirrorstack.mm2.connector_keys import flow_fields
+from mirrorstack.mm2.connector_keys import flow_description
+from mirrorstack.mm2.flows import FlowDescription
 from mirrorstack.plan import replication_plan as plan
 from mirrorstack.plan.live_topics import read_names
 
 SIDES = ("source", "target")
-# What the plan needs of the flow to name its topics on the target.
-SELECTION = ("source", "target", "topics", "topics_exclude", "replication_policy", "separator")
 
 
 def _client_settings(config: dict[str, str], side: str) -> dict[str, str]:
@@ -20,8 +19,9 @@ def _client_settings(config: dict[str, str], side: str) -> dict[str, str]:
             if key.startswith(prefix) and key[len(prefix):] not in ("alias", "bootstrap.servers")}
 
 
-def _spec(config: dict[str, str]) -> dict:
-    return flow_fields(config, SELECTION)
+def _flow(config: dict[str, str]) -> FlowDescription:
+    """The flow as its source connector will run it: what the plan needs to name its topics on the target."""
+    return flow_description(config)
 
 
 def rename_problems(config: dict[str, str]) -> list[str]:
@@ -31,6 +31,6 @@ def rename_problems(config: dict[str, str]) -> list[str]:
             for side in SIDES}
     if any(found.error for found in live.values()):
         return []
-    spec = _spec(config)
-    return [plan.collision_message(name, clash, spec["target"])
-            for name, clash in plan.rename_collisions(spec, live["source"].topics, live["target"].topics)]
+    flow = _flow(config)
+    return [plan.collision_message(name, clash, flow.target)
+            for name, clash in plan.rename_collisions(flow, live["source"].topics, live["target"].topics)]

@@ -1,56 +1,58 @@
 """The replication plan: which live topics (and groups) each flow mirrors, under
 which names on the target, what a change starts or stops mirroring, and what
 looks wrong. Pure: the live topic lists come in as data (components/plan/live_topics.py
-reads them), the previous flows as the specs the stack exported last time.
+reads them), the previous flows as the descriptions the stack exported last time.
 
-Which topics and groups a flow selects and their remote names are the one
-meaning of a flow (components/mm2/flows.py FlowSelection); the plan asks it.
+Flows are mirrorstack.mm2.flows.FlowDescription; which topics and groups a flow
+selects and their remote names are the one meaning of a flow (its `selection()`).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.flows import FlowDescription
 
 MAX_TOPIC_NAME = 249  # Kafka's limit (org.apache.kafka.common.internals.Topic)
-SPEC_KEYS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude",
-             "replication_policy", "separator", "sync_topic_configs", "checkpoints")
+Flows = dict[str, FlowDescription]  # name -> flow
 
 
-def flow_spec(flow) -> dict:
-    """What decides a flow's selection and names: exported by the stack, so the
-    next preview can say what a change starts or stops mirroring."""
-    return {key: getattr(flow, key) for key in SPEC_KEYS}
+def exported(specs: Flows) -> dict[str, dict]:
+    """The stack output `replication_plan`: each flow's description keyed by its
+    name, so the next preview can say what a change starts or stops mirroring."""
+    return {name: spec.to_dict(named=False) for name, spec in specs.items()}
 
 
-def plan_spec(flow) -> dict:
-    """flow_spec and what else the plan checks (whether records go compressed)."""
-    # exactly_once only where set: a stack without it previews no change of its plan on upgrade
-    return {**flow_spec(flow), "compression": flow.throughput.compression,
-            **({"exactly_once": True} if flow.exactly_once else {})}
+def previous(output) -> Flows | None:
+    """The flows of the last deployment's `replication_plan` output (None: the
+    stack has none). A flow the output cannot describe counts as new."""
+    if output is None:
+        return None
+    flows = {}
+    for name, value in dict(output).items():
+        try:
+            flows[name] = FlowDescription.from_dict(value, name)
+        except ValueError:
+            continue
+    return flows
 
 
-def _policy(spec: dict) -> ReplicationPolicy:
-    return FlowSelection.of(spec).mm2
-
-
-def selected_topics(spec: dict, topics) -> list[str]:
+def selected_topics(spec: FlowDescription, topics) -> list[str]:
     """The topics MM2 mirrors for this flow, out of the source's topic names, as
     MirrorSourceConnector decides: never its internal topics (named with the
     flow's separator), never a topic that came from the target (a cycle),
     heartbeats topics whatever `topics` says."""
-    return FlowSelection.of(spec).selected_topics(topics)
+    return spec.selection().selected_topics(topics)
 
 
-def selected_groups(spec: dict, groups) -> list[str]:
-    if not spec.get("checkpoints", True):
+def selected_groups(spec: FlowDescription, groups) -> list[str]:
+    if not spec.checkpoints:
         return []
-    return FlowSelection.of(spec).selected_groups(groups)
+    return spec.selection().selected_groups(groups)
 
 
-def remote_name(spec: dict, topic: str) -> str:
-    return FlowSelection.of(spec).remote(topic)
+def remote_name(spec: FlowDescription, topic: str) -> str:
+    return spec.selection().remote(topic)
 
 
 def _collision(name: str, existing) -> str | None:
@@ -60,14 +62,13 @@ def _collision(name: str, existing) -> str | None:
     return next((t for t in existing if t != name and t.replace(".", "_") == key), None)
 
 
-def rename_collisions(spec: dict, source_topics, target_topics) -> list[tuple[str, str]]:
+def rename_collisions(spec: FlowDescription, source_topics, target_topics) -> list[tuple[str, str]]:
     """(new name, existing topic) for every topic a renamed flow would write on its
     target, remote and internal (checkpoints, offset syncs), that Kafka refuses
     beside an existing one: a separator swapping '.' and '_' collides with the
     flow's own old topics."""
-    policy = _policy(spec)
     names = [remote_name(spec, t) for t in selected_topics(spec, source_topics)]
-    names += [policy.checkpoints_topic(spec["source"]), policy.offset_syncs_topic(spec["source"])]
+    names += [spec.checkpoints_topic(), spec.offset_syncs_topic()]
     return [(name, clash) for name in names if (clash := _collision(name, target_topics))]
 
 
@@ -85,9 +86,9 @@ def collision_message(name: str, clash: str, target: str) -> str:
             f"consumer reads it), or choose a separator that does not swap '.' and '_'")
 
 
-def renames(old: dict | None, spec: dict) -> bool:
+def renames(old: FlowDescription | None, spec: FlowDescription) -> bool:
     """Whether a deployed flow's change renames what it writes."""
-    return old is not None and any(old.get(k) != spec.get(k) for k in ("replication_policy", "separator"))
+    return spec.renames(old)
 
 
 @dataclass
@@ -120,44 +121,44 @@ class FlowPlan:
     unchecked: str | None = None
 
 
-def _identity_feeds(specs: dict[str, dict], live: dict[str, Live]) -> dict[tuple[str, str], list[str]]:
+def _identity_feeds(specs: Flows, live: dict[str, Live]) -> dict[tuple[str, str], list[str]]:
     """(target, topic) → the identity flows of this stack that write it."""
     feeds: dict[tuple[str, str], list[str]] = {}
     for name, spec in specs.items():
-        src = live.get(spec["source"])
-        if spec["replication_policy"] == "identity" and src and src.error is None:
+        src = live.get(spec.source)
+        if spec.replication_policy == "identity" and src and src.error is None:
             for topic in selected_topics(spec, src.topics):
-                feeds.setdefault((spec["target"], topic), []).append(name)
+                feeds.setdefault((spec.target, topic), []).append(name)
     return feeds
 
 
-def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
+def flow_plan(name: str, spec: FlowDescription, old: FlowDescription | None, live: dict[str, Live],
               previous_remotes: set[tuple[str, str]], feeds: dict[tuple[str, str], list[str]]) -> FlowPlan:
     """One flow's plan. `old`: its spec at the last deployment (None: a new flow);
     `previous_remotes`: (target, topic) this stack's flows wrote last time."""
     plan = FlowPlan(name)
-    source, target = live.get(spec["source"]), live.get(spec["target"])
+    source, target = live.get(spec.source), live.get(spec.target)
     if source is not None and source.created:  # nothing to select from yet; a created target alone is just empty
-        new = [a for a, c in ((spec["source"], source), (spec["target"], target)) if c is not None and c.created]
+        new = [a for a, c in ((spec.source, source), (spec.target, target)) if c is not None and c.created]
         plan.unchecked = f"{', '.join(new)}: created by this update, nothing to check yet"
         return plan
     if source is None or source.error is not None:
-        plan.unchecked = (f"{spec['source']}: not reachable from here, plan not checked"
+        plan.unchecked = (f"{spec.source}: not reachable from here, plan not checked"
                           + (f" ({source.error})" if source and source.error else ""))
         if old is None:
             plan.warnings.append("new flow (its topics are not checked)")
-        elif changed := [k for k in SPEC_KEYS if old.get(k) != spec.get(k)]:
+        elif changed := spec.changes(old):
             plan.warnings.append(f"changed: {', '.join(changed)} (which topics that moves is not checked)")
         if renames(old, spec):
             plan.warnings.append(RENAME_WARNING)
         return plan
     now = selected_topics(spec, source.topics)
     before = selected_topics(old, source.topics) if old is not None else []
-    for pattern in spec["topics"]:
+    for pattern in spec.topics:
         if not any(re.fullmatch(pattern, t) for t in now):
             excluded = [t for t in source.topics if re.fullmatch(pattern, t)]
             plan.warnings.append(f"topics {pattern!r} matches only excluded topics ({', '.join(excluded[:3])})"
-                                 if excluded else f"topics {pattern!r} matches no topic on {spec['source']}")
+                                 if excluded else f"topics {pattern!r} matches no topic on {spec.source}")
     for topic in sorted({*now, *before}):
         mark = "+" if topic not in before else "-" if topic not in now else " "
         remote = remote_name(spec if topic in now else old, topic)
@@ -165,18 +166,18 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
         if mark == " " and (was := remote_name(old, topic)) != remote:
             mark, note = "~", f"renamed from {was}: copied again from the start; {was} stays"
             if target and target.error is None and (clash := _collision(remote, target.topics)):
-                plan.warnings.append(collision_message(remote, clash, spec["target"]))
+                plan.warnings.append(collision_message(remote, clash, spec.target))
         if topic in now:
-            merged = feeds.get((spec["target"], remote), [])
+            merged = feeds.get((spec.target, remote), [])
             if len(merged) > 1:
                 note = _join(note, f"merged with {', '.join(n for n in merged if n != name)}")
-                if spec["sync_topic_configs"]:
+                if spec.sync_topic_configs:
                     plan.warnings.append(f"{remote}: identity merge with sync_topic_configs on: each source "
                                          "overwrites the merged topic's config")
-            if spec["replication_policy"] == "identity" and target and target.error is None \
-                    and remote in target.topics and (spec["target"], remote) not in previous_remotes:
+            if spec.replication_policy == "identity" and target and target.error is None \
+                    and remote in target.topics and (spec.target, remote) not in previous_remotes:
                 note = _join(note, "exists on target")
-                plan.warnings.append(f"{remote}: exists on {spec['target']} and is not fed by this stack's "
+                plan.warnings.append(f"{remote}: exists on {spec.target} and is not fed by this stack's "
                                      "flows: other producers write into the merged topic")
             if len(remote) > MAX_TOPIC_NAME:
                 plan.warnings.append(f"{remote[:40]}...: {len(remote)} characters, over Kafka's "
@@ -185,8 +186,8 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
                 plan.warnings.append(warning)
         plan.rows.append((mark, topic, remote, note))
     if not now:
-        plan.warnings.append(f"selects no topic on {spec['source']}")
-    elif spec.get("compression") == "none":
+        plan.warnings.append(f"selects no topic on {spec.source}")
+    elif spec.compression == "none":
         plan.warnings.append("compression none: records go to the target uncompressed, so a record the source "
                              "stored compressed that is larger, whole, than the remote topic's max.message.bytes "
                              "stops the flow; fix: throughput.compression zstd (the default)")
@@ -199,24 +200,24 @@ def flow_plan(name: str, spec: dict, old: dict | None, live: dict[str, Live],
     return plan
 
 
-def _size_warning(spec: dict, topic: str, remote: str, source: Live, target: Live) -> str | None:
+def _size_warning(spec: FlowDescription, topic: str, remote: str, source: Live, target: Live) -> str | None:
     """Where the remote topic takes smaller batches than the source topic: a record
     the source took can then stop the flow (the target refuses it, the task dies)."""
     takes = source.limit(topic)
-    if spec.get("sync_topic_configs") and topic in source.limits:
+    if spec.sync_topic_configs and topic in source.limits:
         gets = source.limits[topic]  # MM2 copies a limit set on the source topic
     else:
         gets = target.limit(remote)
     if takes is None or gets is None:
         return None
-    fix = (f"fix: set max.message.bytes={takes} on {remote} (or message.max.bytes on {spec['target']}'s brokers)")
+    fix = (f"fix: set max.message.bytes={takes} on {remote} (or message.max.bytes on {spec.target}'s brokers)")
     if gets < takes:
         # Measured (issue 46): 20 duplicates after 4 restarts, and the large record out of order after the fix.
-        resend = ("" if spec.get("exactly_once") else
+        resend = ("" if spec.exactly_once else
                   "; until then each restart re-writes the records sent after the last committed offset "
                   "(duplicates), and once it passes, the large record lands after records that followed it")
-        return (f"{remote}: takes batches up to {gets} bytes on {spec['target']}, {topic} up to {takes} on "
-                f"{spec['source']}: a larger record stops the flow{resend}; {fix}")
+        return (f"{remote}: takes batches up to {gets} bytes on {spec.target}, {topic} up to {takes} on "
+                f"{spec.source}: a larger record stops the flow{resend}; {fix}")
     return None
 
 
@@ -224,16 +225,16 @@ def _join(a: str, b: str) -> str:
     return f"{a}, {b}" if a else b
 
 
-def build(specs: dict[str, dict], olds: dict[str, dict] | None, live: dict[str, Live]) -> list[FlowPlan]:
+def build(specs: Flows, olds: Flows | None, live: dict[str, Live]) -> list[FlowPlan]:
     """Every flow's plan; `olds` None when the stack has no previous plan (then
     nothing is marked as starting: there is no before to compare with)."""
     first = olds is None
     olds = olds or {}
     previous_remotes = set()
     for spec in olds.values():
-        src = live.get(spec["source"])
+        src = live.get(spec.source)
         if src and src.error is None:
-            previous_remotes |= {(spec["target"], remote_name(spec, t)) for t in selected_topics(spec, src.topics)}
+            previous_remotes |= {(spec.target, remote_name(spec, t)) for t in selected_topics(spec, src.topics)}
     feeds = _identity_feeds(specs, live)
     plans = [flow_plan(name, spec, spec if first else olds.get(name), live, previous_remotes, feeds) for name, spec in specs.items()]
     for name in olds.keys() - specs.keys():

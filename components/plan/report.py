@@ -1,6 +1,6 @@
 """Prints the replication plan (components/plan/replication_plan.py) on every preview and
 up, as an info line of the topology: `pulumi preview --diff` shows it under
-Diagnostics, so the pull-request comment carries it. The flows' specs are
+Diagnostics, so the pull-request comment carries it. The flows' descriptions are
 exported (`replication_plan`) so the next preview can say what changed.
 
 Clusters this update creates are not asked (they have no topics yet and do not
@@ -27,16 +27,16 @@ def read_clusters(servers: dict[str, str], client_settings: dict[str, dict], cre
 
 def report_plan(topology, clusters, previous: pulumi.Output, resource: pulumi.Resource,
                 created: pulumi.Input[list[str]] | None = None) -> dict:
-    """Logs the plan once the clusters' addresses are known; returns the specs to export.
+    """Logs the plan once the clusters' addresses are known; returns the flows to export.
     `created`: the aliases of clusters this update creates (mirrorstack.stack_history.new_clusters)."""
-    specs = {flow.name: plan.plan_spec(flow) for flow in topology.flows}
-    aliases = sorted({a for s in specs.values() for a in (s["source"], s["target"])})
+    specs = {flow.name: flow.description() for flow in topology.flows}
+    aliases = sorted({a for s in specs.values() for a in (s.source, s.target)})
 
     def show(args):
         old, new, *servers = args
         live = read_clusters(dict(zip(aliases, servers)), {a: clusters[a].client_settings for a in aliases}, new)
-        pulumi.log.info(plan.render(plan.build(specs, old, live)), resource=resource)
+        pulumi.log.info(plan.render(plan.build(specs, plan.previous(old), live)), resource=resource)
 
     if specs:
         pulumi.Output.all(previous, created or [], *[clusters[a].bootstrap_servers for a in aliases]).apply(show)
-    return specs
+    return plan.exported(specs)

@@ -1,24 +1,14 @@
 """The Spark validation job's input (spark/validate_replication.py `--config`)
 for a topology's validated flows, and the stack output made from its report.
 
-Pure: no pulumi. Flows pass their own topic and group regexes; the job resolves
-them against the source's topics when it runs.
+Pure: no pulumi. Each flow crosses as its description (FlowDescription.to_dict:
+its own topic and group regexes, which the job resolves against the source's
+topics when it runs, and from which it names MM2's internal topics), beside
+what only the job needs: where the clusters are and how to reach them.
 """
 from __future__ import annotations
 
 from typing import Any
-
-from mirrorstack.mm2.flows import FlowSelection, ReplicationPolicy
-
-
-def mm2_policy(flow) -> ReplicationPolicy:
-    """The flow's MM2 replication policy: every name MM2 gives (remote topics, its internal topics)."""
-    return FlowSelection.of(flow).mm2
-
-
-def checkpoints_topic(flow) -> str:
-    """MM2's checkpoints of a flow, on its target: `<source><sep>checkpoints<sep>internal`."""
-    return mm2_policy(flow).checkpoints_topic(flow.source)
 
 
 def validation_job_config(topology, servers: dict[str, str],
@@ -35,13 +25,11 @@ def validation_job_config(topology, servers: dict[str, str],
     eos_merge_targets = {f.target for f in validated if f.exactly_once and f.replication_policy == "identity"}
     flows = []
     for flow in validated:
+        # The job names the flow's checkpoints and offset syncs (evidence of records purged
+        # before copied) from the description, and leaves out what MM2 leaves out.
         entry: dict[str, Any] = {
-            "name": flow.name, "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target],
-            "source_alias": flow.source, "target_alias": flow.target, "policy": flow.replication_policy,
-            "separator": flow.separator, "topic_patterns": list(flow.topics)}
-        selection = FlowSelection.of(flow)
-        entry["topics_exclude"] = list(selection.all_topics_exclude)  # what MM2 leaves out (Connect's storage topics too)
-        entry["offset_syncs_topic"] = offset_syncs_topic(flow)  # evidence of records purged before copied
+            "flow": flow.description().to_dict(),
+            "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target]}
         for side in ("source", "target"):
             if clients.get(getattr(flow, side)):
                 entry[f"{side}_client"] = dict(clients[getattr(flow, side)])
@@ -49,9 +37,6 @@ def validation_job_config(topology, servers: dict[str, str],
             # Records of aborted transactions on the target were never replicated records.
             entry["target_client"] = {**entry.get("target_client", {}), "isolation.level": "read_committed"}
         if flow.checkpoints:
-            entry["checkpoints_topic"] = checkpoints_topic(flow)
-            entry["groups"] = list(flow.groups)
-            entry["groups_exclude"] = list(selection.all_groups_exclude)
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
         flows.append(entry)
@@ -59,13 +44,6 @@ def validation_job_config(topology, servers: dict[str, str],
             "min_records": settings.min_records,
             # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
             "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
-
-
-def offset_syncs_topic(flow) -> str:
-    """MM2's offset-syncs topic of a flow: on the target (mirror.py sets
-    offset-syncs.topic.location=target), named after the source alias, with the
-    flow's separator (replication.policy.internal.topic.separator.enabled)."""
-    return mm2_policy(flow).offset_syncs_topic(flow.source)
 
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -13,10 +13,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-from mirrorstack.plan import replication_plan as plan
 from mirrorstack.failover.rules import render_report
 from mirrorstack.mirror.connectors import mirror_connector_configs
-from mirrorstack.validation.job_config import offset_syncs_topic
 from mirrorstack.failover.procedure import Cluster, GateFailed, Switch, run_switch
 from mirrorstack.connect.api import ConnectClient, summarize
 from mirrorstack.model.spec import Flow
@@ -65,9 +63,7 @@ class Site:
         return self.kafka[alias].bootstrap_servers
 
     def flow_spec(self, flow: Flow) -> dict:
-        return {**plan.flow_spec(flow), "name": flow.name,
-                "checkpoints_topic": f"{flow.source}.checkpoints.internal",
-                "offset_syncs_topic": offset_syncs_topic(flow),
+        return {"description": flow.description().to_dict(),
                 "connectors": {"source": flow.connector_name("source"),
                                "checkpoint": flow.connector_name("checkpoint"), "heartbeat": None},
                 "connect": {"connect_url": self.connect.rest_url, "connect_urls": None, "connect_auth": None,

@@ -35,7 +35,6 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorstack import toolchain
 from mirrorstack.mirror.connectors import mirror_connector_configs
-from mirrorstack.validation.job_config import offset_syncs_topic
 from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.mirror.provider import MirrorMaker2Provider
 from mirrorstack.model.spec import load_topology
@@ -813,7 +812,7 @@ def test_records_purged_at_the_source_while_the_flow_is_paused_are_reported_exac
                                "timeout_seconds": "120", "restart_trigger": ""})
     try:
         remote = f"vjpsrc.{topic}"
-        syncs_topic = offset_syncs_topic(flow)
+        syncs_topic = flow.description().offset_syncs_topic()
         _wait_for_end(b, remote, {0: 30, 1: 30})
         _set_connector(connect_b.rest_url, source_connector, "pause", "PAUSED")
         # The paused task's consumer may still have a fetch at the broker (sent at its last

@@ -17,6 +17,7 @@ import mirrorstack.failover
 from mirrorstack import topology as topology_module
 from mirrorstack.failover.switch import FailoverSwitchProvider, SwitchRefused, describe, switch_spec
 from mirrorstack.model.spec import TopologyError, load_topology
+from mirrorstack.mm2.flows import FlowDescription
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.topology import ReplicationTopology
@@ -227,11 +228,13 @@ def test_one_switch_with_the_pairs_flows_and_both_sides(tmp_path, monkeypatch):
     assert set(props["clusters"]) == {"primary", "standby"}
     assert all(c["bootstrap"].startswith("127.0.0.1:") for c in props["clusters"].values())
     forward, reverse = props["forward"], props["reverse"]
-    assert (forward["name"], forward["source"], forward["target"]) == ("primary->standby", "primary", "standby")
-    assert (reverse["name"], reverse["source"], reverse["target"]) == ("standby->primary", "standby", "primary")
-    assert forward["checkpoints_topic"] == "primary.checkpoints.internal"
-    assert forward["offset_syncs_topic"] == "mm2-offset-syncs.primary.internal"
-    assert reverse["checkpoints_topic"] == "standby.checkpoints.internal"
+    # each flow as its description: what the switch reads its internal topics' names from
+    there, back = (FlowDescription.from_dict(p["description"]) for p in (forward, reverse))
+    assert (there.name, there.source, there.target) == ("primary->standby", "primary", "standby")
+    assert (back.name, back.source, back.target) == ("standby->primary", "standby", "primary")
+    assert there.checkpoints_topic() == "primary.checkpoints.internal"
+    assert there.offset_syncs_topic() == "mm2-offset-syncs.primary.internal"
+    assert back.checkpoints_topic() == "standby.checkpoints.internal"
     assert forward["connectors"] == {"source": "primary->standby.MirrorSourceConnector",
                                      "checkpoint": "primary->standby.MirrorCheckpointConnector",
                                      "heartbeat": "primary->standby.MirrorHeartbeatConnector"}
@@ -284,15 +287,12 @@ def test_a_secured_rest_api_reaches_the_switch_only_as_a_secret(tmp_path, monkey
 # ---------------------------------------------------------------- provider logic (run_switch faked)
 
 def props(active: str = "primary", **changes) -> dict:
-    flow = {"name": "primary->standby", "source": "primary", "target": "standby", "topics": [".*"],
-            "topics_exclude": [], "groups": [".*"], "groups_exclude": [], "replication_policy": "default",
-            "separator": ".", "sync_topic_configs": True, "checkpoints": True,
-            "checkpoints_topic": "primary.checkpoints.internal", "offset_syncs_topic": "mm2-offset-syncs.primary.internal",
+    described = FlowDescription("primary->standby", "primary", "standby")
+    flow = {"description": described.to_dict(),
             "connectors": {"source": "primary->standby.MirrorSourceConnector",
                            "checkpoint": "primary->standby.MirrorCheckpointConnector"},  # heartbeat None: dropped
             "connect_name": "standby", "connect": {"connect_url": "http://127.0.0.1:8083"}}
-    back = {**flow, "name": "standby->primary", "source": "standby", "target": "primary",
-            "checkpoints_topic": "standby.checkpoints.internal", "offset_syncs_topic": "mm2-offset-syncs.standby.internal",
+    back = {**flow, "description": FlowDescription("standby->primary", "standby", "primary").to_dict(),
             "connectors": {"source": "standby->primary.MirrorSourceConnector",
                            "checkpoint": "standby->primary.MirrorCheckpointConnector",
                            "heartbeat": "standby->primary.MirrorHeartbeatConnector"}}
@@ -353,7 +353,8 @@ def test_failover_runs_the_switch_with_the_forward_flow(switches, capsys):
     result = FailoverSwitchProvider().update("id", props(), props("standby"))
     [spec] = switches
     assert (spec["from"], spec["to"], spec["mode"]) == ("primary", "standby", "planned")
-    assert spec["flow"]["name"] == "primary->standby" and spec["back_flow"]["name"] == "standby->primary"
+    assert spec["flow"]["description"]["name"] == "primary->standby"
+    assert spec["back_flow"]["description"]["name"] == "standby->primary"
     assert spec["flow"]["connectors"] == {"source": "primary->standby.MirrorSourceConnector",
                                           "checkpoint": "primary->standby.MirrorCheckpointConnector",
                                           "heartbeat": None}
@@ -377,7 +378,8 @@ def test_failback_runs_the_switch_with_the_reverse_flow(switches):
     FailoverSwitchProvider().update("id", props("standby"), props("primary", groups=["app-.*"]))
     [spec] = switches
     assert (spec["from"], spec["to"]) == ("standby", "primary")
-    assert spec["flow"]["name"] == "standby->primary" and spec["back_flow"]["name"] == "primary->standby"
+    assert spec["flow"]["description"]["name"] == "standby->primary"
+    assert spec["back_flow"]["description"]["name"] == "primary->standby"
     assert spec["groups"] == ["app-.*"]
 
 

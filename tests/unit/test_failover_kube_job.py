@@ -29,7 +29,7 @@ RUNNER = {"kind": "kubernetes-job", "namespace": "mirrorstack-dr", "context": No
 PASSWORD = "rest-Pa55-word"
 SPEC = {"from": "primary", "to": "standby", "mode": "planned",
         "clusters": {"primary": {"bootstrap": "primary-broker-0.mirrorstack-dr.svc.cluster.local:9092", "client": {}}},
-        "flow": {"name": "primary->standby", "connect": {
+        "flow": {"description": {"name": "primary->standby", "source": "primary", "target": "standby"}, "connect": {
             "connect_url": "kube://mirrorstack-dr/service/connect-standby-0:8083?context=prod",
             "connect_urls": ["kube://mirrorstack-dr/service/connect-standby-0:8083?context=prod",
                              "kube://mirrorstack-dr/service/connect-standby-1:8083"],
@@ -109,7 +109,7 @@ def test_the_switch_runs_as_a_job_when_the_props_carry_a_runner(monkeypatch):
     monkeypatch.setattr(procedure, "run_switch", lambda spec, progress: pytest.fail("ran in the program"))
     monkeypatch.setattr(kube_job, "run_switch_job", lambda spec, runner, progress: ran.append(runner) or {
         "from": spec["from"], "to": spec["to"], "mode": "planned", "at": "2026-11-27T04:00:00+00:00", "gate": None, "notes": [], "groups": {}})
-    flow = {"name": "primary->standby", "source": "primary", "target": "standby", "topics": [".*"],
+    flow = {"description": {"name": "primary->standby", "source": "primary", "target": "standby", "topics": [".*"]},
             "connectors": {"source": "s"}, "connect_name": "standby",
             "connect": {"connect_url": "kube://mirrorstack-dr/service/connect-standby-0:8083"}}
     olds = {"primary": "primary", "standby": "standby", "active": "primary", "forward": flow, "runner": RUNNER}

@@ -3,12 +3,14 @@ translation, report arithmetic, rendering."""
 from __future__ import annotations
 
 from mirrorstack.failover import rules as f
+from mirrorstack.mm2.flows import FlowDescription
 
 
-def _flow(source="primary", target="standby", **kw) -> dict:
-    return {"name": f"{source}->{target}", "source": source, "target": target, "topics": [".*"],
-            "topics_exclude": [], "groups": [".*"], "groups_exclude": [], "replication_policy": "default",
-            "separator": ".", "sync_topic_configs": True, "checkpoints": True, **kw}
+def _flow(source="primary", target="standby", **kw) -> FlowDescription:
+    return FlowDescription.from_dict({
+        "name": f"{source}->{target}", "source": source, "target": target, "topics": [".*"],
+        "topics_exclude": [], "groups": [".*"], "groups_exclude": [], "replication_policy": "default",
+        "separator": ".", "sync_topic_configs": True, "checkpoints": True, **kw})
 
 
 FORWARD, REVERSE = _flow(), _flow("standby", "primary")

@@ -10,7 +10,7 @@ import pytest
 
 from mirrorstack.model.rules import _replicates
 from mirrorstack.model.spec import load_topology
-from mirrorstack.plan.replication_plan import flow_spec, remote_name, selected_topics
+from mirrorstack.plan.replication_plan import remote_name, selected_topics
 from mirrorstack.validation.job_config import validation_job_config
 from mirrorstack.spark.config import parse_config
 
@@ -53,7 +53,7 @@ def _flow(policy: str, separator: str, topics: list[str], excludes: list[str]):
 @pytest.mark.parametrize("policy", ["default", "identity"])
 def test_model_plan_and_job_agree_on_what_a_flow_copies_and_the_names(policy, separator, selection):
     topology, flow = _flow(policy, separator, *SELECTIONS[selection])
-    spec = flow_spec(flow)
+    spec = flow.description()
     (job_flow,) = parse_config(validation_job_config(topology, {"us": "us:9092", "central": "central:9092"})).flows
     disagreements = []
     for topic in TOPICS:
@@ -74,12 +74,12 @@ def test_model_plan_and_job_agree_on_what_a_flow_copies_and_the_names(policy, se
 def test_the_table_covers_both_answers_and_every_kind_of_topic():
     """A table where every side says no proves nothing: each kind is copied somewhere and left out somewhere."""
     _, flow = _flow("default", ".", [".*"], [])
-    spec = flow_spec(flow)
+    spec = flow.description()
     copied = set(selected_topics(spec, TOPICS))
     assert {"orders", "orders_internal", "heartbeats", "eu.heartbeats", "eu.orders"} <= copied
     assert not copied & {"orders.internal", "__consumer_offsets", "connect-configs", "mirrorstack-core-status",
                          "us.checkpoints.internal", "mm2-offset-syncs.us.internal", "central.orders",
                          "central.heartbeats"}
     _, identity = _flow("identity", "_", [".*"], [])
-    assert "central_orders" in selected_topics(flow_spec(identity), TOPICS)  # identity: no cycle to see by name
-    assert "mm2-offset-syncs_us_internal" not in selected_topics(flow_spec(identity), TOPICS)
+    assert "central_orders" in selected_topics(identity.description(), TOPICS)  # identity: no cycle to see by name
+    assert "mm2-offset-syncs_us_internal" not in selected_topics(identity.description(), TOPICS)

@@ -1,4 +1,4 @@
-"""The rename check reads a flow's selection and clients from its source connector's config."""
+"""The rename check reads a flow's description and clients from its source connector's config."""
 from mirrorstack.plan import rename_check
 from mirrorstack.mirror.connectors import mirror_connector_configs
 from mirrorstack.model.spec import load_topology
@@ -13,9 +13,9 @@ def test_the_spec_and_clients_come_from_the_source_connectors_config():
                                       target_bootstrap="central:9092",
                                       source_client={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
     config = config[flow.connector_name("source")]
-    spec = rename_check._spec(config)
-    assert (spec["source"], spec["target"], spec["topics"], spec["replication_policy"], spec["separator"]) == \
+    spec = rename_check._flow(config)
+    assert (spec.source, spec.target, list(spec.topics), spec.replication_policy, spec.separator) == \
         ("us", "central", ["orders", "clicks.*"], "identity", "_")
-    assert "__.*" in spec["topics_exclude"]
+    assert "__.*" in spec.topics_exclude
     assert rename_check._client_settings(config, "source") == {"security.protocol": "SASL_SSL",
                                                                "sasl.mechanism": "PLAIN"}

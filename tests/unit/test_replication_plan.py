@@ -4,18 +4,21 @@ warnings, and the rendering a reviewer reads; and which clusters a preview asks
 (not those the update creates)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 import pytest
 
+from mirrorstack.mm2.flows import FlowDescription
 from mirrorstack.plan import replication_plan as plan
 from mirrorstack.plan.replication_plan import Live
 
 
-def spec(**kw) -> dict:
+def spec(**kw) -> FlowDescription:
     base = {"source": "us", "target": "central", "topics": ["orders.*"], "topics_exclude": [],
             "groups": [".*"], "groups_exclude": [], "replication_policy": "default", "separator": ".",
             "sync_topic_configs": True, "checkpoints": True}
-    return {**base, **kw}
+    return FlowDescription.from_dict({**base, **kw}, name="us->central")
 
 
 US = Live(topics=["orders", "orders-eu", "xorders", "__consumer_offsets", "orders.internal",
@@ -110,7 +113,7 @@ def test_identity_merges_warn_about_other_producers_config_sync_and_long_names()
     # Fed by this stack last time: the merged topic is this stack's own, no warning about other producers.
     again = plan.build(specs, specs, live)
     assert not any("not fed by this stack" in w for p in again for w in p.warnings)
-    quiet = {n: {**s, "sync_topic_configs": False} for n, s in specs.items()}
+    quiet = {n: dataclasses.replace(s, sync_topic_configs=False) for n, s in specs.items()}
     assert not any("sync_topic_configs" in w for p in plan.build(quiet, specs, live) for w in p.warnings)
 
 
@@ -129,8 +132,13 @@ def test_a_removed_flow_is_named():
 
 def test_flow_spec_reads_the_model():
     from mirrorstack.model.spec import Flow
-    s = plan.flow_spec(Flow(source="us", target="central", topics=["a"]))
-    assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == set(plan.SPEC_KEYS)
+    s = plan.exported({"us->central": Flow(source="us", target="central", topics=["a"]).description()})["us->central"]
+    assert s["topics"] == ["a"] and s["replication_policy"] == "default" and set(s) == {
+        "source", "target", "topics", "topics_exclude", "groups", "groups_exclude", "replication_policy",
+        "separator", "sync_topic_configs", "checkpoints", "compression"}
+    # read back as the next preview reads it (exactly_once only where set)
+    assert plan.previous({"us->central": s})["us->central"] == Flow(source="us", target="central",
+                                                                     topics=["a"]).description()
 
 
 def test_the_live_read_names_a_cluster_it_cannot_read():

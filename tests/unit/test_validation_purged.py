@@ -3,7 +3,7 @@ format and the gap arithmetic over offset syncs (components/mm2/records.py, spar
 No Spark, no Kafka: the real flow is in tests/integration/test_validation_job.py."""
 import pytest
 
-from mirrorstack.validation.job_config import offset_syncs_topic, validation_job_config, validation_summary
+from mirrorstack.validation.job_config import validation_job_config, validation_summary
 from mirrorstack.model.spec import load_topology
 from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config
 from mirrorstack.mm2.records import decode_offset_sync, encode_offset_sync
@@ -89,10 +89,10 @@ def test_the_job_config_names_the_flows_offset_syncs_topic_and_the_stack_output_
                                         {"source": "central", "target": "us", "topics": ["x"], "separator": "_"}],
                               "validation": {"tolerance": {"purged": 5}}})
     config = validation_job_config(topology, {"us": "u:9092", "central": "c:9092"})
-    assert [f["offset_syncs_topic"] for f in config["flows"]] == ["mm2-offset-syncs.us.internal",
-                                                                 "mm2-offset-syncs_central_internal"]
+    assert [f.offset_syncs_topic for f in parse_config(config).flows] == ["mm2-offset-syncs.us.internal",
+                                                                         "mm2-offset-syncs_central_internal"]
     assert config["tolerance"]["purged"] == 5
-    assert offset_syncs_topic(topology.flows[0]) == "mm2-offset-syncs.us.internal"
+    assert topology.flows[0].description().offset_syncs_topic() == "mm2-offset-syncs.us.internal"
     report = {"status": "failed", "passed": False, "failures": ["x"], "duration_seconds": 1.0, "groups": [],
               "flows": [{"name": "us->central", "topics": [
                   {"topic": "orders", "source_records": 10, "matched": 10, "missing": 0, "in_flight": 0,

@@ -5,6 +5,7 @@ tests/integration/test_validation_resource.py."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -16,6 +17,7 @@ import kubernetes_validate
 import pytest
 
 from mirrorstack.mm2.flows import CONNECT_STORAGE_TOPICS, DEFAULT_TOPICS_EXCLUDE, NEVER_REPLICATED_GROUPS
+from mirrorstack.spark.config import BadInput, parse_config
 
 from mirrorstack import toolchain
 from mirrorstack.validation.job_config import validation_job_config, validation_summary
@@ -45,14 +47,23 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     config = validation_job_config(topology(wait_seconds=30, tolerance={"duplicates": 5}), SERVERS,
                                    {"us": {"security.protocol": "SSL"}})
     us, uk = config["flows"]
-    assert us == {"name": "us->central", "source_bootstrap": "us:9092", "target_bootstrap": "central:9092",
-                  "source_alias": "us", "target_alias": "central", "policy": "identity", "separator": ".",
-                  "topic_patterns": ["orders", "clicks.*"],
-                  "topics_exclude": [*DEFAULT_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
-                  "source_client": {"security.protocol": "SSL"}, "checkpoints_topic": "us.checkpoints.internal",
-                  "groups": [".*"], "groups_exclude": list(NEVER_REPLICATED_GROUPS), "groups_required": False,
-                  "offset_syncs_topic": "mm2-offset-syncs.us.internal"}
-    assert uk["checkpoints_topic"] == "uk.checkpoints.internal" and "source_client" not in uk
+    # The flow crosses as its description, beside what only the job needs.
+    (flow,) = load_topology({"clusters": {"us": {}, "central": {}}, "flows": [{
+        "source": "us", "target": "central", "topics": ["orders", "clicks.*"], "topics_exclude": ["clicks\\.tmp"],
+        "replication_policy": "identity"}]}).flows
+    assert us == {"flow": flow.description().to_dict(), "source_bootstrap": "us:9092",
+                  "target_bootstrap": "central:9092", "source_client": {"security.protocol": "SSL"},
+                  "groups_required": False}
+    # What the job reads from it: the patterns, what MM2 leaves out, the checkpoints and offset syncs.
+    job_us, job_uk = parse_config(config).flows
+    assert (job_us.name, job_us.source_bootstrap, job_us.target_bootstrap, job_us.source_alias,
+            job_us.target_alias, job_us.policy, job_us.separator, job_us.topic_patterns, job_us.topics_exclude,
+            job_us.source_client, job_us.checkpoints_topic, job_us.groups, job_us.groups_exclude,
+            job_us.groups_required, job_us.offset_syncs_topic) == (
+        "us->central", "us:9092", "central:9092", "us", "central", "identity", ".", ("orders", "clicks.*"),
+        (*DEFAULT_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"), {"security.protocol": "SSL"},
+        "us.checkpoints.internal", (".*",), NEVER_REPLICATED_GROUPS, False, "mm2-offset-syncs.us.internal")
+    assert job_uk.checkpoints_topic == "uk.checkpoints.internal" and "source_client" not in uk
     assert config["wait_seconds"] == 30
     # the default window: the last hour of records; no minimum
     assert (config["window_seconds"], config["min_records"]) == (3600, 0)
@@ -60,6 +71,40 @@ def test_job_config_carries_each_flows_own_patterns_and_checkpoints():
     # (in_flight's default is bounded by the rate the targets took records during the wait)
     assert config["tolerance"] == {"missing": 0, "duplicates": 5, "extras": 0, "out_of_order": 0,
                                    "in_flight": "wait-rate", "lost": 0, "purged": 0}
+
+
+def test_a_running_stacks_flat_config_is_still_read_as_the_same_flows():
+    """A stack deployed before flows crossed as descriptions keeps its job's flat config (a CronJob's
+    Secret, a Job resource's inputs): the job reads it as the same flows it reads from today's."""
+    old_shape = {"flows": [
+        {"name": f"{src}->central", "source_bootstrap": f"{src}:9092", "target_bootstrap": "central:9092",
+         "source_alias": src, "target_alias": "central", "policy": "identity", "separator": ".",
+         "topic_patterns": ["orders", "clicks.*"],
+         "topics_exclude": [*DEFAULT_TOPICS_EXCLUDE, *CONNECT_STORAGE_TOPICS, "clicks\\.tmp"],
+         **({"source_client": {"security.protocol": "SSL"}} if src == "us" else {}),
+         "checkpoints_topic": f"{src}.checkpoints.internal", "groups": [".*"],
+         "groups_exclude": list(NEVER_REPLICATED_GROUPS), "groups_required": False,
+         "offset_syncs_topic": f"mm2-offset-syncs.{src}.internal"} for src in ("us", "uk")],
+        "wait_seconds": 120}
+    new_shape = validation_job_config(topology(), SERVERS, {"us": {"security.protocol": "SSL"}})
+    assert "source_alias" not in new_shape["flows"][0]
+
+    def job_view(flow):  # the plan's compression is not the job's concern (the flat form has none)
+        return dataclasses.replace(flow, description=dataclasses.replace(flow.description, compression=None))
+    assert [job_view(f) for f in parse_config(new_shape).flows] == parse_config(old_shape).flows
+    assert parse_config(new_shape).groups == parse_config(old_shape).groups
+
+
+def test_a_described_flow_the_job_cannot_read_is_refused_naming_the_field():
+    config = validation_job_config(topology(), SERVERS)
+    config["flows"][0]["flow"]["topics"] = "orders"
+    config["flows"][1]["flow"]["policy"] = "identity"
+    with pytest.raises(BadInput) as refused:
+        parse_config(config)
+    assert refused.value.problems == ["flows[0].flow: topics: must be a list of regexes",
+                                      "flows[1].flow: unknown field(s) policy (known: name, source, target, topics, "
+                                      "topics_exclude, groups, groups_exclude, replication_policy, separator, "
+                                      "sync_topic_configs, checkpoints, compression, exactly_once)"]
 
 
 @pytest.mark.parametrize("given, sent", [("unlimited", "unlimited"), (7, 7), ("wait-rate", "wait-rate")])
@@ -90,8 +135,9 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     t = load_topology({"clusters": {"a": {}, "b": {}, "c": {}},
                        "flows": [{"source": "a", "target": "b", "checkpoints": False}, {"source": "a", "target": "c"}],
                        "validation": {"flows": ["a->b"]}})
-    (only,) = validation_job_config(t, {"a": "a:1", "b": "b:1", "c": "c:1"})["flows"]
-    assert only["name"] == "a->b" and "checkpoints_topic" not in only and "groups" not in only
+    config = validation_job_config(t, {"a": "a:1", "b": "b:1", "c": "c:1"})
+    (only,) = parse_config(config).flows
+    assert only.name == "a->b" and only.checkpoints_topic is None and only.groups is None
 
 
 @pytest.mark.parametrize("validation, expected", [
@@ -175,11 +221,11 @@ def test_local_runs_the_job_file_with_the_stacks_flows(local_run):
     assert job["workdir"] == str(folder.resolve() / JOB)
     assert job["jars"] == ",".join(str(j) for j in toolchain.spark_kafka_jars())
     assert (job["report_only"], job["run_id"], job["driver_memory"], job["master"]) == ("false", "", "1g", "local[2]")
-    flows = {f["name"]: f for f in job["config"]["flows"]}
+    flows = {f["flow"]["name"]: f for f in job["config"]["flows"]}
     assert set(flows) == {"us->central", "uk->central"}
     assert flows["us->central"]["source_bootstrap"] == built["clusters"]["us"]
     assert flows["us->central"]["target_bootstrap"] == built["clusters"]["central"]
-    assert flows["uk->central"]["topic_patterns"] == ["orders", "clicks.*"]
+    assert flows["uk->central"]["flow"]["topics"] == ["orders", "clicks.*"]
     assert int(job["timeout_seconds"]) > job["config"]["wait_seconds"] == 60
 
 

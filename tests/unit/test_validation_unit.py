@@ -379,7 +379,7 @@ def test_exactly_once_flows_read_their_target_read_committed():
         "validation": {}})
     servers = {alias: f"{alias}:9092" for alias in topology.clusters}
     config = validation_job_config(topology, servers, {"central": {"security.protocol": "SSL"}})
-    clients = {f["name"]: f.get("target_client") for f in config["flows"]}
+    clients = {f["flow"]["name"]: f.get("target_client") for f in config["flows"]}
     committed = {"isolation.level": "read_committed"}
     assert clients == {"us->central": {"security.protocol": "SSL", **committed},
                        "uk->central": {"security.protocol": "SSL", **committed},  # merges into the same topics
