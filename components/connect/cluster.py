@@ -9,7 +9,7 @@ from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties, with_env_provider
 from mirrorstack.secrets import GeneratedPassword
 

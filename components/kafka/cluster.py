@@ -16,7 +16,7 @@ from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.certificates.lifecycle import CLIENT
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties
 from mirrorstack.model.spec import Resources
 from mirrorstack.secrets import GeneratedPassword

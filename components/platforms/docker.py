@@ -43,6 +43,7 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms import docker_tunnel
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -408,7 +409,6 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
-        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (

@@ -63,6 +63,7 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.kube_job_run import ValidationJobRun
@@ -643,7 +644,6 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                             for alias in aliases if alias in self._client_secrets}}
 
     def run_extras(self, topology, clusters, opts=None) -> list:
-        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (
