@@ -33,7 +33,6 @@ import pulumi
 import pulumi_docker as docker
 
 from mirrorstack import naming, toolchain
-from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.validation.job_config import spark_submit_argv
 from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
@@ -43,7 +42,7 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms import docker_tunnel
-from mirrorstack.platforms.descriptions import ScrapeTarget
+from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -239,7 +238,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run one of Kafka's main classes in a container: the java command
         lines of `java_service` (as the local platform runs them) under
@@ -248,7 +247,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         `files` are uploaded to, `secret_files` (a secret dict) too, 0600.
         `after_start` steps run once the service answers; the health check
         waits for them. `uses_clients`: aliases whose client files are uploaded
-        to `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
+        to `client_dir(alias)`. With `metrics` (the exporter's config), the pinned JMX exporter agent
         (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
         serves on `metrics_address(service)` inside the network. `group` is
         not used: one engine has nothing to spread over, and a container's
@@ -261,7 +260,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
+            metrics=(self.listen_host, self.metrics_address(service)[1], metrics) if metrics else None)
         secrets = self._clients(uses_clients, service)
         if secret_files is not None:
             secrets.insert(0, (folder, pulumi.Output.secret(secret_files)))
@@ -390,12 +389,12 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                           uploads=uploads, opts=opts)
 
 
-    def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
+    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password, opts=None):
         """Grafana with the datasource (Prometheus in the network) and dashboards
         provisioned; the admin password is read from an uploaded file (Grafana's
         `__FILE` variables), so it appears in no environment or command line."""
         in_network = f"http://{dns_label('prometheus')}:{SERVICE_PORTS['prometheus']}"
-        files = grafana_files(in_network, GRAFANA_DASHBOARDS)
+        files = files(in_network, GRAFANA_DASHBOARDS)
         uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
                              else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in files.items()]
         uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
