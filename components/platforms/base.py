@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from mirrorstack.platforms.descriptions import GrafanaFiles
-    from mirrorstack.validation.package import JobPackage
+    from mirrorstack.platforms.descriptions import SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -207,10 +207,11 @@ class Platform(Protocol):
         Only a platform that checks in the service's own start uses it (local):
         where `client_login` answers, the program checks after the start."""
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:
         """Run the validation job (`job`: its main file and package zip, shipped on
-        `--py-files`) once; the returned resource's `report` is its summary."""
+        `--py-files`, its spark-submit line and how its output reads) once; the
+        returned resource's `report` is its summary."""
 
     def run_python_service(self, service: str, *, module: str, ships: Sequence[str], config,
                            secret_config=None, opts=None) -> tuple[Any, tuple[str, int]]:

@@ -33,8 +33,6 @@ import pulumi
 import pulumi_docker as docker
 
 from mirrorstack import naming, toolchain
-from mirrorstack.validation.job_config import spark_submit_argv
-from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
@@ -42,7 +40,7 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms import docker_tunnel
-from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget
+from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -301,7 +299,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.containers[host] = container
         return container
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] | None = None,
                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run the validation job once in the official Spark image, on the stack's
@@ -319,7 +317,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         image = docker.RemoteImage(*naming.scoped("spark-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
                                    name=self.images.of("spark"), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
+        argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
                                  config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
                                  py_files=[f"{JOB_DIR}/{job.zip_name}"])
         resource_name, opts = naming.scoped(label, fixed_name(opts))

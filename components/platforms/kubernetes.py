@@ -53,8 +53,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mirrorstack import naming
-from mirrorstack.validation.job_config import spark_submit_argv
-from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
@@ -62,7 +60,7 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget
+from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.kube_job_run import ValidationJobRun
@@ -449,7 +447,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                   context=pulumi.Config("kubernetes").get("context"), fields=fields,
                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         """The validation job as a Job, waited for by a ValidationJobRun (returned:
         its `report` is the stack output `validation`), which shows the job's
@@ -478,7 +476,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{label}-job"),
             "data": {job.entry.name: job.entry_text},
             "binaryData": {job.zip_name: base64.b64encode(job.zip_bytes).decode()}}, child)
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
+        argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
                                  py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
                                  config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
@@ -524,7 +522,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         fields = {"what": "the validation Job", "memory": "validation.driver_memory", "image": "images.spark"}
         return ValidationJobRun(name, job_obj, namespace=self.namespace, job_name=label,
                                 context=pulumi.Config("kubernetes").get("context"), where=where, fields=fields,
-                                timeout_seconds=JOB_TIMEOUT_SECONDS,
+                                timeout_seconds=JOB_TIMEOUT_SECONDS, output=job.output,
                                 opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
     # -------------------------------------------------------------- monitoring services

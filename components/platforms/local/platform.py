@@ -15,13 +15,12 @@ from mirrorstack import toolchain
 from mirrorstack.model.spec import Resources
 from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
                                         python_service_config)
-from mirrorstack.platforms.descriptions import GrafanaFiles
+from mirrorstack.platforms.descriptions import GrafanaFiles, SparkJob
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
 from mirrorstack.platforms.local.spark_job import LocalSparkJob
-from mirrorstack.validation.package import JobPackage
 
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
@@ -116,12 +115,12 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         return JavaRuntime(java=toolchain.java_binary(), kafka_libs=str(toolchain.kafka_libs()),
                            jmx_agent=str(toolchain.jmx_agent_jar()) if metrics else None)
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
         """Run the validation job with this project's PySpark; `report` is its summary.
         (`uses_clients`' folders are on this host already.)"""
         return LocalSparkJob(
-            name, job_file=str(job.entry), job_sha256=job.sha256, config=config,
+            name, job=job, config=config,
             workdir=str(self.base_dir / name), report_only=settings.report_only,
             jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
