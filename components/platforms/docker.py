@@ -245,8 +245,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         `files` are uploaded to, `secret_files` (a secret dict) too, 0600.
         `after_start` steps run once the service answers; the health check
         waits for them. `uses_clients`: aliases whose client files are uploaded
-        to `client_dir(alias)`. With `metrics` (the exporter's config), the pinned JMX exporter agent
-        (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
+        to `client_dir(alias)`. With `metrics` (the exporter's config), the
+        pinned JMX exporter agent (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
         serves on `metrics_address(service)` inside the network. `group` is
         not used: one engine has nothing to spread over, and a container's
         labels cannot change without replacing it. Nor is `health_secrets`:
@@ -318,8 +318,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                                    name=self.images.of("spark"), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
         argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
-                                 config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
-                                 py_files=[f"{JOB_DIR}/{job.zip_name}"])
+                               config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
+                               py_files=[f"{JOB_DIR}/{job.zip_name}"])
         resource_name, opts = naming.scoped(label, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{label}", image=image.name,
@@ -392,9 +392,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         provisioned; the admin password is read from an uploaded file (Grafana's
         `__FILE` variables), so it appears in no environment or command line."""
         in_network = f"http://{dns_label('prometheus')}:{SERVICE_PORTS['prometheus']}"
-        files = files(in_network, GRAFANA_DASHBOARDS)
+        made = files(in_network, GRAFANA_DASHBOARDS)
         uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
-                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in files.items()]
+                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in made.items()]
         uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
         return self._run_image(service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
                           envs=[f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_FILE}", "GF_USERS_ALLOW_SIGN_UP=false"],

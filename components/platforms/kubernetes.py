@@ -336,8 +336,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         `container_script`); readiness waits for them. `uses_clients`: aliases
         whose client Secrets are mounted at `client_dir(alias)`. The container
         runs the java command lines of `java_service` (as the local platform
-        runs them) under `container_script`. With `metrics` (its config), the JMX exporter
-        agent the image carries (`image_jmx_agent()`, see containers.py)
+        runs them) under `container_script`. With `metrics` (its config), the
+        JMX exporter agent the image carries (`image_jmx_agent()`, see containers.py)
         serves on `metrics_address(service)`: nothing is downloaded.
         `health_secrets` is not used: the program logs in as a broker's SASL
         users once it rolled (`client_login`, mirrorstack.kafka.broker_logins),
@@ -477,8 +477,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "data": {job.entry.name: job.entry_text},
             "binaryData": {job.zip_name: base64.b64encode(job.zip_bytes).decode()}}, child)
         argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
-                                 py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
-                                 config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
+                               py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
+                               config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
         checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job.sha256}".encode()).hexdigest())
         pod = {
