@@ -9,7 +9,8 @@ from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.monitoring.jmx import jmx_exporter_config
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties, with_env_provider
 from mirrorstack.secrets import GeneratedPassword
 
@@ -40,6 +41,7 @@ class ConnectCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ConnectClusterArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:connect:ConnectCluster", name, opts)
         spec, kafka, platform, metrics = args.spec, args.kafka, args.platform, args.metrics
+        exporter = jmx_exporter_config() if metrics else None  # the JMX exporter's rules, for the platform
         exactly_once, override_allowlist = args.exactly_once, args.override_allowlist
         workers, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
@@ -91,7 +93,7 @@ class ConnectCluster(pulumi.ComponentResource):
             workers.append(platform.run_kafka_java(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,
-                uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=metrics,
+                uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=exporter,
                 resources=spec.resources, group=ServiceGroup.workers(name, spec.kafka),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
             if metrics:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 
 from mirrorstack.model.spec import SelfHealing
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.shipping import project_imports
 
 MODULE = "mirrorstack.connect.supervisor"

@@ -16,7 +16,8 @@ from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.certificates.lifecycle import CLIENT
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.monitoring.jmx import jmx_exporter_config
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties
 from mirrorstack.model.spec import Resources
 from mirrorstack.secrets import GeneratedPassword
@@ -63,6 +64,7 @@ class KafkaCluster(pulumi.ComponentResource):
     def __init__(self, alias: str, args: KafkaClusterArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:kafka:KafkaCluster", alias, opts)
         cluster, platform, metrics = args.cluster, args.platform, args.metrics
+        exporter = jmx_exporter_config() if metrics else None  # the JMX exporter's rules, for the platform
         self.alias = alias
         self.broker_count = cluster.brokers
         # Published outside a kubernetes cluster: broker i on NodePort node_ports + i.
@@ -136,7 +138,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 resources=self._controller_resources(cluster),
                 files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
-                metrics=metrics, health=health, group=ServiceGroup.controllers(alias),
+                metrics=exporter, health=health, group=ServiceGroup.controllers(alias),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
             self._scrape(platform, controller, "controller", metrics)
 
@@ -176,7 +178,7 @@ class KafkaCluster(pulumi.ComponentResource):
                 name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 files={"server.properties": self._guarded(render_properties(props)), **extra_files},
                 secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
-                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=metrics,
+                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=exporter,
                 resources=cluster.resources, health=health, group=ServiceGroup.brokers(alias),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=(gates or ctrls)[-1:])))
             gates.append(brokers[-1])

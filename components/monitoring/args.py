@@ -1,16 +1,34 @@
-"""PrometheusArgs, GrafanaArgs, MonitoringArgs: what the monitoring components are built from."""
+"""PrometheusArgs, GrafanaArgs, MonitoringArgs: what the monitoring components are built from.
+
+The clusters are typed by what monitoring reads of them (`ScrapedGroup`, `MonitoredKafka`),
+not by kafka/ and connect/'s components: those build the Java services with
+monitoring's JMX rules, so monitoring stays below them."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pulumi
 
-from mirrorstack.connect.cluster import ConnectCluster
 from mirrorstack.described import PLATFORM, described
 from mirrorstack.platforms.base import Platform
-from mirrorstack.kafka.cluster import KafkaCluster
 from mirrorstack.model.spec import Topology
-from mirrorstack.monitoring.prometheus import ScrapeTarget
+from mirrorstack.platforms.descriptions import ScrapeTarget
+
+
+class ScrapedGroup(Protocol):
+    """A group of services with metrics (a ConnectCluster built with metrics=True)."""
+    scrape_targets: Sequence[ScrapeTarget]
+
+
+class MonitoredKafka(ScrapedGroup, Protocol):
+    """A Kafka cluster (a KafkaCluster): its scrape targets, and for the secured ones
+    (`tls` not None) the certificates whose expiries the alert rules watch; the
+    platform's extras read `bootstrap_servers`."""
+    tls: Any  # the cluster's certificates component (its `certificates` output), or None
+    renew_before_days: int
+    bootstrap_servers: pulumi.Output[str]
 
 TOPOLOGY = "the validated topology: its `monitoring` section (alert thresholds, scrape interval, grafana) and flows"
 CLUSTERS = "alias → KafkaCluster; the secured ones add their certificates' expiries and renewal alert"
@@ -21,7 +39,7 @@ class PrometheusArgs:
     topology: Topology = described(TOPOLOGY)
     targets: list[ScrapeTarget] = described("the JMX exporters (and extras) to scrape")
     platform: Platform = described(PLATFORM)
-    clusters: dict[str, KafkaCluster] = described(CLUSTERS, default_factory=dict)
+    clusters: dict[str, MonitoredKafka] = described(CLUSTERS, default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,9 +57,9 @@ class GrafanaArgs:
 @dataclass(frozen=True, kw_only=True)
 class MonitoringArgs:
     topology: Topology = described(TOPOLOGY)
-    clusters: dict[str, KafkaCluster] = described(
+    clusters: dict[str, MonitoredKafka] = described(
         f"{CLUSTERS} (built with metrics=True: their scrape targets)")
-    connect: dict[str, ConnectCluster] = described(
+    connect: dict[str, ScrapedGroup] = described(
         "name → ConnectCluster (built with metrics=True: their scrape targets)")
     platform: Platform = described(PLATFORM)
     grafana_password: pulumi.Input[str] | None = described(

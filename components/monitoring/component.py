@@ -10,6 +10,7 @@ from mirrorstack import naming
 from mirrorstack.monitoring.alerts import (
     alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
+from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
 from mirrorstack.monitoring.prometheus import prometheus_config
 from mirrorstack.secrets import GeneratedPassword
@@ -49,7 +50,7 @@ class Grafana(pulumi.ComponentResource):
     def __init__(self, name: str, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
         self.server, self.url = args.platform.run_grafana(
-            name, prometheus=args.prometheus_url, admin_password=args.admin_password,
+            name, files=grafana_files, prometheus=args.prometheus_url, admin_password=args.admin_password,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.prometheus_server]))
         self.register_outputs({"url": self.url})
 

@@ -3,17 +3,11 @@ cluster, with `cluster`, `role` (and `connect`) labels, and a `flow` label
 (`<source>-><target>`) made from MirrorMaker 2's own source/target labels."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import yaml
 
-
-@dataclass(frozen=True)
-class ScrapeTarget:
-    job: str                        # kafka-<alias> | connect-<name>
-    address: str                    # host:port of a JMX exporter
-    labels: Mapping[str, str] = field(default_factory=dict)  # cluster, role, connect
+from mirrorstack.platforms.descriptions import ScrapeTarget
 
 
 # MM2 series carry source and target; a `flow` label lets dashboards and alerts

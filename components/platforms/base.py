@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from mirrorstack.validation.package import JobPackage
+    from mirrorstack.platforms.descriptions import GrafanaFiles
+    from mirrorstack.platforms.descriptions import SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -194,20 +195,23 @@ class Platform(Protocol):
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources=None, prepare: Sequence[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: Sequence[tuple[str, list[str]]] = (),
-                       uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: bool = False,
+                       uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts=None) -> Any:
         """Run one of Kafka's main classes (the command line `java_service` makes)
         until `health` holds; `after_start` steps run once it does. `group`: the
-        set the service is a member of (see ServiceGroup). `health_secrets` (a
+        set the service is a member of (see ServiceGroup). `metrics`: the JMX
+        exporter's config (its rules, the caller's: monitoring.jmx), served on
+        `metrics_address(service)`; None runs no exporter. `health_secrets` (a
         secret dict): what readiness needs beyond `health`, e.g. a broker's SASL
         users {name: password} (health's `sasl.*` keys); a change restarts nothing.
         Only a platform that checks in the service's own start uses it (local):
         where `client_login` answers, the program checks after the start."""
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:
         """Run the validation job (`job`: its main file and package zip, shipped on
-        `--py-files`) once; the returned resource's `report` is its summary."""
+        `--py-files`, its spark-submit line and how its output reads) once; the
+        returned resource's `report` is its summary."""
 
     def run_python_service(self, service: str, *, module: str, ships: Sequence[str], config,
                            secret_config=None, opts=None) -> tuple[Any, tuple[str, int]]:
@@ -221,8 +225,11 @@ class Platform(Protocol):
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None) -> tuple[Any, str]:
         """Prometheus with `files`; returns (resource, its URL from this machine)."""
 
-    def run_grafana(self, service: str, *, prometheus: str, admin_password=None, opts=None) -> tuple[Any, str | None]:
-        """Grafana provisioned with `prometheus` as datasource; returns (resource, URL or None)."""
+    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password=None,
+                    opts=None) -> tuple[Any, str | None]:
+        """Grafana with `files` (its provisioning and dashboards, made for where
+        Grafana reaches `prometheus`, its datasource, and where it reads the
+        dashboards); returns (resource, URL or None)."""
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """The topology's optional extras (Kafka UI, kafka-exporter) where the platform has them."""

@@ -33,9 +33,6 @@ import pulumi
 import pulumi_docker as docker
 
 from mirrorstack import naming, toolchain
-from mirrorstack.monitoring.grafana import grafana_files
-from mirrorstack.validation.job_config import spark_submit_argv
-from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
     ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
@@ -43,6 +40,7 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms import docker_tunnel
+from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -238,7 +236,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run one of Kafka's main classes in a container: the java command
         lines of `java_service` (as the local platform runs them) under
@@ -247,8 +245,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         `files` are uploaded to, `secret_files` (a secret dict) too, 0600.
         `after_start` steps run once the service answers; the health check
         waits for them. `uses_clients`: aliases whose client files are uploaded
-        to `client_dir(alias)`. With `metrics`, the pinned JMX exporter agent
-        (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
+        to `client_dir(alias)`. With `metrics` (the exporter's config), the
+        pinned JMX exporter agent (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
         serves on `metrics_address(service)` inside the network. `group` is
         not used: one engine has nothing to spread over, and a container's
         labels cannot change without replacing it. Nor is `health_secrets`:
@@ -260,7 +258,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None)
+            metrics=(self.listen_host, self.metrics_address(service)[1], metrics) if metrics else None)
         secrets = self._clients(uses_clients, service)
         if secret_files is not None:
             secrets.insert(0, (folder, pulumi.Output.secret(secret_files)))
@@ -301,7 +299,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.containers[host] = container
         return container
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] | None = None,
                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run the validation job once in the official Spark image, on the stack's
@@ -319,9 +317,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         image = docker.RemoteImage(*naming.scoped("spark-image", pulumi.ResourceOptions(parent=opts.parent if opts else None)),
                                    name=self.images.of("spark"), keep_locally=True)
         jars = toolchain.spark_kafka_jars()
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
-                                 config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
-                                 py_files=[f"{JOB_DIR}/{job.zip_name}"])
+        argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/{job.entry.name}",
+                               config_path=f"{JOB_DIR}/flows.json", jars=image_spark_jars(),
+                               py_files=[f"{JOB_DIR}/{job.zip_name}"])
         resource_name, opts = naming.scoped(label, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{label}", image=image.name,
@@ -389,14 +387,14 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                           uploads=uploads, opts=opts)
 
 
-    def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
+    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password, opts=None):
         """Grafana with the datasource (Prometheus in the network) and dashboards
         provisioned; the admin password is read from an uploaded file (Grafana's
         `__FILE` variables), so it appears in no environment or command line."""
         in_network = f"http://{dns_label('prometheus')}:{SERVICE_PORTS['prometheus']}"
-        files = grafana_files(in_network, GRAFANA_DASHBOARDS)
+        made = files(in_network, GRAFANA_DASHBOARDS)
         uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
-                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in files.items()]
+                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in made.items()]
         uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
         return self._run_image(service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
                           envs=[f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_FILE}", "GF_USERS_ALLOW_SIGN_UP=false"],
@@ -408,7 +406,6 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def run_extras(self, topology, clusters, opts=None) -> list:
         """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
-        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mirrorstack.platforms import jvm
-from mirrorstack.monitoring.jmx import jmx_exporter_config
 from mirrorstack.platforms.log4j2 import log4j2_properties
 
 TOOL_HEAP = "256m"  # preparation and after-start steps are short-lived tools
@@ -48,11 +47,12 @@ class JavaService:
 def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence[str], files: dict,
                  heap: str, user_jvm_options: Sequence[str] = (), prepare: Sequence[tuple[str, Sequence[str]]] = (),
                  after_start: Sequence[tuple[str, Sequence[str]]] = (), jvm_options: Sequence[str] = (),
-                 metrics: tuple[str, int] | None = None,
+                 metrics: tuple[str, int, str] | None = None,
                  checks: Sequence[tuple[str, Sequence[str]]] = ()) -> JavaService:
     """`folder`: the service's folder as the service sees it (`{dir}`).
-    `metrics`: the (host, port) the JMX exporter agent serves on; it reads
-    `jmx-exporter.yaml` from the folder. Tools (prepare, after start) get
+    `metrics`: the (host, port) the JMX exporter agent serves on and its
+    config (the rules, whoever runs the service chose them), written to
+    `jmx-exporter.yaml` in the folder. Tools (prepare, after start) get
     neither the agent (its port is the service's) nor `jvm_options`.
     `user_jvm_options`: the topology's (Resources.jvm_options), the service's only."""
     fill = lambda items: [a.replace("{dir}", folder) for a in items]  # noqa: E731
@@ -61,8 +61,7 @@ def java_service(runtime: JavaRuntime, *, folder: str, main: str, args: Sequence
     if metrics is not None:
         if not runtime.jmx_agent:
             raise ValueError("metrics need the JMX exporter agent: JavaRuntime.jmx_agent is not set")
-        files[JMX_CONFIG_FILE] = jmx_exporter_config()
-        host, port = metrics
+        host, port, files[JMX_CONFIG_FILE] = metrics
         agent = (runtime.jmx_agent, host, port, f"{folder}/{JMX_CONFIG_FILE}")
 
     def java(main_class: str, arguments: Sequence[str], java_heap: str, **extra) -> list[str]:

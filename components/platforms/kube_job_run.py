@@ -10,8 +10,8 @@ it is made) and this resource, which depends on it, waits: a pod that cannot
 be scheduled or cannot pull its image fails `up` within
 kube_pods.STUCK_SECONDS, naming the pod, Kubernetes' message and the field
 to change; the job's progress and summary lines are shown as the local
-platform shows them (mirrorstack.validation.outcome), and a failed
-validation fails `up` with the same message and failures. It runs again
+platform shows them (the job's descriptions.JobOutput: validation's words),
+and a failed validation fails `up` with the same message and failures. It runs again
 whenever a new Job is made (its uid changes: a new run id, inputs or job),
 never on a plain re-`up`. kubectl authenticates as the user's own does, in
 the provider's context.
@@ -29,6 +29,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
+from mirrorstack.platforms.descriptions import JobOutput
 
 POLL_SECONDS = 3.0  # until the pod runs
 RUNNING_POLL_SECONDS = 15.0  # then, unless its log ends first: a run may take an hour
@@ -51,36 +52,35 @@ def _progress(message: str) -> None:
 class _Follow(threading.Thread):
     """`kubectl logs --follow` of the pod: every line kept, the progress ones shown."""
 
-    def __init__(self, kubectl: list[str], pod: str):
+    def __init__(self, kubectl: list[str], pod: str, output: JobOutput):
         super().__init__(daemon=True)
         self.lines: list[str] = []
+        self.output = output
         self.proc = subprocess.Popen([*kubectl, "logs", "--follow", f"pod/{pod}", "-c", CONTAINER],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL)
 
     def run(self) -> None:
-        from mirrorstack.validation.outcome import is_progress
         for line in self.proc.stdout:
             line = line.rstrip("\n")
             self.lines.append(line)
-            if is_progress(line):
+            if self.output.is_progress(line):
                 _progress(line)
 
     def finish(self, kubectl: list[str], pod: str) -> list[str]:
         """Every line the container printed: the stream's, or, cut short, the whole log read again."""
-        from mirrorstack.validation.outcome import is_progress, printed_outcome
         self.join(FOLLOW_GRACE_SECONDS)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
         self.join(5)
-        if printed_outcome(self.lines) is not None:
+        if self.output.printed_outcome(self.lines) is not None:
             return self.lines
         done = subprocess.run([*kubectl, "logs", f"pod/{pod}", "-c", CONTAINER], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=120)
         whole = done.stdout.splitlines() if done.returncode == 0 else []
         for line in whole[len(self.lines):]:
-            if is_progress(line):
+            if self.output.is_progress(line):
                 _progress(line)
         return whole if len(whole) >= len(self.lines) else self.lines
 
@@ -107,14 +107,13 @@ def ended(pod: dict | None) -> dict:
     return {}
 
 
-def failure(props: dict, finished: dict, pod: dict | None, lines: list[str]) -> JobRunFailed:
+def failure(props: dict, finished: dict, pod: dict | None, lines: list[str], output: JobOutput) -> JobRunFailed:
     """Why the Job failed, as the local platform says it: a failed validation with its
     failures, or a job that could not run with its output and what ended it."""
-    from mirrorstack.validation.outcome import EXIT_FAILED, could_not_run_message, failed_message, printed_outcome
     name, where = props["name"], props["where"]
-    terminated, outcome = ended(pod), printed_outcome(lines)
-    if terminated.get("exitCode") == EXIT_FAILED and outcome is not None:
-        return ValidationFailed(failed_message(name, f"`{where['logs']}`", outcome["failures"]))
+    terminated, outcome = ended(pod), output.printed_outcome(lines)
+    if terminated.get("exitCode") == output.failed_exit and outcome is not None:
+        return ValidationFailed(output.failed_message(name, f"`{where['logs']}`", outcome["failures"]))
     why = [f"Job {finished.get('reason') or 'failed'}: {finished.get('message') or ''}".strip(": ")]
     if terminated.get("reason") == "OOMKilled":
         memory = (props.get("fields") or {}).get("memory")
@@ -122,15 +121,15 @@ def failure(props: dict, finished: dict, pod: dict | None, lines: list[str]) -> 
                    + (f"; fix: raise `{memory}`" if memory else ""))
     elif (pod or {}).get("status", {}).get("reason"):  # Evicted, DeadlineExceeded
         why.append(f"pod {pod['status']['reason']}: {pod['status'].get('message', '')}")
-    return JobRunFailed(could_not_run_message(name, terminated.get("exitCode"), lines, f" ({'; '.join(why)})")
+    return JobRunFailed(output.could_not_run_message(name, terminated.get("exitCode"), lines, f" ({'; '.join(why)})")
                         + f"\nthe whole log: `{where['logs']}`")
 
 
-def run(props: dict) -> dict:
-    """Wait for the Job `props["job"]` to end; its report (the stack output `validation`)."""
+def run(props: dict, output: JobOutput) -> dict:
+    """Wait for the Job `props["job"]` to end; its report (the stack output `validation`),
+    its output read as `output` says."""
     from mirrorstack.platforms import kube_pods
     from mirrorstack.platforms.kube_tunnel import kubectl_in
-    from mirrorstack.validation.outcome import printed_outcome
     namespace, job, fields = props["namespace"], props["job"], props.get("fields") or {}
     kubectl = kubectl_in(namespace, props.get("context"))
     # this Job's pods, not a replaced Job's nor the CronJob's
@@ -148,7 +147,7 @@ def run(props: dict) -> dict:
         pod = pods[0] if pods else pod
         if follow is None and pod is not None and (pod.get("status") or {}).get("phase") in (
                 "Running", "Succeeded", "Failed"):
-            follow = _Follow(kubectl, pod["metadata"]["name"])
+            follow = _Follow(kubectl, pod["metadata"]["name"], output)
             follow.start()
         finished = job_finished(_get(kubectl, f"job/{job}"))
         if finished:
@@ -170,8 +169,8 @@ def run(props: dict) -> dict:
         pod = _get(kubectl, f"pod/{pod['metadata']['name']}") or pod
     lines = follow.finish(kubectl, pod["metadata"]["name"]) if follow is not None and pod is not None else []
     if finished["type"] == "Failed":
-        raise failure(props, finished, pod, lines)
-    outcome = printed_outcome(lines) or {"status": "passed", "passed": True, "failures": []}
+        raise failure(props, finished, pod, lines, output)
+    outcome = output.printed_outcome(lines) or {"status": "passed", "passed": True, "failures": []}
     said = {"passed": "passed", "nothing-checked": "checked nothing (0 records selected)"}.get(
         outcome["status"], "FAILED (report only)")
     _progress(f"{props['name']}: validation {said}, in {time.monotonic() - started:.0f}s")
@@ -180,15 +179,21 @@ def run(props: dict) -> dict:
 
 
 class JobRunProvider(ResourceProvider):
+    """`output`: how the job's output reads (descriptions.JobOutput)."""
+
+    def __init__(self, output: JobOutput):
+        super().__init__()
+        self.output = output
+
     def create(self, props):
-        return CreateResult(id_=f"{props['namespace']}/{props['job']}", outs={**props, "report": run(props)})
+        return CreateResult(id_=f"{props['namespace']}/{props['job']}", outs={**props, "report": run(props, self.output)})
 
     def diff(self, _id, olds, news):
         changed = [k for k in ("uid", "namespace", "job", "context") if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id, olds, news):
-        return UpdateResult(outs={**news, "report": run(news)})
+        return UpdateResult(outs={**news, "report": run(news, self.output)})
 
     def read(self, id_, props):
         return ReadResult(id_=id_, outs=props)
@@ -205,9 +210,10 @@ class ValidationJobRun(Resource, module="kubernetes", name="ValidationJobRun"):
     report: pulumi.Output[dict]
 
     def __init__(self, name: str, job, *, namespace: str, job_name: str, context: str | None, where: dict,
-                 fields: dict[str, str], timeout_seconds: float, opts: pulumi.ResourceOptions | None = None):
+                 fields: dict[str, str], timeout_seconds: float, output: JobOutput,
+                 opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(f"{job_name}-run", opts)
-        super().__init__(JobRunProvider(), resource_name, {
+        super().__init__(JobRunProvider(output), resource_name, {
             "name": name, "namespace": namespace, "job": job_name, "context": context, "where": where,
             "fields": dict(fields), "timeout_seconds": str(timeout_seconds), "report": None,
             "uid": job.metadata.apply(lambda m: (m or {}).get("uid") if isinstance(m, dict) else getattr(m, "uid", None)),

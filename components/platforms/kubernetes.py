@@ -53,9 +53,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mirrorstack import naming
-from mirrorstack.monitoring.grafana import grafana_files
-from mirrorstack.validation.job_config import spark_submit_argv
-from mirrorstack.validation.package import JobPackage
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
 from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
@@ -63,6 +60,7 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
+from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.kube_job_run import ValidationJobRun
@@ -327,7 +325,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> StatefulSetRollout:
         """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
         `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
@@ -338,8 +336,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         `container_script`); readiness waits for them. `uses_clients`: aliases
         whose client Secrets are mounted at `client_dir(alias)`. The container
         runs the java command lines of `java_service` (as the local platform
-        runs them) under `container_script`. With `metrics`, the JMX exporter
-        agent the image carries (`image_jmx_agent()`, see containers.py)
+        runs them) under `container_script`. With `metrics` (its config), the
+        JMX exporter agent the image carries (`image_jmx_agent()`, see containers.py)
         serves on `metrics_address(service)`: nothing is downloaded.
         `health_secrets` is not used: the program logs in as a broker's SASL
         users once it rolled (`client_login`, mirrorstack.kafka.broker_logins),
@@ -352,7 +350,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1]) if metrics else None,
+            metrics=(self.listen_host, self.metrics_address(service)[1], metrics) if metrics else None,
             checks=gate.tools if gate is not None else ())
         files = spec.files
         ready_check = gate.script(spec.checks) if gate is not None else None
@@ -449,7 +447,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                   context=pulumi.Config("kubernetes").get("context"), fields=fields,
                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         """The validation job as a Job, waited for by a ValidationJobRun (returned:
         its `report` is the stack output `validation`), which shows the job's
@@ -478,9 +476,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{label}-job"),
             "data": {job.entry.name: job.entry_text},
             "binaryData": {job.zip_name: base64.b64encode(job.zip_bytes).decode()}}, child)
-        argv = spark_submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
-                                 py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
-                                 config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
+        argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
+                               py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
+                               config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
         checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job.sha256}".encode()).hexdigest())
         pod = {
@@ -524,7 +522,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         fields = {"what": "the validation Job", "memory": "validation.driver_memory", "image": "images.spark"}
         return ValidationJobRun(name, job_obj, namespace=self.namespace, job_name=label,
                                 context=pulumi.Config("kubernetes").get("context"), where=where, fields=fields,
-                                timeout_seconds=JOB_TIMEOUT_SECONDS,
+                                timeout_seconds=JOB_TIMEOUT_SECONDS, output=job.output,
                                 opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
     # -------------------------------------------------------------- monitoring services
@@ -610,10 +608,10 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
         return deployment, (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
 
-    def run_grafana(self, service: str, *, prometheus: str, admin_password, opts=None):
+    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password, opts=None):
         """Grafana with provisioning; the admin password from a Secret (env valueFrom)."""
         svc = self._label(service)
-        raw = grafana_files(prometheus, "/var/lib/grafana/dashboards")
+        raw = files(prometheus, "/var/lib/grafana/dashboards")
         paths = {k: (f"/etc/grafana/{k}" if k.startswith("provisioning/") else f"/var/lib/grafana/{k}") for k in raw}
         secret = self._create(k8s.core.v1.Secret, {
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -643,7 +641,6 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                             for alias in aliases if alias in self._client_secrets}}
 
     def run_extras(self, topology, clusters, opts=None) -> list:
-        from mirrorstack.monitoring.prometheus import ScrapeTarget
         settings, targets = topology.monitoring, []
         if settings.kafka_ui:
             env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import re
 
+from mirrorstack.platforms.descriptions import JobOutput
+from mirrorstack.validation.job_config import validation_summary
+
 # The job's lines worth showing while it runs: its progress, the summary and its failures.
 PROGRESS_PREFIXES = ("validate_replication", "replication check", "  ", "bad input", "error")
 EXIT_FAILED = 1  # the job's exit code for a failed validation (spark/config.py); 2: bad input, 3: could not run
@@ -49,3 +52,9 @@ def printed_outcome(lines: list[str]) -> dict | None:
     status = _STATUS.match(summary[0]).group(1).strip().lower().replace(" ", "-")
     return {"status": status, "passed": status == "passed",
             "failures": [m.group(1) for m in map(_FAIL.match, summary[1:]) if m], "summary": summary}
+
+
+# What a platform is handed to run the job and say how it went (descriptions.SparkJob.output).
+JOB_OUTPUT = JobOutput(failed_exit=EXIT_FAILED, is_progress=is_progress, printed_outcome=printed_outcome,
+                       failed_message=failed_message, could_not_run_message=could_not_run_message,
+                       report_summary=validation_summary)

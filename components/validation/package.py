@@ -12,15 +12,16 @@ re-runs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import io
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorstack import spark
+from mirrorstack.platforms.descriptions import SparkJob
 from mirrorstack.shipping import project_imports
+from mirrorstack.validation.job_config import spark_submit_argv
+from mirrorstack.validation.outcome import JOB_OUTPUT
 
 PACKAGE_DIR = Path(spark.__file__).parent
 ENTRY_SCRIPT = PACKAGE_DIR / "validate_replication.py"
@@ -67,24 +68,9 @@ def job_zip() -> bytes:
     return deterministic_zip([PARENT_INIT, *job_modules()])
 
 
-@dataclass(frozen=True)
-class JobPackage:
-    """What a platform ships: `entry` (spark-submit's main file) and `zip_bytes`
-    (the package, named ZIP_NAME where it lands)."""
-    entry: Path
-    zip_bytes: bytes
-    zip_name: str = ZIP_NAME
-
-    @property
-    def entry_text(self) -> str:
-        return self.entry.read_text()
-
-    @property
-    def sha256(self) -> str:
-        """Of the main file and the zip: a change to any module re-runs the job."""
-        return hashlib.sha256(self.entry.read_bytes() + b"\0" + self.zip_bytes).hexdigest()
-
-
 @functools.cache
-def job_package() -> JobPackage:
-    return JobPackage(entry=ENTRY_SCRIPT, zip_bytes=job_zip())
+def job_package() -> SparkJob:
+    """The validation job as a platform runs it: its main file, its package, its
+    spark-submit line in an image and how its output reads."""
+    return SparkJob(entry=ENTRY_SCRIPT, zip_bytes=job_zip(), zip_name=ZIP_NAME, make_zip=job_zip,
+                    submit_argv=spark_submit_argv, output=JOB_OUTPUT)

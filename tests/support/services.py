@@ -15,7 +15,8 @@ from mirrorstack.connect import worker as connect
 from mirrorstack.platforms import jvm
 from mirrorstack.monitoring.jmx import jmx_exporter_config
 from mirrorstack.platforms.log4j2 import log4j2_properties
-from mirrorstack.monitoring.prometheus import ScrapeTarget, prometheus_config
+from mirrorstack.monitoring.prometheus import prometheus_config
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties
 from mirrorstack.platforms.local import health, launcher
 from tests.support.ports import free_ports

@@ -7,6 +7,7 @@ import pytest
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 
+RULES = "rules:\n- pattern: kafka.server<type=(.+)><>Value\n"  # a JMX exporter config
 RUNTIME = JavaRuntime(java="/j/bin/java", kafka_libs="/k/libs", jmx_agent="/a/agent.jar")
 
 
@@ -27,7 +28,7 @@ def test_the_service_line_is_java_options_classpath_main_args():
 def test_tools_are_short_lived_without_the_agent_or_the_services_options():
     spec = build(prepare=[(jvm.STORAGE_TOOL_MAIN, ["format", "-c", "{dir}/server.properties"])],
                  after_start=[(jvm.CONFIG_COMMAND_MAIN, ["--command-config", "{dir}/admin.properties"])],
-                 jvm_options=["-Dlogin={dir}/jaas.conf"], metrics=("0.0.0.0", 9404))
+                 jvm_options=["-Dlogin={dir}/jaas.conf"], metrics=("0.0.0.0", 9404, RULES))
     (prepare,), (after,) = spec.prepare, spec.after_start
     assert prepare[:4] == ["/j/bin/java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
     assert prepare[-3:] == ["format", "-c", "/srv/b0/server.properties"]
@@ -35,13 +36,13 @@ def test_tools_are_short_lived_without_the_agent_or_the_services_options():
     for tool in (prepare, after):  # the agent's port is the service's; its options are its own
         assert not any(a.startswith(("-javaagent:", "-Dlogin=")) for a in tool)
     assert "-javaagent:/a/agent.jar=0.0.0.0:9404:/srv/b0/jmx-exporter.yaml" in spec.argv
-    assert "jmx-exporter.yaml" in spec.files
+    assert spec.files["jmx-exporter.yaml"] == RULES  # the rules the caller chose
 
 
 def test_metrics_without_an_agent_jar_is_refused():
     with pytest.raises(ValueError, match="JMX exporter agent"):
         java_service(JavaRuntime(java="java", kafka_libs="/k"), folder="/f", main="M", args=[], files={},
-                     heap="1g", metrics=("0.0.0.0", 9404))
+                     heap="1g", metrics=("0.0.0.0", 9404, RULES))
 
 
 def test_the_users_jvm_options_come_last_so_they_win_and_only_on_the_service():

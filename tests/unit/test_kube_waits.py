@@ -17,7 +17,7 @@ import pytest
 from mirrorstack.platforms import kube_job_run, kube_pods, kube_rollout
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.spark.report import summary_text
-from mirrorstack.validation.outcome import failed_message, is_progress, printed_outcome
+from mirrorstack.validation.outcome import JOB_OUTPUT, failed_message, is_progress, printed_outcome
 
 # What kube-scheduler 1.34 writes on a pod asking more CPU than the node has.
 NO_CPU = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption "
@@ -226,7 +226,7 @@ def test_a_failed_validation_fails_up_with_its_report_and_failures_as_on_local(k
     (kubectl / "job.json").write_text(json.dumps({"status": {"conditions": [
         {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}))
     with pytest.raises(kube_job_run.ValidationFailed) as failed:
-        kube_job_run.run(JOB_PROPS)
+        kube_job_run.run(JOB_PROPS, JOB_OUTPUT)
     assert str(failed.value) == failed_message("validation-job", "`kubectl logs --namespace mirrorstack-lab "
                                                "job/validation-job`", report()["failures"])
     shown = capsys.readouterr().err
@@ -239,7 +239,7 @@ def test_a_passed_run_reports_its_status_and_a_killed_job_says_why(kubectl, caps
     (kubectl / "log.txt").write_text(summary_text(report(failures=())) + "\n")
     (kubectl / "pods.json").write_text(json.dumps([_ended(0, "Completed")]))
     (kubectl / "job.json").write_text(json.dumps({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}))
-    outs = kube_job_run.run(JOB_PROPS)
+    outs = kube_job_run.run(JOB_PROPS, JOB_OUTPUT)
     assert (outs["job"], outs["status"], outs["passed"], outs["failures"]) == ("validation-job", "passed", True, [])
     assert "mirrorstack: validation-job: validation passed" in capsys.readouterr().err
     # out of memory: not a failed validation but a job that could not run, and the field that sizes it
@@ -251,7 +251,7 @@ def test_a_passed_run_reports_its_status_and_a_killed_job_says_why(kubectl, caps
     with pytest.raises(kube_job_run.JobRunFailed, match=r"could not run \(exit 137\) \(Job BackoffLimitExceeded: "
                        r"Job has reached the specified backoff limit; the pod ran out of its memory limit "
                        r"\(OOMKilled\); fix: raise `validation.driver_memory`\)") as failed:
-        kube_job_run.run(JOB_PROPS)
+        kube_job_run.run(JOB_PROPS, JOB_OUTPUT)
     assert not isinstance(failed.value, kube_job_run.ValidationFailed)
 
 
@@ -262,7 +262,7 @@ def test_a_job_whose_pod_cannot_be_scheduled_fails_within_the_bound(kubectl):
     with pytest.raises(kube_job_run.JobRunFailed, match=r"validation-job: the validation Job cannot run: pod "
                        r"mirrorstack-lab/validation-job-x7k2p \(the validation Job\) cannot be scheduled .*Insufficient "
                        r"memory.*fix: lower `validation.driver_memory`"):
-        kube_job_run.run(JOB_PROPS)
+        kube_job_run.run(JOB_PROPS, JOB_OUTPUT)
 
 
 def test_the_failover_switch_whose_pod_cannot_be_scheduled_fails_before_anything_changed(kubectl):

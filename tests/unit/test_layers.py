@@ -22,6 +22,8 @@ BREAKS = {
     "model": ("mirrorstack/model/spec.py", "from mirrorstack.mirror import connectors"),
     "plan": ("mirrorstack/plan/rename_check.py", "from mirrorstack.mirror import connectors"),
     "spark": ("mirrorstack/spark/config.py", "from mirrorstack.model import spec"),
+    "platforms": ("mirrorstack/platforms/docker.py", "from mirrorstack.monitoring.grafana import grafana_files"),
+    "monitoring": ("mirrorstack/monitoring/args.py", "from mirrorstack.kafka.cluster import KafkaCluster"),
 }
 
 

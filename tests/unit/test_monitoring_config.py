@@ -12,7 +12,8 @@ from mirrorstack.monitoring import metrics
 from mirrorstack.monitoring.alerts import alert_rules, alert_rules_file
 from mirrorstack.monitoring.grafana import DATASOURCE_UID, grafana_files
 from mirrorstack.monitoring.jmx import jmx_exporter_config
-from mirrorstack.monitoring.prometheus import ScrapeTarget, prometheus_config
+from mirrorstack.monitoring.prometheus import prometheus_config
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.model.spec import TopologyError, load_topology
 from tests.support.promtool import promtool
 

@@ -125,6 +125,12 @@ def test_metrics_show_every_connector_even_when_all_is_well():
     assert (linted.returncode, linted.stdout + linted.stderr) == (0, ""), linted  # Prometheus's own linter
 
 
+def test_the_alerts_and_dashboards_name_the_series_the_supervisor_exports():
+    # monitoring writes the names without importing connect/ (what the supervisor imports ships with it)
+    from mirrorstack.monitoring import metrics
+    assert (metrics.CONNECTOR_RESTARTS, metrics.RESTART_CAP_REACHED) == (RESTARTS_TOTAL, CAP_REACHED)
+
+
 def test_the_supervisor_serves_its_metrics_in_the_format_the_scraper_asks_for_and_its_health():
     """Prometheus asks for OpenMetrics first; curl and the tests take the text format."""
     import requests

@@ -378,6 +378,12 @@ PASSED_REPORT = {"passed": True, "exit_code": 0, "failures": [], "duration_secon
 FAILED_REPORT = {**PASSED_REPORT, "passed": False, "exit_code": 1, "failures": ["orders on b: extras 3 > tolerance 0"]}
 
 
+def local_provider() -> LocalSparkJobProvider:
+    """The provider as the local platform makes it for the validation job."""
+    job = job_package()
+    return LocalSparkJobProvider(job.output, job.make_zip, job.zip_name)
+
+
 def fake_job(tmp_path, body: str) -> str:
     """A stand-in for the job file: the provider's process handling, not Spark, is under test."""
     script = tmp_path / "job.py"
@@ -397,7 +403,7 @@ def test_provider_returns_the_summary_and_keeps_the_config_private(tmp_path, cap
     job = fake_job(tmp_path, f"print('validate_replication: progress', file=sys.stderr, flush=True)\n"
                              f"json.dump({PASSED_REPORT!r}, open(out, 'w'))\n")
     # tolerances come back from the engine as floats; the job gets integers
-    created = LocalSparkJobProvider().create(props(tmp_path, job, config={"flows": [{"name": "a->b"}],
+    created = local_provider().create(props(tmp_path, job, config={"flows": [{"name": "a->b"}],
                                                                           "tolerance": {"missing": 0.0}}))
     assert created.outs["passed"] is True and created.outs["report"]["flows"]["a->b"]["source_records"] == 0
     assert created.outs["report_file"] == str(tmp_path / "work" / "report.json")
@@ -412,27 +418,27 @@ def test_provider_gives_the_driver_its_class_archive_when_one_was_made(tmp_path,
                              f"json.dump({PASSED_REPORT!r}, open(out, 'w'))\n")
     argv = lambda: json.loads((tmp_path / "work" / "report.json.argv").read_text())  # noqa: E731
     monkeypatch.setenv("MIRRORSTACK_TOOLS_DIR", str(tmp_path / "tools"))
-    LocalSparkJobProvider().create(props(tmp_path, job))
+    local_provider().create(props(tmp_path, job))
     assert not [a for a in argv() if a.startswith("--java-options")]  # none made: Spark as it comes
     archive = tmp_path / "tools" / "class-archives" / "spark-driver.jsa"
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"jsa")
-    LocalSparkJobProvider().create(props(tmp_path, job))
+    local_provider().create(props(tmp_path, job))
     assert f"--java-options=-XX:SharedArchiveFile={archive}" in argv()
 
 
 def test_provider_fails_on_a_failed_validation_unless_report_only(tmp_path):
     job = fake_job(tmp_path, f"json.dump({FAILED_REPORT!r}, open(out, 'w'))\nsys.exit(1)\n")
     with pytest.raises(ValidationFailed, match="extras 3 > tolerance 0"):
-        LocalSparkJobProvider().create(props(tmp_path, job))
-    outs = LocalSparkJobProvider().create(props(tmp_path, job, report_only="true")).outs
+        local_provider().create(props(tmp_path, job))
+    outs = local_provider().create(props(tmp_path, job, report_only="true")).outs
     assert outs["passed"] is False and outs["report"]["failures"] == FAILED_REPORT["failures"]
 
 
 def test_provider_reports_a_job_that_could_not_run_with_its_output(tmp_path):
     job = fake_job(tmp_path, "print('error: the validation could not run: Kafka down', file=sys.stderr)\nsys.exit(3)\n")
     with pytest.raises(RuntimeError, match=r"could not run \(exit 3\)[\s\S]*Kafka down"):
-        LocalSparkJobProvider().create(props(tmp_path, job, report_only="true"))
+        local_provider().create(props(tmp_path, job, report_only="true"))
 
 
 def test_provider_stops_a_job_over_its_time_and_its_children(tmp_path):
@@ -442,7 +448,7 @@ def test_provider_stops_a_job_over_its_time_and_its_children(tmp_path):
                              f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
                              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\ntime.sleep(60)\n")
     with pytest.raises(RuntimeError, match="ran over 2s"):
-        LocalSparkJobProvider().create(props(tmp_path, job, timeout_seconds="2"))
+        local_provider().create(props(tmp_path, job, timeout_seconds="2"))
     child = int(pid_file.read_text())
     for _ in range(50):  # the child (Spark's JVM, in real runs) went with the job's session
         if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
@@ -454,7 +460,7 @@ def test_provider_stops_a_job_over_its_time_and_its_children(tmp_path):
 
 
 def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
-    provider, old = LocalSparkJobProvider(), props(tmp_path, "job.py")
+    provider, old = local_provider(), props(tmp_path, "job.py")
     ran = {**old, "report": {"passed": True}, "passed": True, "report_file": "r.json"}
     assert provider.diff("id", ran, old).changes is False
     for key, value in (("run_id", "2026-11-22"), ("report_only", "true"), ("job_sha256", "y"),

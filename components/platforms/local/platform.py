@@ -12,16 +12,15 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import toolchain
-from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.model.spec import Resources
 from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
                                         python_service_config)
+from mirrorstack.platforms.descriptions import GrafanaFiles, SparkJob
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
 from mirrorstack.platforms.local.spark_job import LocalSparkJob
-from mirrorstack.validation.package import JobPackage
 
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
@@ -87,14 +86,14 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
                        health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: bool = False,
+                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> LocalService:
         """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
         (run once healthy) may use `{dir}` for the service's own folder, where
         `files` and the 0600 `secret_files` (a secret dict) are written.
         `uses_clients`: aliases whose client folders it reads (shared on this
         host; containers mount them). `jvm_options`: `-D...` system properties
-        of the service's JVM (`{dir}` allowed). With `metrics`, the JMX exporter
+        of the service's JVM (`{dir}` allowed). With `metrics` (its config), the JMX exporter
         serves on `metrics_address(service)`. Of `resources` only the heap
         applies here (no container); `group` does not (one host, no scheduler).
         `health_secrets`: a broker's SASL users, which must authenticate on its
@@ -104,24 +103,24 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
             prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=self.metrics_address(service) if metrics else None)
+            metrics=(*self.metrics_address(service), metrics) if metrics else None)
         return LocalService(
             service, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
             after_start=spec.after_start or None, secret_files=secret_files, health=health,
             health_secrets=health_secrets, opts=opts)
 
     @staticmethod
-    def _runtime(metrics: bool) -> JavaRuntime:
+    def _runtime(metrics: str | None) -> JavaRuntime:
         """This host's java and Kafka jars from .tools (the JMX agent too, when needed)."""
         return JavaRuntime(java=toolchain.java_binary(), kafka_libs=str(toolchain.kafka_libs()),
                            jmx_agent=str(toolchain.jmx_agent_jar()) if metrics else None)
 
-    def run_spark_job(self, name: str, *, job: JobPackage, config, settings,
+    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
         """Run the validation job with this project's PySpark; `report` is its summary.
         (`uses_clients`' folders are on this host already.)"""
         return LocalSparkJob(
-            name, job_file=str(job.entry), job_sha256=job.sha256, config=config,
+            name, job=job, config=config,
             workdir=str(self.base_dir / name), report_only=settings.report_only,
             jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
@@ -160,14 +159,13 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             health={"kind": "http", "url": f"{url}/-/ready"}, opts=opts)
         return resource, url
 
-    def run_grafana(self, service: str, *, prometheus: str, admin_password=None,
+    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password=None,
                     opts: pulumi.ResourceOptions | None = None):
         """No Grafana runs locally: its provisioning (datasource: this stack's
         Prometheus) and the dashboards are written to its folder, ready for any
         Grafana (`--homepath`-independent paths). Returns (resource, None)."""
         folder = self.service_dir(service)
-        files = grafana_files(prometheus, f"{folder}/dashboards")
-        return LocalFiles(service, folder=folder, files=files, opts=opts), None
+        return LocalFiles(service, folder=folder, files=files(prometheus, f"{folder}/dashboards"), opts=opts), None
 
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program

@@ -7,7 +7,9 @@ and keep the report; the
 summary becomes the resource's `report` output. A failed validation fails the
 operation unless `report_only`; a job that cannot run always does. It runs
 again when an input changes (flows, tolerance, the job's package) or on a
-new `run_id`, never on a plain re-`up`.
+new `run_id`, never on a plain re-`up`. How its output reads (its progress
+lines, its summary, the messages a failure is said with) is the job's own
+(descriptions.JobOutput), handed to the provider with the builder of its zip.
 """
 from __future__ import annotations
 
@@ -19,13 +21,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from mirrorstack import naming
-from mirrorstack.validation.outcome import EXIT_FAILED
+from mirrorstack.platforms.descriptions import JobOutput, SparkJob
 
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options")
@@ -48,11 +51,7 @@ def _java_options(user_options: str | None) -> list[str]:
     return [f"--java-options={options}"] if options else []  # "=": the value starts with "-"
 
 
-def _run(props) -> dict:
-    from mirrorstack.validation.job_config import validation_summary
-    from mirrorstack.validation.outcome import could_not_run_message, failed_message
-    from mirrorstack.validation.package import ZIP_NAME, job_zip
-
+def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str) -> dict:
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
     config_file, report_file = workdir / "flows.json", workdir / "report.json"
@@ -61,8 +60,8 @@ def _run(props) -> dict:
     config_file.chmod(0o600)
     config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
     report_file.unlink(missing_ok=True)
-    package = workdir / ZIP_NAME  # built here, from the same tree the job's hash was taken of
-    package.write_bytes(job_zip())
+    package = workdir / zip_name  # built here, from the same tree the job's hash was taken of
+    package.write_bytes(make_zip())
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
             "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else []),
@@ -75,7 +74,7 @@ def _run(props) -> dict:
     # Own session: on timeout the job and its Spark JVM stop together, by our own pid.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, cwd=workdir, env=env)
-    pump = threading.Thread(target=_forward, args=(proc, lines), daemon=True)
+    pump = threading.Thread(target=_forward, args=(proc, lines, output.is_progress), daemon=True)
     pump.start()
     try:
         proc.wait(timeout=float(props["timeout_seconds"]))
@@ -88,11 +87,11 @@ def _run(props) -> dict:
     pump.join(5)
     code = proc.returncode
     report = json.loads(report_file.read_text()) if report_file.is_file() else {}
-    if code not in (0, EXIT_FAILED) or not report:
-        raise RuntimeError(could_not_run_message(props["name"], code, lines))
-    summary = validation_summary(report)
+    if code not in (0, output.failed_exit) or not report:
+        raise RuntimeError(output.could_not_run_message(props["name"], code, lines))
+    summary = output.report_summary(report)
     if summary["status"] == "failed" and props["report_only"] != "true":
-        raise ValidationFailed(failed_message(props["name"], str(report_file), summary["failures"]))
+        raise ValidationFailed(output.failed_message(props["name"], str(report_file), summary["failures"]))
     outcome = {"passed": "passed", "nothing-checked": "checked nothing (0 records selected)"}.get(
         summary["status"], "FAILED (report only)")
     _progress(f"{props['name']}: validation {outcome}, {summary['records_checked']} record(s) checked, "
@@ -109,9 +108,8 @@ def _whole_numbers(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _forward(proc: subprocess.Popen, lines: list[str]) -> None:
+def _forward(proc: subprocess.Popen, lines: list[str], is_progress: Callable[[str], bool]) -> None:
     """Keep the job's output and show its progress and summary lines."""
-    from mirrorstack.validation.outcome import is_progress
     for line in proc.stdout:
         line = line.rstrip("\n")
         lines.append(line)
@@ -120,15 +118,24 @@ def _forward(proc: subprocess.Popen, lines: list[str]) -> None:
 
 
 class LocalSparkJobProvider(ResourceProvider):
+    """`output`, `make_zip`, `zip_name`: the job's (descriptions.SparkJob)."""
+
+    def __init__(self, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str):
+        super().__init__()
+        self.output, self.make_zip, self.zip_name = output, make_zip, zip_name
+
+    def _run(self, props) -> dict:
+        return _run(props, self.output, self.make_zip, self.zip_name)
+
     def create(self, props):
-        return CreateResult(id_=props["name"], outs=_run(props))
+        return CreateResult(id_=props["name"], outs=self._run(props))
 
     def diff(self, _id, olds, news):
         changed = [k for k in RUN_KEYS if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id, olds, news):
-        return UpdateResult(outs=_run(news))
+        return UpdateResult(outs=self._run(news))
 
     def read(self, id_, props):
         return ReadResult(id_=id_, outs=props)
@@ -145,14 +152,15 @@ class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):
     passed: pulumi.Output[bool]
     report_file: pulumi.Output[str]
 
-    def __init__(self, name: str, *, job_file: str, job_sha256: str, config: pulumi.Input[dict], workdir: str,
+    def __init__(self, name: str, *, job: SparkJob, config: pulumi.Input[dict], workdir: str,
                  jars: str, report_only: bool, run_id: str, driver_memory: str, master: str,
                  timeout_seconds: int, java_options: list[str] = (), opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         # only when set: a stack deployed before the input existed sees no change (no re-run)
         extra = {"java_options": " ".join(java_options)} if java_options else {}
-        super().__init__(LocalSparkJobProvider(), resource_name, {**extra,
-            "name": name, "job_file": job_file, "job_sha256": job_sha256, "config": config,
+        provider = LocalSparkJobProvider(job.output, job.make_zip, job.zip_name)
+        super().__init__(provider, resource_name, {**extra,
+            "name": name, "job_file": str(job.entry), "job_sha256": job.sha256, "config": config,
             "workdir": workdir, "jars": jars, "python": sys.executable,
             "report_only": "true" if report_only else "false", "run_id": run_id,
             "driver_memory": driver_memory, "master": master, "timeout_seconds": str(timeout_seconds),
