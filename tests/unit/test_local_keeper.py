@@ -27,7 +27,8 @@ def _props(tmp_path, argv, restart=keeper.POLICY, health=None) -> dict:
 SERVER = [sys.executable, "-m", "http.server", "PORT", "--bind", "127.0.0.1"]
 
 
-def _wait(what: str, condition, timeout: float = 20):
+# Generous: the suite runs these beside integration modules on 2 loaded cores (a 20 s wait ran out there).
+def _wait(what: str, condition, timeout: float = 60):
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
