@@ -8,9 +8,10 @@ is the figure to cut; wall seconds alone mix a module's own cost with its
 neighbour's load.
 
 Containers and pods live in their engines' own groups (docker/, kubepods/ at
-the hierarchy's root): what those used while the module ran is added to it.
-Only the docker-engine unit's modules run containers or pods, one at a time on
-one worker (tests/support/scheduling.py), so the delta is theirs. (The engines' own
+the hierarchy's root): what those used while a module of the docker-engine unit
+ran is added to it. Only that unit's modules run containers or pods, one at a
+time on one worker (tests/support/scheduling.py), so the delta is theirs, and
+never a module's that ran beside them on the other worker. (The engines' own
 daemons count for the module that started them.) Hosts without
 a writable cgroup v1 cpuacct hierarchy (not root, or cgroup v2 only) are not
 measured, and the summary says so.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scheduling import module_of
+from tests.support.scheduling import DOCKER_ENGINE, module_of, unit_of
 
 ROOT = Path("/sys/fs/cgroup/cpuacct")
 PROPERTY = "module_cpu_seconds"
@@ -42,12 +43,14 @@ class ModuleCpu:
         self.module: str | None = None
         self.group: Path | None = None
         self.engines: dict[str, tuple[int, int]] = {}  # group -> (usage when the module began, last seen)
+        self.runs_containers = False
 
     def _enter(self, module: str) -> None:
         self.module = module
         self.group = self.base / module.replace("/", "_")
         self.group.mkdir(parents=True, exist_ok=True)
         (self.group / "cgroup.procs").write_text(str(self.pid))
+        self.runs_containers = unit_of(module) == DOCKER_ENGINE
         self.engines = {name: (usage, usage) for name in ENGINE_GROUPS
                         if (usage := _usage(self.root / name)) is not None}
 
@@ -62,7 +65,9 @@ class ModuleCpu:
 
     def seconds(self) -> float | None:
         own = _usage(self.group) if self.group else None
-        return None if own is None else (own + self._engines_ns()) / 1e9
+        if own is None:
+            return None
+        return (own + (self._engines_ns() if self.runs_containers else 0)) / 1e9
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         module = module_of(nodeid)

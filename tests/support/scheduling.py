@@ -19,10 +19,11 @@ WEIGHTS_FILE = Path(__file__).with_name("suite_weights.json")
 # start and stop the one Docker engine, which sets the host's iptables FORWARD
 # policy when it starts; the cluster test compares the host's iptables before
 # and after its cluster, so it must not meet an engine starting meanwhile.
+DOCKER_ENGINE = "docker engine"  # the one unit whose modules run containers and pods
 SHARED_UNITS = {
-    "tests/integration/test_images.py": "docker engine",
-    "tests/integration/test_docker_platform.py": "docker engine",
-    "tests/integration/test_kubernetes_platform.py": "docker engine",
+    "tests/integration/test_images.py": DOCKER_ENGINE,
+    "tests/integration/test_docker_platform.py": DOCKER_ENGINE,
+    "tests/integration/test_kubernetes_platform.py": DOCKER_ENGINE,
 }
 # Modules using the session's shared services (tests/integration/conftest.py: clusters a and
 # b, Connect b, Prometheus) run on one worker: each worker process starts its own set, so

@@ -8,6 +8,7 @@ from tests.support import module_cpu
 from tests.support.module_cpu import ModuleCpu, module_seconds
 
 REPO = Path(__file__).resolve().parents[2]
+KUBE = "tests/integration/test_kubernetes_platform.py"  # a module of the docker-engine unit
 
 
 class Report:
@@ -33,21 +34,34 @@ def test_each_module_gets_its_own_group_and_its_reports_carry_the_groups_usage(t
     assert module_seconds(unmeasured) is None
 
 
-def test_containers_and_pods_used_meanwhile_are_added(tmp_path):
+def test_containers_and_pods_used_meanwhile_count_for_the_engines_unit(tmp_path):
     """docker/ existed before the module and grew by 3 s; kubepods/ appeared with 4 s, then went
     (the cluster stopped): 7 s added to the module's own 1 s."""
     (tmp_path / "cgroup.procs").write_text("")
     (tmp_path / "docker").mkdir()
     (tmp_path / "docker" / "cpuacct.usage").write_text("10000000000")
     plugin = ModuleCpu(root=tmp_path, pid=7)
-    plugin.pytest_runtest_logstart("tests/test_kube.py::test_one", None)
-    (tmp_path / "mirrorstack-tests-7" / "tests_test_kube.py" / "cpuacct.usage").write_text("1000000000")
+    plugin.pytest_runtest_logstart(f"{KUBE}::test_one", None)
+    (tmp_path / "mirrorstack-tests-7" / KUBE.replace("/", "_") / "cpuacct.usage").write_text("1000000000")
     (tmp_path / "docker" / "cpuacct.usage").write_text("13000000000")
     (tmp_path / "kubepods").mkdir()
     (tmp_path / "kubepods" / "cpuacct.usage").write_text("4000000000")
     assert plugin.seconds() == 8.0
     (tmp_path / "kubepods" / "cpuacct.usage").unlink()
     assert plugin.seconds() == 8.0
+
+
+def test_a_module_beside_the_engines_unit_gets_none_of_their_containers(tmp_path):
+    """The other worker's module ran while the kube module's pods worked: only its own counts."""
+    (tmp_path / "cgroup.procs").write_text("")
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "cpuacct.usage").write_text("10000000000")
+    plugin = ModuleCpu(root=tmp_path, pid=8)
+    plugin.pytest_runtest_logstart("tests/integration/test_secure_stack.py::test_one", None)
+    group = tmp_path / "mirrorstack-tests-8" / "tests_integration_test_secure_stack.py"
+    (group / "cpuacct.usage").write_text("2000000000")
+    (tmp_path / "docker" / "cpuacct.usage").write_text("90000000000")
+    assert plugin.seconds() == 2.0
 
 
 def test_a_host_without_the_hierarchy_is_not_measured(tmp_path):
