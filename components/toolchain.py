@@ -48,12 +48,10 @@ def class_archives_dir() -> Path:
     return tools_dir() / "class-archives"
 
 
-def class_archive(main_class: str) -> Path | None:
-    """The class-data archive for a JVM of Kafka's jars running `main_class`, if
-    one was made: the broker's for the broker and Kafka's tools, Connect's for Connect."""
-    from mirrorstack.platforms import jvm
-    name = "connect.jsa" if main_class == jvm.CONNECT_DISTRIBUTED_MAIN else "broker.jsa"
-    archive = class_archives_dir() / name
+def class_archive(name: str) -> Path | None:
+    """The class-data archive `name` (`broker`: the broker's and Kafka's tools',
+    `connect`: Connect's), if `make class-archives` made one."""
+    archive = class_archives_dir() / f"{name}.jsa"
     return archive if archive.is_file() else None
 
 

@@ -17,7 +17,7 @@ from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.certificates.lifecycle import CLIENT
 from mirrorstack.monitoring.jmx import jmx_exporter_config
-from mirrorstack.platforms.descriptions import ScrapeTarget
+from mirrorstack.platforms.descriptions import TOOLS_CONFIG, ScrapeTarget
 from mirrorstack.properties import render_properties
 from mirrorstack.model.spec import Resources
 from mirrorstack.secrets import GeneratedPassword
@@ -267,6 +267,7 @@ class KafkaCluster(pulumi.ComponentResource):
         health = {"kind": "kafka", "bootstrap": f"{i_host}:{i_port}", "brokers": "1",
                   "client.security.protocol": "ssl", "client.ssl.ca.location": truststore,
                   "client.ssl.certificate.location": keystore, "client.ssl.key.location": keystore,
+                  TOOLS_CONFIG: "admin.properties",  # Kafka's tools on INTERNAL: a container's readiness gate
                   # then, as its clients: the stack's SASL users get in on CLIENT
                   **security.sasl_readiness(sec, listener=f"{host}:{port}", keystore=keystore, truststore=truststore)}
         after_start = []

@@ -5,7 +5,7 @@ both. The broker's own health check asks over INTERNAL (TLS, the node's
 certificate) and never sees a refused password.
 
 Where it runs: the local platform, in the broker's start
-(platforms/local/sasl_check.py); docker and kubernetes, in the program, right
+(kafka/sasl_check.py); docker and kubernetes, in the program, right
 after the container or pod (re)started (kafka/broker_logins.py: the client
 listener published on 127.0.0.1, or a port-forward). The same attempt, the
 same wait and the same words everywhere: here.

@@ -14,7 +14,7 @@ it, hold no SCRAM user at all. So after one deletion each restarted broker
 refused every SCRAM user (issue 46). A retired user gets a random password
 that nobody keeps instead: the same lock-out for that user, and no deletion
 in the log. (Against a deletion already there, each local broker's start
-sets the stack's users again: mirrorstack.platforms.local.sasl_check.)
+sets the stack's users again: mirrorstack.kafka.sasl_check.)
 
 Pure: no pulumi (the admin client is given).
 """

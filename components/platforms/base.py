@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from mirrorstack.platforms.descriptions import GrafanaFiles
-    from mirrorstack.platforms.descriptions import SparkJob
+    from mirrorstack.platforms.descriptions import JvmResources, SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -193,7 +193,7 @@ class Platform(Protocol):
         """Make a cluster's client files (a secret dict) available at `client_dir(alias)`."""
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources=None, prepare: Sequence[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: JvmResources, prepare: Sequence[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: Sequence[tuple[str, list[str]]] = (),
                        uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts=None) -> Any:

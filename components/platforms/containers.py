@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mirrorstack import toolchain
-from mirrorstack.kafka import security
-from mirrorstack.properties import render_properties
 from mirrorstack.platforms.base import python_service_config
+from mirrorstack.platforms.descriptions import TOOLS_CONFIG
 from mirrorstack.platforms.java_service import JavaRuntime
-from mirrorstack.versions import jmx_exporter_version
+from mirrorstack.versions import jmx_exporter_version, official_image
 
 HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi program's host
 ADMIN_PORT_NAME = "admin"  # a broker's listener for the ACL resource (Platform.admin_listener)
@@ -55,6 +54,16 @@ AFTER_START_DONE = "/tmp/mirrorstack-after-start.done"
 AFTER_START_ATTEMPTS = 36
 AFTER_START_PAUSE = 5  # seconds between attempts: 3 minutes in all, plus the attempts themselves
 READY_PAUSE = 5  # seconds between readiness checks (two short JVMs each)
+
+
+class OfficialImages:
+    """The pinned official images: what a topology without `images:` runs."""
+
+    def of(self, key: str) -> str:
+        return official_image(key)
+
+
+OFFICIAL_IMAGES = OfficialImages()
 
 
 def image_jmx_agent() -> str:
@@ -128,7 +137,7 @@ TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
 def tasks_running_check(host: str, port: int, auth_file: str | None = None) -> str:
     """sh that succeeds once Connect answers `/connectors?expand=status` and every
     connector and task there is RUNNING, or deliberately PAUSED or STOPPED:
-    local/health.py's connect_ready after a worker's restart (the group
+    connect/readiness.py's check after a worker's restart (the group
     rebalanced, its tasks run again; a group without connectors passes).
     bash for /dev/tcp (the image's /bin/sh may be dash)."""
     get = _http_get(host, port, "/connectors?expand=status", auth_file)
@@ -148,12 +157,13 @@ class ReadyGate:
     script: Callable[[list[list[str]]], str]
 
 
-def ready_gate(health: dict, in_network, folder: str) -> ReadyGate | None:
+def ready_gate(health: dict, in_network, folder: str, files: dict[str, str]) -> ReadyGate | None:
     """What a rolling restart waits for on local, for a service in a container:
     a broker (health kind kafka with its node id) rejoined every ISR, asked with
-    Kafka's tools on its own listener (with the node's own certificate on a
-    secured one: the health's client.* TLS paths); a Connect worker's group
-    runs every task. None for other services (their probe is enough)."""
+    Kafka's tools on its own listener (on a secured one with the settings of the
+    service's file the health's `tools_config` names, a copy of it: the node's
+    own certificate); a Connect worker's group runs every task. None for other
+    services (their probe is enough)."""
     if health.get("kind") == "connect":
         url = urlsplit(health["url"])
         host, port = in_network(url.hostname, url.port or 80)
@@ -161,13 +171,12 @@ def ready_gate(health: dict, in_network, folder: str) -> ReadyGate | None:
     if health.get("kind") != "kafka" or "node_id" not in health:
         return None
     host, port = tcp_target(health, in_network)
-    common, files = ["--bootstrap-server", f"{host}:{port}"], {}
-    if health.get("client.security.protocol", "").lower() == "ssl":
-        files[READY_CHECK_CONFIG] = render_properties(security.admin_properties(
-            health["client.ssl.certificate.location"], health["client.ssl.ca.location"]))
+    common, gate_files = ["--bootstrap-server", f"{host}:{port}"], {}
+    if TOOLS_CONFIG in health:
+        gate_files[READY_CHECK_CONFIG] = files[health[TOOLS_CONFIG]]
         common += ["--command-config", f"{folder}/{READY_CHECK_CONFIG}"]
     node_id = health["node_id"]
-    return ReadyGate([(BROKER_VERSIONS_MAIN, common), (TOPICS_MAIN, [*common, "--describe"])], files,
+    return ReadyGate([(BROKER_VERSIONS_MAIN, common), (TOPICS_MAIN, [*common, "--describe"])], gate_files,
                      lambda argvs: rejoined_check(node_id, *argvs))
 
 

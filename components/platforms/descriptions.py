@@ -1,14 +1,68 @@
 """What the concept folders hand a platform: descriptions of what to run and
 what a run serves, as data. A platform turns them into processes, containers or
 Kubernetes objects; it never imports the folder that made them (kafka/,
-connect/, monitoring/, validation/)."""
+connect/, mirror/, monitoring/, validation/, the model's spec).
+
+Readiness is data too: a health spec is a dict of strings with a `kind` (a
+probe every platform knows: tcp, http, kafka, controller, connect), and, where
+the concept owns a check a process platform runs (Connect's REST API, a
+broker's SASL users), a `reference` to its function, which the platform
+resolves by name when it runs it: in a Pulumi dynamic provider's process,
+from pickled inputs, as in the program.
+"""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
+
+# Health spec keys naming a concept's own check (`reference`s):
+CHECK = "check"  # (spec, since_ms) -> bool; False or NotReady: not yet (instead of the kind's probe)
+ONCE_HEALTHY = "once_healthy"  # (name, spec, secrets, *, alive, log_file): after the start, raises to fail it
+TOOLS_CONFIG = "tools_config"  # the service's file of client settings for Kafka's tools on its listener
+
+
+class NotReady(Exception):
+    """A check's answer "not yet", saying what it waits for (shown as progress)."""
+
+
+def first_few(names: list[str], shown: int = 3) -> str:
+    """What a progress line names of a long list."""
+    return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+
+
+def reference(function: Callable) -> str:
+    """`module:name` of a module-level function: how a health spec names a
+    check (a string survives pickling and Pulumi's state; `resolve` finds it)."""
+    ref = f"{function.__module__}:{function.__qualname__}"
+    if resolve(ref) is not function:
+        raise ValueError(f"{ref} is not a module-level function")
+    return ref
+
+
+def resolve(ref: str) -> Callable:
+    """The function a `reference` names, imported by name where it runs."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class Images(Protocol):
+    """The images a container platform runs (the model's Images: the topology's `images:`)."""
+
+    def of(self, key: str) -> str: ...
+
+
+class JvmResources(Protocol):
+    """What a platform reads of a JVM's resources (the model's Resources)."""
+    heap: str
+    cpus: float | None
+    jvm_options: Sequence[str]
+
+    @property
+    def container_memory_mib(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,13 @@ import pulumi
 import pulumi_docker as docker
 
 from mirrorstack import naming, toolchain
-from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, OFFICIAL_IMAGES,
     IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label,
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms import docker_tunnel
-from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, Images, JvmResources, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -95,7 +94,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.stack = stack
         self.prefix = dns_label(f"mirrorstack-{stack}")  # containers of several stacks share one engine
         self.network_name = network_name or self.prefix
-        self.images = images or Images()  # the topology's `images:`, else the official ones
+        self.images = images or OFFICIAL_IMAGES  # the topology's `images:`, else the official ones
         self.image_name = self.images.of("kafka")
         self.port_base = port_base if port_base is not None else default_port_base(stack)
         self._ports: dict[str, dict[str, int]] = {}  # service → port name → port inside the network
@@ -234,7 +233,7 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         return self._network, self._image
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:

@@ -14,6 +14,12 @@ CONNECT_DISTRIBUTED_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 CHOOSES_A_COLLECTOR = re.compile(r"-XX:\+Use\w+GC$")
 
 
+def class_archive_name(main_class: str) -> str:
+    """Which class-data archive (toolchain.class_archive) serves a JVM of
+    Kafka's jars running `main_class`: Connect's for Connect, else the broker's."""
+    return "connect" if main_class == CONNECT_DISTRIBUTED_MAIN else "broker"
+
+
 def java_command(
     java: str, main_class: str, args: Sequence[str], *, classpath: str, heap: str,
     log4j_file: str | None = None, jmx_agent: tuple[str, str, int, str] | None = None,

@@ -54,13 +54,12 @@ import pulumi_kubernetes as k8s
 
 from mirrorstack import naming
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
-from mirrorstack.model.spec import Images, Resources
 from mirrorstack.platforms.containers import (
-    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, OFFICIAL_IMAGES,
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import GrafanaFiles, ScrapeTarget, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, Images, JvmResources, ScrapeTarget, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms import kube_tunnel
 from mirrorstack.platforms.kube_job_run import ValidationJobRun
@@ -114,7 +113,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             raise ValueError(f"rest_access must be one of {REST_ACCESS}, not {rest_access!r}")
         self.stack, self.rest_access, self.cluster_domain = stack, rest_access, cluster_domain
         self.namespace = dns_label(namespace or f"mirrorstack-{stack}")
-        self.images = images or Images()  # the topology's `images:`, else the official ones
+        self.images = images or OFFICIAL_IMAGES  # the topology's `images:`, else the official ones
         self.image = self.images.of("kafka")
         self.settings = settings or KubernetesSettings()  # the topology's `kubernetes:`, else its defaults
         self.port_base = port_base if port_base is not None else default_port_base(stack)
@@ -323,7 +322,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> StatefulSetRollout:
@@ -343,7 +342,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         users once it rolled (`client_login`, mirrorstack.kafka.broker_logins),
         not the probe."""
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
-        gate = ready_gate(health, self.in_cluster, folder)
+        gate = ready_gate(health, self.in_cluster, folder, files)
         if gate is not None:
             files = {**files, **gate.files}
         spec = java_service(  # registers the metrics port before the manifests list ports

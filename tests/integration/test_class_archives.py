@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("main, args", [(jvm.BROKER_MAIN, ["--version"]), (jvm.CONNECT_DISTRIBUTED_MAIN, [])])
 def test_the_broker_and_connect_jvms_load_their_classes_from_the_archives(main, args):
-    archive = toolchain.class_archive(main)
+    archive = toolchain.class_archive(jvm.class_archive_name(main))
     assert archive is not None, "no class archive: run `make class-archives` (part of `make setup`)"
     argv = jvm.java_command(toolchain.java_binary(), main, args, classpath=toolchain.kafka_classpath(), heap="256m")
     env = launcher.with_class_archive(argv, None)

@@ -3,7 +3,7 @@ defect 3): a principal renamed by the stack (set the new user, retire the
 old one) keeps every user on a restarted broker; a credential DELETED shows
 why it must not be: Kafka 4.3 drops every SCRAM user of the mechanism on
 each broker that restarts afterwards, and a broker's readiness
-(platforms/local/sasl_check.py) sets the stack's users again and checks that
+(kafka/sasl_check.py) sets the stack's users again and checks that
 they get in.
 
 The two tests use one mechanism each (SCRAM-SHA-512, SCRAM-SHA-256): Kafka
@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, UserScramCredentialDeletion
 
 from mirrorstack.kafka.scram_users import changed_users, retire_users, scram_mechanism, set_users, wait_all
-from mirrorstack.platforms.local import sasl_check
+from mirrorstack.kafka import sasl_check
 from tests.support.scram import ScramKafkaCluster
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 
 from mirrorstack import toolchain
-from mirrorstack.platforms.local.health import MIRROR_CONNECTOR_CLASSES
+from mirrorstack.connect.readiness import MIRROR_CONNECTOR_CLASSES
 
 STORE_PASSWORD = "changeit-test-store"
 

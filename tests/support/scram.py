@@ -31,7 +31,7 @@ class ScramKafkaCluster(KafkaCluster):
         return f"{HOST}:{self.sasl_ports[index]}"
 
     def readiness_spec(self, index: int, mechanism: str) -> dict[str, str]:
-        """Broker `index`'s health spec as platforms/local/sasl_check.py reads a secured stack's broker's:
+        """Broker `index`'s health spec as kafka/sasl_check.py reads a secured stack's broker's:
         the node's way in (here plaintext, no certificate) and its SASL listener."""
         return {"kind": "kafka", "bootstrap": self.broker_address(index), "sasl.bootstrap": self.sasl_address(index),
                 "sasl.client.security.protocol": "sasl_plaintext", "sasl.client.sasl.mechanism": mechanism}

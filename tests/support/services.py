@@ -18,11 +18,12 @@ from mirrorstack.platforms.log4j2 import log4j2_properties
 from mirrorstack.monitoring.prometheus import prometheus_config
 from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties
+from mirrorstack.connect import readiness
 from mirrorstack.platforms.local import health, launcher
 from tests.support.ports import free_ports
 
 HOST = "127.0.0.1"
-MIRROR_CONNECTORS = health.MIRROR_CONNECTOR_CLASSES
+MIRROR_CONNECTORS = readiness.MIRROR_CONNECTOR_CLASSES
 
 
 def _parallel(calls) -> list:
@@ -186,7 +187,7 @@ class ConnectGroup(_JavaService):
         self.kafka = kafka
         self.workers = workers
         self.scheme = scheme
-        self.ready = ready or health.connect_ready
+        self.ready = ready or readiness.connect_ready
         self.overrides = {"offset.flush.interval.ms": "2000", **(overrides or {})}
         if without_jars:
             libs = toolchain.kafka_libs()

@@ -1,5 +1,5 @@
 """A secured broker is ready once the stack's SASL users authenticate on its
-client listener, the SCRAM ones set again first (platforms/local/sasl_check.py),
+client listener, the SCRAM ones set again first (kafka/sasl_check.py),
 and what `up` says when one is refused. (How the cluster component asks for
 it: test_secured_platforms.py; against real brokers: test_scram_users.py.)"""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 
 from mirrorstack.kafka import sasl_login, security
 from mirrorstack.model.spec import load_topology
-from mirrorstack.platforms.local import sasl_check
+from mirrorstack.kafka import sasl_check
+from mirrorstack.platforms.descriptions import ONCE_HEALTHY, resolve
 
 OWN = "127.0.0.1:9001"
 SPEC = {"kind": "kafka", "bootstrap": "127.0.0.1:9101", "client.security.protocol": "ssl",
@@ -93,7 +94,10 @@ def test_the_health_keys_say_how_clients_reach_the_broker_without_any_password(p
     sec = load_topology(_topology(protocol=protocol, mtls=mtls)).clusters["tgt"].security
     keys = security.sasl_readiness(sec, listener=OWN, keystore="/n/k.pem", truststore="/n/ca.pem")
     assert keys == {"sasl.bootstrap": OWN, "sasl.client.security.protocol": protocol.lower(),
-                    "sasl.client.sasl.mechanism": "SCRAM-SHA-512", **expected}
+                    "sasl.client.sasl.mechanism": "SCRAM-SHA-512", **expected,
+                    # what a process platform runs once the broker is healthy, named (no import of kafka/ there)
+                    "once_healthy": "mirrorstack.kafka.sasl_check:wait_accepted"}
+    assert resolve(keys[ONCE_HEALTHY]) is sasl_check.wait_accepted
 
 
 def test_a_broker_without_sasl_has_no_such_keys():

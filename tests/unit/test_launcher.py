@@ -146,3 +146,39 @@ def test_kafka_jvms_start_with_their_class_archive_through_the_environment(tmp_p
     assert launcher.with_class_archive(other, None) is None
     (tmp_path / "class-archives" / "connect.jsa").unlink()
     assert launcher.with_class_archive(worker, {}) == {}
+
+
+LAUNCH_FROM_PICKLE = """
+import pickle, sys
+from mirrorstack.platforms.local.service import _launch
+try:
+    _launch(pickle.loads(sys.stdin.buffer.read()))
+except RuntimeError as error:
+    print(error)
+print("imported by name:", "tests.support.named_checks" in sys.modules)
+"""
+
+
+def test_a_service_is_checked_with_the_functions_its_health_spec_names_in_a_fresh_process(tmp_path):
+    """A concept's own readiness reaches the local platform as names (no import of
+    kafka/ or connect/ there): a dynamic provider's process, given the pickled
+    inputs, imports them where it runs them: `check` until the service is ready,
+    then `once_healthy`, whose failure stops the service and fails the start."""
+    import pickle
+    import subprocess
+    from pathlib import Path
+    from mirrorstack.platforms.descriptions import CHECK, ONCE_HEALTHY
+    marker = tmp_path / "ready"
+    props = {"name": "named-0", "workdir": str(tmp_path / "svc"), "files": {}, "prepare": [], "timeout_seconds": "30",
+             "argv": [sys.executable, "-c", f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); "
+                      "time.sleep(300)"],
+             "health": {"kind": "named", "marker": str(marker), CHECK: "tests.support.named_checks:marker_written",
+                        ONCE_HEALTHY: "tests.support.named_checks:refuse"},
+             "health_secrets": {"app1": "pw"}}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", LAUNCH_FROM_PICKLE], input=pickle.dumps(props), cwd=root,
+                          capture_output=True, timeout=60)
+    assert done.stdout.decode().splitlines() == ["named-0 refused: users ['app1'], alive True, log service.log",
+                                                 "imported by name: True"], done.stderr.decode()[-2000:]
+    assert marker.exists()  # it ran, and `check` waited for it
+    assert not leftover_processes(str(tmp_path))  # stopped after the refusal

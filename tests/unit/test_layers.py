@@ -1,9 +1,12 @@
 """The import contracts of pyproject.toml ([tool.importlinter]) hold, and each
 one fails when broken: lint-imports (import-linter) over the package laid out
 as the wheel holds it, spark/ as mirrorstack/spark (the editable install maps
-the two folders into one package, which import-linter's graph cannot follow)."""
+the two folders into one package, which import-linter's graph cannot follow).
+And no two folders of the package import each other (function-level imports
+too, which a contract per pair would not list)."""
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -22,7 +25,7 @@ BREAKS = {
     "model": ("mirrorstack/model/spec.py", "from mirrorstack.mirror import connectors"),
     "plan": ("mirrorstack/plan/rename_check.py", "from mirrorstack.mirror import connectors"),
     "spark": ("mirrorstack/spark/config.py", "from mirrorstack.model import spec"),
-    "platforms": ("mirrorstack/platforms/docker.py", "from mirrorstack.monitoring.grafana import grafana_files"),
+    "platforms": ("mirrorstack/platforms/containers.py", "from mirrorstack.kafka import security"),
     "monitoring": ("mirrorstack/monitoring/args.py", "from mirrorstack.kafka.cluster import KafkaCluster"),
 }
 
@@ -64,3 +67,45 @@ def test_each_contract_fails_when_broken(tmp_path, contract):
     assert f"{CONTRACTS[contract]} BROKEN" in run.stdout, run.stdout
     broken = [name for name in CONTRACTS.values() if f"{name} BROKEN" in run.stdout]
     assert broken == [CONTRACTS[contract]], run.stdout  # that one contract, no other
+
+
+# ---------------------------------------------------------------- one direction between folders
+
+def unit_of(path: Path, root: Path) -> str:
+    """The folder (or top-level module, e.g. toolchain) a file of the package belongs to."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return "spark" if root.name == "spark" else parts[0]
+
+
+def imported_units(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, folder or top-level module) of each `mirrorstack.*` import, at any depth."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names] if node.module == "mirrorstack" else [node.module]
+        else:
+            continue  # relative imports stay in their folder
+        found += [(node.lineno, name.split(".")[1]) for name in names
+                  if name.startswith("mirrorstack.") and len(name.split(".")) > 1]
+    return found
+
+
+def folder_edges(repo: Path) -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) → where, between folders of components/ and spark/."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for root in (repo / "components", repo / "spark"):
+        for path in sorted(root.rglob("*.py")):
+            source = unit_of(path, root)
+            for line, target in imported_units(ast.parse(path.read_text(), str(path))):
+                if target != source:
+                    edges.setdefault((source, target), []).append(f"{path.relative_to(repo)}:{line}")
+    return edges
+
+
+def test_no_two_folders_import_each_other():
+    edges = folder_edges(ROOT)
+    mutual = {f"{a} <-> {b}": edges[a, b] + edges[b, a] for a, b in edges if a < b and (b, a) in edges}
+    assert not mutual, "folders that import each other (pick one direction):\n" + "\n".join(
+        f"  {pair}: {', '.join(where)}" for pair, where in sorted(mutual.items()))

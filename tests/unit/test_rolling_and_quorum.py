@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from mirrorstack.connect import readiness
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KubernetesPlatform
@@ -154,8 +155,8 @@ def test_connect_waits_for_every_connector_and_task_to_run_or_be_deliberately_st
         "c": {"status": {"connector": {"state": "FAILED"}, "tasks": []}},
         "d": {"status": {"connector": {"state": "PAUSED"}, "tasks": [{"id": 0, "state": "PAUSED"}]}},
     }
-    assert health.not_running(expanded) == ["a/1: UNASSIGNED", "c: FAILED"]
-    assert health.not_running({}) == []  # a new group without connectors
+    assert readiness.not_running(expanded) == ["a/1: UNASSIGNED", "c: FAILED"]
+    assert readiness.not_running({}) == []  # a new group without connectors
 
 
 QUORUM_TABLE = """NodeId\tDirectoryId           \tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus  \t

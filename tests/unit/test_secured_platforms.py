@@ -14,8 +14,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from mirrorstack.connect import readiness
+from mirrorstack.kafka import sasl_check
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.containers import AFTER_START_DONE, container_script, probe_command
+from mirrorstack.platforms.descriptions import CHECK, ONCE_HEALTHY, resolve
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
@@ -347,6 +350,9 @@ def test_local_secured_brokers_check_the_stacks_sasl_users_on_their_client_liste
         assert not holds_secret_text(health)
     assert services["central-broker-0"]["health"]["sasl.client.ssl.certificate.location"].endswith("/server.pem")
     assert "health_secrets" not in services["edge-controller"]
+    # the checks are kafka/'s and connect/'s own, named for the platform to run (it imports neither)
+    assert resolve(services["edge-broker-0"]["health"][ONCE_HEALTHY]) is sasl_check.wait_accepted
+    assert resolve(services["connect-central-0"]["health"][CHECK]) is readiness.check
 
 
 # ---------------------------------------------------------------- shared helpers

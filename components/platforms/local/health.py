@@ -1,9 +1,13 @@
-"""Health checks that ask the real service, not just whether a port is open."""
+"""Health checks that ask the real service, not just whether a port is open:
+a health spec's probe by its `kind`, or the check the concept that made the
+spec names (descriptions.CHECK, e.g. Connect's), resolved by name here."""
 from __future__ import annotations
 
 import socket
 
 import requests
+
+from mirrorstack.platforms.descriptions import CHECK, NotReady, first_few, resolve
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -16,10 +20,6 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
     return requests.get(url, timeout=timeout).status_code == 200
-
-
-class NotReady(Exception):
-    """A check's answer "not yet", saying what it waits for (shown as progress)."""
 
 
 def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: float = 3.0,
@@ -41,17 +41,12 @@ def kafka_brokers_ready(bootstrap_servers: str, expected_brokers: int, timeout: 
     lagging = under_replicated(metadata)
     if lagging:
         raise NotReady(f"back in the cluster; waiting for {len(lagging)} under-replicated partitions "
-                       f"({_first_few(lagging)})")
+                       f"({first_few(lagging)})")
     offline = leaderless(metadata)
     if offline:
         raise NotReady(f"back in the cluster; waiting for {len(offline)} partitions to get a leader "
-                       f"({_first_few(offline)})")
+                       f"({first_few(offline)})")
     return True
-
-
-def _first_few(names: list[str], shown: int = 3) -> str:
-    """What a progress line names of a long list."""
-    return ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
 
 
 def under_replicated(metadata) -> list[str]:
@@ -72,66 +67,6 @@ def leaderless(metadata) -> list[str]:
     live = set(metadata.brokers)
     return sorted(f"{topic.topic}-{p.id}" for topic in metadata.topics.values()
                   for p in topic.partitions.values() if p.leader not in live and set(p.isrs) & live)
-
-
-MIRROR_CONNECTOR_CLASSES = (
-    "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-    "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
-    "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
-)
-
-
-def rest_credentials(credentials_file: str) -> tuple[str, str]:
-    """(user, password) from a Connect basic-auth credentials file (`user: password`)."""
-    user, _, password = open(credentials_file).read().strip().splitlines()[0].partition(":")
-    return user.strip(), password.strip()
-
-
-# Deliberate states a connector or task is not started from (failover stops flows).
-SETTLED_ELSEWHERE = ("PAUSED", "STOPPED")
-
-
-def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = None) -> bool:
-    """Connect's REST API answers, lists the three MirrorMaker 2 connectors
-    (plugin scanning is the slow part of a worker's start), and every connector
-    of the group and its tasks run (the group rebalanced after a restart; a new
-    group without connectors passes)."""
-    from mirrorstack.connect.api import ConnectClient, ConnectError, basic_auth
-
-    auth = rest_credentials(auth_file) if auth_file else None
-    client = ConnectClient(rest_url, headers=basic_auth(auth)).quick(timeout)  # a probe: no retries
-    try:
-        plugins = client.plugins()
-    except ConnectError as exc:
-        if exc.status != 404:
-            raise
-        # Jetty answers before Connect's resources exist (a whole HTML page): one line instead
-        raise NotReady("REST server up (HTTP 404 on /connector-plugins); waiting for Connect's resources") from None
-    if not set(MIRROR_CONNECTOR_CLASSES) <= set(plugins):
-        return False
-    try:
-        expanded = client.expanded_status()
-    except ConnectError as exc:
-        if exc.status is None:
-            raise
-        # e.g. 409 while the group rebalances
-        raise NotReady(f"answers; the group is not ready (HTTP {exc.status} on /connectors)") from None
-    waiting = not_running(expanded)
-    if waiting:
-        raise NotReady(f"answers; waiting for {len(waiting)} connectors/tasks to run ({_first_few(waiting)})")
-    return True
-
-
-def not_running(expanded: dict) -> list[str]:
-    """From `GET /connectors?expand=status`: `name[/task]: STATE` of each
-    connector or task neither RUNNING nor deliberately paused/stopped."""
-    out = []
-    for name, entry in sorted(expanded.items()):
-        status = entry.get("status") or {}
-        states = [(name, (status.get("connector") or {}).get("state"))]
-        states += [(f"{name}/{t.get('id')}", t.get("state")) for t in status.get("tasks") or []]
-        out += [f"{what}: {state}" for what, state in states if state != "RUNNING" and state not in SETTLED_ELSEWHERE]
-    return out
 
 
 QUORUM_COMMAND_MAIN = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
@@ -186,11 +121,12 @@ def quorum_row(table: str, node_id: int) -> dict[str, str] | None:
 
 
 def own_address(spec: dict) -> tuple[str, int] | None:
-    """The address a service's own health check probes (tcp, http, connect);
-    None for a Kafka check, which asks the whole cluster's bootstrap servers."""
-    if spec["kind"] in ("tcp", "controller"):
+    """The address a service's own health check probes (its `host` and
+    `port`, or its `url`); None for a Kafka check, which asks the whole
+    cluster's bootstrap servers."""
+    if "host" in spec:
         return spec["host"], int(spec["port"])
-    if spec["kind"] in ("http", "connect"):
+    if "url" in spec:
         from urllib.parse import urlsplit
         url = urlsplit(spec["url"])
         return url.hostname, url.port or (443 if url.scheme == "https" else 80)
@@ -200,7 +136,10 @@ def own_address(spec: dict) -> tuple[str, int] | None:
 def check(spec: dict, since_ms: int = 0) -> bool:
     """Run a health check described as data (what a service resource stores);
     `since_ms`: when the service started (wall clock, ms). False or NotReady
-    (with what it waits for): not yet."""
+    (with what it waits for): not yet. A spec naming its concept's own
+    check (descriptions.CHECK) is asked with that."""
+    if CHECK in spec:
+        return resolve(spec[CHECK])(spec, since_ms)
     kind = spec["kind"]
     if kind == "tcp":
         return port_open(spec["host"], int(spec["port"]))
@@ -212,6 +151,4 @@ def check(spec: dict, since_ms: int = 0) -> bool:
         return kafka_brokers_ready(spec["bootstrap"], int(spec.get("brokers", "1")), client=client, node_id=node_id)
     if kind == "controller":
         return controller_in_quorum(spec, since_ms)
-    if kind == "connect":
-        return connect_ready(spec["url"], auth_file=spec.get("auth_file"))
     raise ValueError(f"unknown health check kind {kind!r}")

@@ -75,6 +75,7 @@ def with_class_archive(argv: Sequence[str], env: Mapping[str, str] | None) -> Ma
     line stays the one every platform shares, and a missing or stale archive
     only makes the start slower."""
     from mirrorstack import toolchain
+    from mirrorstack.platforms import jvm
     argv = list(argv)
     try:
         classpath = toolchain.kafka_classpath()
@@ -82,7 +83,7 @@ def with_class_archive(argv: Sequence[str], env: Mapping[str, str] | None) -> Ma
         return env
     if "-cp" not in argv[:-1] or argv[argv.index("-cp") + 1] != classpath or argv.index("-cp") + 2 >= len(argv):
         return env
-    archive = toolchain.class_archive(argv[argv.index("-cp") + 2])
+    archive = toolchain.class_archive(jvm.class_archive_name(argv[argv.index("-cp") + 2]))
     if archive is None:
         return env
     base = dict(os.environ if env is None else env)
@@ -168,7 +169,7 @@ def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
     """Poll `check` until it returns True. Fails at once if the process dies,
     and after `timeout` seconds otherwise, quoting the last check error and the
     end of the log. A check that is not ready yet returns False or raises
-    (health.NotReady says what it waits for); every `progress_every` seconds
+    (descriptions.NotReady says what it waits for); every `progress_every` seconds
     that is printed to stderr as `mirrorstack: <what>: <reason>` (Pulumi shows
     it next to the resource). `alive`: whether the service still runs, when the
     process is not the service itself (a keeper's first run). Returns the seconds waited."""
@@ -197,7 +198,7 @@ def wait_until_healthy(handle: ProcessHandle, check: Callable[[], bool], *,
 
 
 def _waiting_for(error: Exception | None) -> str:
-    from mirrorstack.platforms.local.health import NotReady
+    from mirrorstack.platforms.descriptions import NotReady
     if isinstance(error, NotReady):
         return str(error)
     return f"not answering yet ({type(error).__name__}: {error})" if error else "not ready yet"

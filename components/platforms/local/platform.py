@@ -12,10 +12,9 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import toolchain
-from mirrorstack.model.spec import Resources
 from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
                                         python_service_config)
-from mirrorstack.platforms.descriptions import GrafanaFiles, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, JvmResources, SparkJob
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
@@ -60,7 +59,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         return None  # INTERNAL is on 127.0.0.1 already
 
     def client_login(self, service: str, port_name: str) -> None:
-        return None  # a broker's own start logs in as the stack's users (sasl_check.py)
+        return None  # a broker's own start logs in as the stack's users (kafka/sasl_check.py)
 
     def started(self, ran):
         raise NotImplementedError("local: no program-side login check (client_login is None)")
@@ -84,7 +83,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         return LocalFiles(f"{alias}-client-files", folder=self.client_dir(alias), files=files, secret=True, opts=opts)
 
     def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: Resources = Resources(), prepare: list[tuple[str, list[str]]] = (),
+                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
                        secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
                        uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
                        group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> LocalService:
@@ -97,7 +96,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         serves on `metrics_address(service)`. Of `resources` only the heap
         applies here (no container); `group` does not (one host, no scheduler).
         `health_secrets`: a broker's SASL users, which must authenticate on its
-        client listener at each start (sasl_check.py)."""
+        client listener at each start (kafka/sasl_check.py)."""
         folder = self.service_dir(service)
         spec = java_service(
             self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,

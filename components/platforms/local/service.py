@@ -86,7 +86,8 @@ def _wait_port_released(props, timeout: float = 15.0) -> None:
 
 
 def _launch(props) -> dict:
-    from mirrorstack.platforms.local import health, launcher, sasl_check
+    from mirrorstack.platforms.descriptions import ONCE_HEALTHY, resolve
+    from mirrorstack.platforms.local import health, launcher
 
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
@@ -111,9 +112,9 @@ def _launch(props) -> dict:
                                     timeout=float(props["timeout_seconds"]), what=props["name"], alive=first_run)
         for i, argv in enumerate(props.get("after_start") or []):  # e.g. create the SASL user
             launcher.run(f"{props['name']} after start", argv, log_file=workdir / f"after-start-{i}.log")
-        if sasl_check.applies(props["health"]):  # a broker: the stack's SASL users get in (SCRAM ones set again)
-            sasl_check.wait_accepted(props["name"], props["health"], props.get("health_secrets") or {},
-                                     alive=lambda: launcher.is_alive(handle), log_file=handle.log_file)
+        if ONCE_HEALTHY in props["health"]:  # e.g. a broker: the stack's SASL users get in (kafka/sasl_check.py)
+            resolve(props["health"][ONCE_HEALTHY])(props["name"], props["health"], props.get("health_secrets") or {},
+                                                   alive=lambda: launcher.is_alive(handle), log_file=handle.log_file)
     except Exception:
         launcher.stop(handle)
         raise
@@ -164,7 +165,7 @@ class LocalService(Resource, module="local", name="LocalService"):
     commands run once it is healthy. `restart` "unless-stopped": a keeper starts
     it again whenever it exits (keeper.POLICY). `health_secrets` (a secret
     dict, never written) is what readiness needs beyond `health`: a broker's
-    SASL users and passwords (sasl_check.py); like `health`, no restart."""
+    SASL users and passwords (kafka/sasl_check.py); like `health`, no restart."""
 
     pid: pulumi.Output[str]
     log_file: pulumi.Output[str]

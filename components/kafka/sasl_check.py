@@ -15,12 +15,17 @@ mirrorstack, or made by hand, would otherwise fail every later restart. On a
 new cluster this creates the application users a moment before the ACL
 resource does (with the same passwords). PLAIN users are in the broker's JAAS.
 
-The attempt, the wait and the words are every platform's
-(mirrorstack.kafka.sasl_login); what is local here: the spec's keys, the
-broker's own log, and stopping it. The health spec's `sasl.*` keys (mirrorstack.kafka.security.sasl_readiness)
-say where and how; the passwords come from the service's secret
-`health_secrets` ({user: password}), never from the spec. The node's own
-settings are the spec's `bootstrap` and `client.*` (the health check's).
+Who runs it: a platform that starts brokers as processes (the local one, in
+its dynamic provider), by the name the broker's health spec gives it
+(security.sasl_readiness: `once_healthy`, see platforms/descriptions.py);
+platforms that start containers log in from the program instead
+(kafka/broker_logins.py). The attempt, the wait and the words are every
+platform's (mirrorstack.kafka.sasl_login); what is here: the spec's keys, the
+broker's own log (its path the platform's), and the message that it was
+stopped. The health spec's `sasl.*` keys say where and how; the passwords come
+from the service's secret `health_secrets` ({user: password}), never from the
+spec. The node's own settings are the spec's `bootstrap` and `client.*` (the
+health check's).
 """
 from __future__ import annotations
 
