@@ -72,7 +72,7 @@ def register_platform(name: str, capabilities: Capabilities, factory: Callable[.
     again replaces the entry (a package reloaded); a built-in cannot be replaced."""
     if not re.fullmatch(NAME, name):
         raise PlatformRegistryError(f"platform name {name!r} does not match {NAME}: lower case letters, digits, '-'")
-    if name in BUILT_IN and _registered.get(name) is not None and _registered[name].factory != factory:
+    if name in BUILT_IN and factory != BUILT_IN[name].factory:
         raise PlatformRegistryError(f"platform {name!r} is built in; register yours under another name")
     if not isinstance(capabilities, Capabilities):
         raise PlatformRegistryError(f"platform {name!r}: capabilities must be a "
