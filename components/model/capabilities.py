@@ -111,7 +111,7 @@ def registered() -> dict[str, RegisteredPlatform]:
 
 
 def how_to_add() -> str:
-    return (f"a package adds one by registering it (mirrorstack.model.capabilities.register_platform) from a "
+    return (f"a package adds one by calling mirrorstack.model.capabilities.register_platform from a "
             f"`{ENTRY_POINT_GROUP}` entry point (docs/layout.md, adding a platform)")
 
 
@@ -120,7 +120,9 @@ def unknown(name: str) -> str | None:
     known = registered()
     if name in known:
         return None
-    return (f"{name!r} is not a registered platform (registered: {', '.join(known)}); fix: use one of them, "
+    names = [repr(n) for n in known]
+    either = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+    return (f"{name!r} is not a registered platform, registered are {either}; fix: use one of {', '.join(names)}, "
             f"or install the package that registers {name!r}: {how_to_add()}")
 
 

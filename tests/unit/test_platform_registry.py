@@ -28,7 +28,8 @@ def test_an_unknown_platform_is_refused_with_the_registered_names_and_how_to_add
     with pytest.raises(TopologyError) as refused:
         load_topology(_topology("nomad"))
     said = str(refused.value)
-    assert "platform: 'nomad' is not a registered platform (registered: local, docker, kubernetes)" in said
+    assert ("platform: 'nomad' is not a registered platform, registered are 'local', 'docker' or 'kubernetes'; "
+            "fix: use one of 'local', 'docker', 'kubernetes', or install the package that registers 'nomad'") in said
     assert "`mirrorstack.platforms` entry point" in said and "register_platform" in said
 
 
