@@ -2,7 +2,8 @@
 
 Config (stacks/Pulumi.<stack>.yaml):
   mirrorstack:topology    the topology (schema: components/schema/topology.schema.json);
-                          its `platform` is local | docker | kubernetes
+                          its `platform` is local | docker | kubernetes, or one an installed
+                          package registers (docs/layout.md, adding a platform)
   mirrorstack:localDir    local: where services keep their files (default .mirrorstack/<stack>)
   mirrorstack:portBase    local/docker: first port of the stack's host ports (default: from the stack name)
   mirrorstack:namespace   kubernetes: the namespace (default mirrorstack-<stack>)

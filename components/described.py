@@ -12,8 +12,8 @@ from pathlib import Path
 
 DESCRIPTION = "description"
 # Every component that runs something takes the same platform.
-PLATFORM = ("the platform that runs the services (a mirrorstack.platforms.base.Platform: local, docker or kubernetes; "
-            "mirrorstack.platforms.make_platform builds one)")
+PLATFORM = ("the platform that runs the services (a mirrorstack.platforms.base.Platform: local, docker, kubernetes "
+            "or one a package registers; mirrorstack.platforms.make_platform builds one)")
 
 
 def described(description: str, **field_options):

@@ -29,4 +29,4 @@ def require(extra: str) -> None:
 def required_by(platform: str, validation: bool) -> list[str]:
     """The extras a topology on `platform` needs (validation: a `validation:` section)."""
     can = capabilities(platform)
-    return [*([platform] if can.needs_extra else []), *(["spark"] if validation and can.runs_job_in_program else [])]
+    return [*([platform] if can.needs_extra and platform in EXTRAS else []), *(["spark"] if validation and can.runs_job_in_program else [])]

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from mirrorstack.mm2.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
 from mirrorstack.mm2.flows import FlowDescription, FlowSelection
+from mirrorstack.model.capabilities import BUILT_IN, unknown as unknown_platform
 from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
@@ -699,7 +700,10 @@ class Topology(_Model):
     def warnings(self) -> list[str]:
         return self._warnings
 
-    platform: Literal["local", "docker", "kubernetes"] = Field("local", description="Where the clusters run.")
+    platform: str = Field("local", description=(
+        "Where the clusters run: a registered platform, built in local, docker or kubernetes; an installed "
+        "package adds others (its `mirrorstack.platforms` entry point; this schema lists the built-in ones)."),
+        json_schema_extra={"enum": list(BUILT_IN)})
     clusters: dict[str, Cluster] = Field(min_length=1, description="Kafka clusters by alias.")
     connect: dict[str, ConnectCluster] = Field({}, description=(
         "Connect clusters by name; default: one per flow target, named after it, topics on the target."))
@@ -717,6 +721,13 @@ class Topology(_Model):
     kubernetes: KubernetesSettings | None = Field(None, description=(
         "platform kubernetes only: storage class, size and deletion policy, pod shutdown time, the "
         "NetworkPolicy and its clients (omit for the defaults)."))
+
+    @field_validator("platform")
+    @classmethod
+    def _registered_platform(cls, name: str) -> str:
+        if (problem := unknown_platform(name)) is not None:  # before any resource exists
+            raise ValueError(problem)
+        return name
 
     @model_validator(mode="before")
     @classmethod

@@ -1,10 +1,14 @@
 """Platforms run services; they know how to run a process or container, never what Kafka is.
 
-Each one implements the `Platform` Protocol of base.py; `make_platform` picks one.
+Each one implements the `Platform` Protocol of base.py and is registered by
+name (mirrorstack.model.capabilities: the built-in ones there, others from
+installed packages' `mirrorstack.platforms` entry points); `make_platform`
+builds the one a topology names.
 """
 from __future__ import annotations
 
 from mirrorstack import extras
+from mirrorstack.model.capabilities import platform as registered_platform
 from mirrorstack.platforms.base import Platform
 
 
@@ -15,18 +19,10 @@ def make_platform(name: str, stack: str, *, local_dir: str, port_base: int | Non
     the topology's `images:` (docker and kubernetes), `kubernetes` its
     `kubernetes:` section (storage, shutdown, NetworkPolicy; None: the defaults);
     `rest_access`: how the program reaches Connect (kubernetes, docker);
-    `docker_host`: the engine's URL (None: `docker:host`, else DOCKER_HOST)."""
-    if name == "local":
-        from mirrorstack.platforms.local.platform import LocalPlatform
-        return LocalPlatform(stack, local_dir, port_base=port_base)
-    if name in ("docker", "kubernetes"):
+    `docker_host`: the engine's URL (None: `docker:host`, else DOCKER_HOST).
+    An unregistered name raises ValueError naming the registered ones."""
+    entry = registered_platform(name)
+    if name in extras.required_by(name, validation=False):
         extras.require(name)
-    if name == "docker":
-        from mirrorstack.platforms.docker import DockerPlatform
-        return DockerPlatform(stack, images=images, port_base=port_base, rest_access=rest_access,
-                              docker_host=docker_host)
-    if name == "kubernetes":
-        from mirrorstack.platforms.kubernetes import KubernetesPlatform
-        return KubernetesPlatform(stack, namespace=namespace, rest_access=rest_access or "port-forward",
-                                  settings=kubernetes, images=images, port_base=port_base)
-    raise ValueError(f"unknown platform {name!r}: use local, docker or kubernetes")
+    return entry.make(stack, local_dir=local_dir, port_base=port_base, namespace=namespace,
+                      rest_access=rest_access, images=images, kubernetes=kubernetes, docker_host=docker_host)

@@ -133,7 +133,7 @@ class Platform(Protocol):
     """Where a topology's services run. Addresses are (host, port) pairs;
     `{dir}` in a service's arguments and files is its own folder there."""
 
-    name: str  # "local" | "docker" | "kubernetes"
+    name: str  # its registered name: "local" | "docker" | "kubernetes" | one a package registers
     listen_host: str  # the address services bind to
 
     def address(self, service: str, port_name: str) -> tuple[str, int]:

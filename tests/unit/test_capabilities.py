@@ -1,20 +1,23 @@
 """The model asks what a platform can do (model/capabilities.py), never which one it is."""
 import ast
-import typing
 from pathlib import Path
 
 import pytest
 
-from mirrorstack.model.capabilities import PLATFORMS, capabilities, offering
+from mirrorstack.model.capabilities import BUILT_IN, capabilities, offering
 from mirrorstack.model.spec import Topology
+
+PLATFORMS = sorted(BUILT_IN)
 
 COMPONENTS = Path(__file__).resolve().parents[2] / "components"
 ASKING = [COMPONENTS / "model", COMPONENTS / "extras.py"]
 
 
 def test_every_platform_the_model_accepts_has_capabilities():
-    accepted = typing.get_args(Topology.model_fields["platform"].annotation)
-    assert set(accepted) == set(PLATFORMS)
+    for name in PLATFORMS:
+        assert "is not a registered platform" not in _refusal(name), name
+        assert capabilities(name) is BUILT_IN[name].capabilities
+    assert "is not a registered platform" in _refusal("nomad")
 
 
 def _name_comparisons(path: Path) -> list[str]:

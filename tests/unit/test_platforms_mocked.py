@@ -507,7 +507,7 @@ def test_make_platform_picks_the_topology_platform(tmp_path):
     assert isinstance(make_platform("docker", "s", local_dir=str(tmp_path)), DockerPlatform)
     k8s = make_platform("kubernetes", "s", local_dir=str(tmp_path), namespace="mm2", rest_access="in-cluster")
     assert isinstance(k8s, KubernetesPlatform) and k8s.listen_host == "0.0.0.0"
-    with pytest.raises(ValueError, match="unknown platform 'nomad'"):
+    with pytest.raises(ValueError, match="'nomad' is not a registered platform, registered are 'local', 'docker' or 'kubernetes'"):
         make_platform("nomad", "s", local_dir=str(tmp_path))
 
 

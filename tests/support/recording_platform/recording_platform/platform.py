@@ -1,0 +1,134 @@
+"""A Platform (mirrorstack.platforms.base) that runs nothing: every service it
+is asked to run becomes a record of what was asked (the command lines Kafka's
+main classes would run with, the files, ports, the set it is a member of), and
+Connect's REST API is answered by a stub that keeps the connectors it is given."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pulumi
+
+from mirrorstack import naming
+from mirrorstack.platforms.base import ServiceGroup, default_port_base, hashed_host_port, no_node_ports
+from mirrorstack.platforms.java_service import JavaRuntime, java_service
+from recording_platform import connect_stub
+from recording_platform.recorded import Recorded
+
+HOST = "127.0.0.1"
+# Where a host of this platform would keep java and Kafka's jars: they only appear in the command lines.
+RUNTIME = JavaRuntime(java="/opt/java/bin/java", kafka_libs="/opt/kafka/libs", jmx_agent="/opt/jmx/agent.jar")
+
+
+def make(stack: str, *, local_dir: str, port_base: int | None = None, **_) -> RecordingPlatform:
+    return RecordingPlatform(stack, local_dir, port_base=port_base)
+
+
+class RecordingPlatform:
+    name = "recording"
+    listen_host = HOST
+
+    def __init__(self, stack: str, folder: str, port_base: int | None = None):
+        self.folder = Path(folder).resolve()
+        self.records = str(self.folder / "recording")
+        self.port_base = port_base if port_base is not None else default_port_base(stack)
+        self._ports: dict[str, int] = {}
+        self._connect = connect_stub.Connectors(self.folder / "connect" / "connectors.json")
+        self._stubs: dict[tuple[str, int], object] = {}
+
+    # where things are
+    def address(self, service: str, port_name: str) -> tuple[str, int]:
+        key = f"{service}/{port_name}"
+        if key not in self._ports:
+            self._ports[key] = hashed_host_port(self.port_base, key, set(self._ports.values()))
+        return HOST, self._ports[key]
+
+    def host_address(self, service: str, port_name: str) -> tuple[str, int]:
+        return self.address(service, port_name)
+
+    def host_url(self, service: str, port_name: str) -> str:
+        """Connect's REST API (the only URL the program asks for), answered by the stub."""
+        address = self.address(service, port_name)
+        if address not in self._stubs:
+            self._stubs[address] = connect_stub.serve(self._connect, *address)
+        return "http://%s:%d" % address
+
+    def metrics_address(self, service: str) -> tuple[str, int]:
+        return self.address(service, "metrics")
+
+    def admin_listener(self, service: str) -> None:
+        return None
+
+    def client_login(self, service: str, port_name: str) -> None:
+        return None  # no broker runs: nothing to log in to
+
+    def started(self, ran):
+        return ran.urn
+
+    def rack(self) -> None:
+        return None
+
+    node_port = no_node_ports("recording")
+
+    def service_dir(self, service: str) -> str:
+        return str(self.folder / service)
+
+    def data_dir(self, service: str) -> str:
+        return str(self.folder / service / "data")
+
+    def client_dir(self, alias: str) -> str:
+        return str(self.folder / "clients" / alias)
+
+    # what it is asked to run
+    def _record(self, service: str, kind: str, opts, **asked) -> Recorded:
+        ports = {key.split("/", 1)[1]: port for key, port in self._ports.items() if key.split("/", 1)[0] == service}
+        name = naming.prefix_of(opts.parent if opts else None) + f"recorded-{service}"
+        return Recorded(name, folder=self.records, service=service, kind=kind, ports=ports, opts=opts, **asked)
+
+    def client_files(self, alias: str, files, opts=None) -> Recorded:
+        names = pulumi.Output.from_input(files).apply(lambda f: sorted(f or {}))
+        return self._record(f"{alias}-client-files", "client-files", opts, files=names)
+
+    def run_kafka_java(self, service: str, *, main: str, args, files, health, resources=None, prepare=(),
+                       secret_files=None, health_secrets=None, after_start=(), uses_clients=(), jvm_options=(),
+                       metrics=None, group: ServiceGroup | None = None, opts=None) -> Recorded:
+        folder = self.service_dir(service)
+        spec = java_service(RUNTIME, folder=folder, main=main, args=args, files=files,
+                            heap=resources.heap if resources is not None else "1g",
+                            user_jvm_options=resources.jvm_options if resources is not None else (),
+                            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
+                            metrics=(*self.metrics_address(service), metrics) if metrics else None)
+        secret_names = (pulumi.Output.from_input(secret_files).apply(lambda f: sorted(f or {}))
+                        if secret_files is not None else [])
+        return self._record(service, "java", opts, main=main, argv=spec.argv, prepare=spec.prepare,
+                            after_start=spec.after_start, files=spec.files, secret_files=secret_names,
+                            health=health, uses_clients=list(uses_clients),
+                            group={k: v for k, v in dataclasses.asdict(group).items() if v is not None}
+                            if group is not None else None)
+
+    def run_spark_job(self, name: str, *, job, config, settings, uses_clients=(), opts=None) -> Recorded:
+        argv = job.submit_argv(settings, job_path=f"{self.service_dir(name)}/{job.entry.name}",
+                               config_path=f"{self.service_dir(name)}/flows.json", jars=[],
+                               py_files=[f"{self.service_dir(name)}/{job.zip_name}"])
+        return self._record(name, "spark-job", opts, argv=argv, job_sha256=job.sha256, config=config,
+                            uses_clients=list(uses_clients))
+
+    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
+        host, port = self.address(service, "metrics")
+        resource = self._record(service, "python", opts, argv=["python3", "-m", module, "config.json"],
+                                config=config, ships=list(ships), listen=f"{host}:{port}")
+        return resource, (host, port)
+
+    def run_prometheus(self, service: str, *, files, opts=None):
+        host, port = self.address(service, "web")
+        return self._record(service, "prometheus", opts, files=files), f"http://{host}:{port}"
+
+    def run_grafana(self, service: str, *, files, prometheus: str, admin_password=None, opts=None):
+        return self._record(service, "grafana", opts, files=files(prometheus, f"{self.service_dir(service)}/dashboards"),
+                            prometheus=prometheus), None
+
+    def run_extras(self, topology, clusters, opts=None) -> list:
+        return []
+
+    def switch_runner(self, aliases) -> None:
+        return None
