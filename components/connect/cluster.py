@@ -4,13 +4,13 @@ from __future__ import annotations
 import pulumi
 
 from mirrorstack import naming
-from mirrorstack.connect import readiness, worker as connect
+from mirrorstack.connect import worker as connect
 from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.monitoring.jmx import jmx_exporter_config
-from mirrorstack.platforms.descriptions import CHECK, ScrapeTarget, reference
+from mirrorstack.platforms.descriptions import ScrapeTarget
 from mirrorstack.properties import render_properties, with_env_provider
 from mirrorstack.secrets import GeneratedPassword
 
@@ -73,9 +73,9 @@ class ConnectCluster(pulumi.ComponentResource):
             if override_allowlist:  # push flows: their connectors may override exactly these client settings
                 extra.update({"connector.client.config.override.policy": "Allowlist",
                               "connector.client.config.override.allowlist": ",".join(override_allowlist)})
-            # kind `connect`: containers probe its REST API; a process platform asks readiness.check
-            files, jvm_options, health = {}, [], {"kind": "connect", "url": f"http://{host}:{port}",
-                                                  CHECK: reference(readiness.check)}
+            # kind `connect`: containers probe its REST API; a process platform asks
+            # readiness.check (the kind's entry point, pyproject.toml)
+            files, jvm_options, health = {}, [], {"kind": "connect", "url": f"http://{host}:{port}"}
             if self.rest_credentials is not None:
                 folder = platform.service_dir(worker)
                 extra["rest.extension.classes"] = BASIC_AUTH_EXTENSION

@@ -80,6 +80,7 @@ def check(props: dict, attempt=None, timeout: float | None = None) -> None:
     broker, mechanism, users = props["broker"], props["mechanism"], props.get("users") or {}
     did_set = set_again(props)
     address, said = where(props)
+    on_the_way = []
     try:
         found = sasl_login.wait_accepted(address, client_config(props), users,
                                          timeout=sasl_login.WAIT_SECONDS if timeout is None else timeout,
@@ -87,10 +88,12 @@ def check(props: dict, attempt=None, timeout: float | None = None) -> None:
     finally:
         if props.get("tunnel"):
             from mirrorstack.platforms import tunnels
+            on_the_way = tunnels.failures(props["tunnel"])
             tunnels.forget(props["tunnel"])
     if found:
         raise RuntimeError("\n".join([
             sasl_login.refused_line(broker, mechanism, said, found),
+            *([f"The tunnel's last failed connections: {'; '.join(on_the_way)}."] if on_the_way else []),
             "`up` stops here: the brokers after it in the roll are not touched.",
             sasl_login.fix_line(mechanism, props["logs"], did_set)]))
     print(f"mirrorstack: {broker}: {len(users)} {mechanism} user(s) logged in on its client listener "

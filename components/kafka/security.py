@@ -128,11 +128,9 @@ def scram_user_args(security, *, bootstrap: str, command_config: str, scram_file
 def sasl_readiness(security, *, listener: str, keystore: str, truststore: str) -> dict[str, str]:
     """A secured broker's health keys for the check that the stack's SASL
     users authenticate on its CLIENT listener (`listener`) at each start (the
-    SCRAM ones set again first): librdkafka settings without credentials, and
-    the check a process platform runs once the broker is healthy
-    (sasl_check.wait_accepted, by name)."""
-    from mirrorstack.kafka import sasl_check
-    from mirrorstack.platforms.descriptions import ONCE_HEALTHY, reference
+    SCRAM ones set again first): librdkafka settings without credentials. A
+    process platform runs sasl_check.wait_accepted once the broker is healthy:
+    the `mirrorstack.once_healthy` entry point of the key `sasl.bootstrap`."""
     if not security.sasl_mechanism:
         return {}
     client = {"security.protocol": security.protocol.lower(), "sasl.mechanism": security.sasl_mechanism}
@@ -140,8 +138,7 @@ def sasl_readiness(security, *, listener: str, keystore: str, truststore: str) -
         client["ssl.ca.location"] = truststore
         if security.mtls:  # the listener wants a certificate too: the node's own
             client.update({"ssl.certificate.location": keystore, "ssl.key.location": keystore})
-    return {"sasl.bootstrap": listener, **{f"sasl.client.{k}": v for k, v in client.items()},
-            ONCE_HEALTHY: reference(sasl_check.wait_accepted)}
+    return {"sasl.bootstrap": listener, **{f"sasl.client.{k}": v for k, v in client.items()}}
 
 
 def admin_properties(keystore: str, truststore: str) -> dict[str, str]:

@@ -5,15 +5,21 @@ connect/, mirror/, monitoring/, validation/, the model's spec).
 
 Readiness is data too: a health spec is a dict of strings with a `kind` (a
 probe every platform knows: tcp, http, kafka, controller, connect), and, where
-the concept owns a check a process platform runs (Connect's REST API, a
-broker's SASL users), a `reference` to its function, which the platform
-resolves by name when it runs it: in a Pulumi dynamic provider's process,
-from pickled inputs, as in the program.
+the concept owns a check a process platform runs (a broker's SASL users), a
+`reference` to its function, which the platform resolves by name when it runs
+it: in a Pulumi dynamic provider's process, from pickled inputs, as in the
+program. A concept's check of a whole kind (Connect's REST API for `connect`)
+is a `mirrorstack.health_checks` entry point named after the kind, and one run
+once a service is healthy where its spec holds a key (a broker's SASL users,
+`sasl.bootstrap`) a `mirrorstack.once_healthy` entry point named after the key:
+the spec, and so a deployed stack's state, stays as it was before the checks
+moved out of the platforms.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
+from importlib import metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +29,32 @@ from typing import NamedTuple, Protocol
 CHECK = "check"  # (spec, since_ms) -> bool; False or NotReady: not yet (instead of the kind's probe)
 ONCE_HEALTHY = "once_healthy"  # (name, spec, secrets, *, alive, log_file): after the start, raises to fail it
 TOOLS_CONFIG = "tools_config"  # the service's file of client settings for Kafka's tools on its listener
+
+
+HEALTH_CHECK_ENTRY_POINTS = "mirrorstack.health_checks"  # kind → (spec, since_ms) -> bool
+ONCE_HEALTHY_ENTRY_POINTS = "mirrorstack.once_healthy"  # spec key → what ONCE_HEALTHY names
+
+
+def _registered(group: str, name: str) -> Callable | None:
+    found = [entry for entry in metadata.entry_points(group=group) if entry.name == name]
+    if len({entry.value for entry in found}) > 1:
+        raise ValueError(f"{group} {name!r} has {len(found)} functions ({', '.join(e.value for e in found)}); "
+                         f"fix: uninstall all but one of the packages that declare it")
+    return found[0].load() if found else None
+
+
+def check_of_kind(kind: str) -> Callable | None:
+    """The check a concept registered for a health kind (an entry point of
+    HEALTH_CHECK_ENTRY_POINTS named `kind`); None: the platform's own probe."""
+    return _registered(HEALTH_CHECK_ENTRY_POINTS, kind)
+
+
+def once_healthy_checks(spec: Mapping[str, str]) -> list[Callable]:
+    """What runs once a service with this health spec is healthy: the function
+    its ONCE_HEALTHY names, and each registered for a key the spec holds."""
+    named = [resolve(spec[ONCE_HEALTHY])] if ONCE_HEALTHY in spec else []
+    keys = {entry.name for entry in metadata.entry_points(group=ONCE_HEALTHY_ENTRY_POINTS)} & set(spec)
+    return named + [_registered(ONCE_HEALTHY_ENTRY_POINTS, key) for key in sorted(keys)]
 
 
 class NotReady(Exception):

@@ -96,6 +96,7 @@ class _Tunnel:
     lock: threading.Lock = field(default_factory=threading.Lock)  # one API call at a time on the client
     closed: threading.Event = field(default_factory=threading.Event)
     connections: int = 0  # relays started, for tests and messages
+    failures: list[str] = field(default_factory=list)  # why relays ended badly, for messages (the last few)
 
     @property
     def local_port(self) -> int:
@@ -117,13 +118,24 @@ class _Tunnel:
                 exec_id = api.exec_create(self.container, relay_command(self.port), stdin=True, stdout=True,
                                           stderr=True, tty=False)["Id"]
                 stream = api.exec_start(exec_id, socket=True)
-        except Exception:  # container gone or restarting, engine down: the client sees its connection close
+        except Exception as exc:  # container gone or restarting, engine down: the client sees its connection close
+            self._failed(f"docker exec in {self.container} failed: {getattr(exc, 'explanation', None) or exc}")
             conn.close()
             return
         raw = stream._sock if isinstance(stream, socket.SocketIO) else stream
         raw.settimeout(None)  # a Kafka or HTTP connection may idle for minutes
         threading.Thread(target=_send_all, args=(conn, raw), daemon=True).start()
         _receive_frames(raw, conn)
+        try:
+            with self.lock:
+                code = self.client.api.exec_inspect(exec_id).get("ExitCode")
+        except Exception as exc:
+            code = f"unknown ({exc})"
+        if code == 3:
+            self._failed(f"the relay in {self.container} could not connect to 127.0.0.1:{self.port} there")
+
+    def _failed(self, why: str) -> None:
+        self.failures = [*self.failures[-4:], why]
 
 
 def _close(sock) -> None:
@@ -208,6 +220,12 @@ def local(url: str, scheme: str = "http") -> str:
         threading.Thread(target=tunnel.serve, daemon=True, name=f"docker-tunnel-{container}:{port}").start()
         _tunnels[url] = tunnel
         return f"{scheme}://{HOST}:{tunnel.local_port}"
+
+
+def failures(url: str) -> list[str]:
+    """Why `url`'s tunnel's last relays failed, if any did (for a message naming the tunnel)."""
+    known = _tunnels.get(url)
+    return list(known.failures) if known else []
 
 
 def connections(url: str) -> int:

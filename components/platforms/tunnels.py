@@ -37,3 +37,9 @@ def forget(url: str) -> None:
     kind = _kind(url)
     if kind is not None:
         kind.forget(url)
+
+
+def failures(url: str) -> list[str]:
+    """Why the last connections through `url`'s tunnel failed on the way (none known: [])."""
+    kind = _kind(url)
+    return list(getattr(kind, "failures", lambda _url: [])(url)) if kind is not None else []

@@ -9,7 +9,7 @@ import pytest
 from mirrorstack.kafka import sasl_login, security
 from mirrorstack.model.spec import load_topology
 from mirrorstack.kafka import sasl_check
-from mirrorstack.platforms.descriptions import ONCE_HEALTHY, resolve
+from mirrorstack.platforms.descriptions import once_healthy_checks
 
 OWN = "127.0.0.1:9001"
 SPEC = {"kind": "kafka", "bootstrap": "127.0.0.1:9101", "client.security.protocol": "ssl",
@@ -94,10 +94,9 @@ def test_the_health_keys_say_how_clients_reach_the_broker_without_any_password(p
     sec = load_topology(_topology(protocol=protocol, mtls=mtls)).clusters["tgt"].security
     keys = security.sasl_readiness(sec, listener=OWN, keystore="/n/k.pem", truststore="/n/ca.pem")
     assert keys == {"sasl.bootstrap": OWN, "sasl.client.security.protocol": protocol.lower(),
-                    "sasl.client.sasl.mechanism": "SCRAM-SHA-512", **expected,
-                    # what a process platform runs once the broker is healthy, named (no import of kafka/ there)
-                    "once_healthy": "mirrorstack.kafka.sasl_check:wait_accepted"}
-    assert resolve(keys[ONCE_HEALTHY]) is sasl_check.wait_accepted
+                    "sasl.client.sasl.mechanism": "SCRAM-SHA-512", **expected}
+    # what a process platform runs once the broker is healthy: found by the key (no import of kafka/ there)
+    assert once_healthy_checks(keys) == [sasl_check.wait_accepted]
 
 
 def test_a_broker_without_sasl_has_no_such_keys():

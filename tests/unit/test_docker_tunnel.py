@@ -130,3 +130,48 @@ def test_only_the_relays_stdout_frames_reach_the_client():
     engine.close()
     docker_tunnel._receive_frames(relay, local)
     assert client.recv(100) == b"HTTP/1.1 200 OK\r\n\r\nbody" and client.recv(10) == b""
+
+
+def test_a_relay_that_cannot_connect_in_the_container_exits_3():
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    relay = subprocess.run(docker_tunnel.relay_command(port), input=b"", capture_output=True, timeout=20)
+    assert relay.returncode == 3
+
+
+class _FailingApi:
+    """An engine whose exec fails, or whose relay ends with `code`."""
+
+    def __init__(self, code=None, refuse=None):
+        self.code, self.refuse = code, refuse
+
+    def exec_create(self, container, command, **_):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+        return {"Id": "e1"}
+
+    def exec_start(self, exec_id, socket):  # noqa: A002 (the docker package's name)
+        import socket as sockets
+        mine, theirs = sockets.socketpair()
+        theirs.close()  # the relay ended at once
+        return mine
+
+    def exec_inspect(self, exec_id):
+        return {"ExitCode": self.code}
+
+
+@pytest.mark.parametrize("api, why", [
+    (_FailingApi(code=3), "the relay in broker-0 could not connect to 127.0.0.1:9092 there"),
+    (_FailingApi(refuse="container is restarting"), "docker exec in broker-0 failed: container is restarting"),
+])
+def test_why_a_relay_failed_is_kept_for_the_message(api, why):
+    """A client sees only its connection close; the tunnel says why (broker_logins adds it to its error)."""
+    listener = socket.socket()
+    tunnel = docker_tunnel._Tunnel("docker://broker-0:9092?host=tcp://e:1", "broker-0", 9092,
+                                   type("Client", (), {"api": api})(), listener)
+    client, conn = socket.socketpair()
+    with client, listener:
+        tunnel._relay(conn)
+        assert client.recv(10) == b""
+    assert tunnel.failures == [why]

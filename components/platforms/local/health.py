@@ -1,13 +1,14 @@
 """Health checks that ask the real service, not just whether a port is open:
-a health spec's probe by its `kind`, or the check the concept that made the
-spec names (descriptions.CHECK, e.g. Connect's), resolved by name here."""
+a health spec's probe by its `kind`, the check a concept registered for the
+kind (descriptions.check_of_kind: Connect's), or the one the spec names
+(descriptions.CHECK), resolved by name here."""
 from __future__ import annotations
 
 import socket
 
 import requests
 
-from mirrorstack.platforms.descriptions import CHECK, NotReady, first_few, resolve
+from mirrorstack.platforms.descriptions import CHECK, NotReady, check_of_kind, first_few, resolve
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -141,6 +142,8 @@ def check(spec: dict, since_ms: int = 0) -> bool:
     if CHECK in spec:
         return resolve(spec[CHECK])(spec, since_ms)
     kind = spec["kind"]
+    if (registered := check_of_kind(kind)) is not None:
+        return registered(spec, since_ms)
     if kind == "tcp":
         return port_open(spec["host"], int(spec["port"]))
     if kind == "http":

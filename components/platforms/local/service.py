@@ -86,7 +86,7 @@ def _wait_port_released(props, timeout: float = 15.0) -> None:
 
 
 def _launch(props) -> dict:
-    from mirrorstack.platforms.descriptions import ONCE_HEALTHY, resolve
+    from mirrorstack.platforms.descriptions import once_healthy_checks
     from mirrorstack.platforms.local import health, launcher
 
     workdir = Path(props["workdir"])
@@ -112,9 +112,9 @@ def _launch(props) -> dict:
                                     timeout=float(props["timeout_seconds"]), what=props["name"], alive=first_run)
         for i, argv in enumerate(props.get("after_start") or []):  # e.g. create the SASL user
             launcher.run(f"{props['name']} after start", argv, log_file=workdir / f"after-start-{i}.log")
-        if ONCE_HEALTHY in props["health"]:  # e.g. a broker: the stack's SASL users get in (kafka/sasl_check.py)
-            resolve(props["health"][ONCE_HEALTHY])(props["name"], props["health"], props.get("health_secrets") or {},
-                                                   alive=lambda: launcher.is_alive(handle), log_file=handle.log_file)
+        for once_healthy in once_healthy_checks(props["health"]):  # a broker: its SASL users get in (kafka/sasl_check.py)
+            once_healthy(props["name"], props["health"], props.get("health_secrets") or {},
+                         alive=lambda: launcher.is_alive(handle), log_file=handle.log_file)
     except Exception:
         launcher.stop(handle)
         raise
