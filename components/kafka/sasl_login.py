@@ -22,20 +22,35 @@ WAIT_SECONDS = 20.0  # a user just set reaches the broker within milliseconds: t
 AUTHENTICATION = -169  # librdkafka's KafkaError._AUTHENTICATION
 SLICE_SECONDS = 0.25  # a metadata request's wait, between looks at the error callback
 PAUSE_SECONDS = 1.0  # between two rounds of attempts while a broker still refuses
+STATISTICS_MS = 100  # how often librdkafka reports the brokers it knows (an authenticated connection's proof)
 
 
 def authenticates(address: str, client: dict[str, str], user: str, password: str,
                   timeout: float = ATTEMPT_SECONDS) -> str | None:
-    """None when `user` authenticates on the broker at `address` and it
-    answers a metadata request, else why not, in librdkafka's words. A
-    refusal is known in a fraction of a second (librdkafka's error callback),
-    not at `timeout`."""
+    """None when `user` authenticates on the broker at `address`, else why not,
+    in librdkafka's words. A refusal is known in a fraction of a second
+    (librdkafka's error callback), not at `timeout`.
+
+    Authenticated: a metadata request answered, or the cluster's brokers
+    learned from one (librdkafka's statistics list them): a broker answers
+    metadata only after the login. The second matters through a tunnel: the
+    broker advertises its name on the stack's network, which does not resolve
+    here, and librdkafka (2.10+) drops the bootstrap connection once it has
+    learned the brokers, so a request of ours may find no broker left."""
+    import json
+
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    errors = []
+    errors, learned = [], []
+
+    def statistics(document: str) -> None:
+        brokers = json.loads(document).get("brokers") or {}
+        learned.extend(name for name, broker in brokers.items() if broker.get("nodeid", -1) >= 0)
+
     admin = AdminClient({**client, "bootstrap.servers": address, "sasl.username": user, "sasl.password": password,
-                         "log_level": 0, "error_cb": errors.append,
+                         "log_level": 0, "error_cb": errors.append, "stats_cb": statistics,
+                         "statistics.interval.ms": STATISTICS_MS,
                          "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     deadline = time.monotonic() + timeout
     while True:
@@ -43,12 +58,21 @@ def authenticates(address: str, client: dict[str, str], user: str, password: str
             admin.list_topics(timeout=max(0.05, min(SLICE_SECONDS, deadline - time.monotonic())))
             return None
         except KafkaException as exc:
-            admin.poll(0)  # serves error_cb
+            admin.poll(0)  # serves error_cb and stats_cb
             refused = [e for e in errors if e.code() == AUTHENTICATION]
             if refused:
                 return refused[-1].str()
+            if learned:
+                return None
             if time.monotonic() >= deadline:
-                return exc.args[0].str()
+                return _why(exc.args[0].str(), errors)
+
+
+def _why(failed: str, errors: list) -> str:
+    """librdkafka's last words on why no answer came (a TLS handshake, a refused
+    connection), beside its summary of the failed request."""
+    told = [e.str() for e in errors if "brokers are down" not in e.str()]
+    return f"{failed}; {told[-1]}" if told else failed
 
 
 def refusals(address: str, client: dict[str, str], credentials: dict[str, str],
