@@ -83,7 +83,7 @@ def test_a_broker_that_died_meanwhile_says_so(tmp_path):
 def test_a_refused_connection_is_not_a_refused_user_and_librdkafka_says_why():
     why = sasl_check.authenticates("127.0.0.1:1", {}, "u", "p", timeout=1)
     assert why and "uthentication" not in why
-    assert why.endswith("Connection refused (after 0ms in state CONNECT)") or "Connection refused" in why, why
+    assert "Connect to ipv4#127.0.0.1:1 failed: Connection refused" in why, why
 
 
 @pytest.mark.parametrize("protocol, mtls, expected", [
