@@ -30,6 +30,9 @@ class Capabilities:
     kubernetes_section: bool = False  # reads the topology's `kubernetes:` section (storage, pods, NetworkPolicy)
     needs_extra: bool = False  # its Python client is an extra of the package (pip install 'mirrorstack[name]')
     runs_job_in_program: bool = False  # the validation job runs inside `up` (needs the `spark` extra there)
+    # runs a Grafana server when `monitoring.grafana` asks (a generated admin password); False: Grafana's
+    # dashboards and datasource are always written as files for a Grafana of the user's (no server, no URL)
+    serves_grafana: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class RegisteredPlatform:
 
 BUILT_IN: dict[str, RegisteredPlatform] = {p.name: p for p in (
     RegisteredPlatform("local", Capabilities(node_ports=False, scheduled_jobs=False, uploads_files=True,
-                                             runs_containers=False, runs_job_in_program=True),
+                                             runs_containers=False, runs_job_in_program=True, serves_grafana=False),
                        "mirrorstack.platforms.factories:local"),
     RegisteredPlatform("docker", Capabilities(node_ports=False, scheduled_jobs=False, uploads_files=True,
                                               runs_containers=True, needs_extra=True),

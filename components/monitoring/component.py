@@ -7,6 +7,7 @@ from __future__ import annotations
 import pulumi
 
 from mirrorstack import naming
+from mirrorstack.model.capabilities import capabilities
 from mirrorstack.monitoring.alerts import (
     alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
@@ -71,8 +72,9 @@ class Monitoring(pulumi.ComponentResource):
             topology=topology, targets=targets, platform=platform, clusters=clusters), opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
         self.grafana, self.grafana_url, self.grafana_password = None, None, None
-        if topology.monitoring.grafana or platform.name == "local":
-            if grafana_password is None and platform.name != "local":
+        serves_grafana = capabilities(platform.name).serves_grafana
+        if topology.monitoring.grafana or not serves_grafana:
+            if grafana_password is None and serves_grafana:
                 grafana_password = GeneratedPassword("grafana-admin-password", opts=child).result
             self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
             self.grafana = Grafana("grafana", GrafanaArgs(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,3 +110,18 @@ def test_no_two_folders_import_each_other():
     mutual = {f"{a} <-> {b}": edges[a, b] + edges[b, a] for a, b in edges if a < b and (b, a) in edges}
     assert not mutual, "folders that import each other (pick one direction):\n" + "\n".join(
         f"  {pair}: {', '.join(where)}" for pair, where in sorted(mutual.items()))
+
+
+BUILT_IN_NAMES = re.compile(r'''(platform|\.name)\s*(==|!=)\s*["'](local|docker|kubernetes)["']''')
+
+
+def test_what_a_platform_can_do_is_asked_never_its_name():
+    """Capabilities (model/capabilities.py), not `platform.name == "local"`: a registered platform of
+    a package behaves by what it declares (here: whether it serves Grafana or only writes its files)."""
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for folder in ("components", "spark") for path in sorted((ROOT / folder).rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1) if BUILT_IN_NAMES.search(line)]
+    assert found == []
+    from mirrorstack.model.capabilities import capabilities
+    assert [name for name in ("local", "docker", "kubernetes") if capabilities(name).serves_grafana] == [
+        "docker", "kubernetes"]
