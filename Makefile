@@ -103,7 +103,7 @@ prometheus:
 ENGINE_SOURCES := tools/build-pulumi.sh $(wildcard tools/pulumi/*/go.mod tools/pulumi/*/tools.go)
 engine: $(TOOLS)/bin/.engine-$(PULUMI_VERSION)
 $(TOOLS)/bin/.engine-$(PULUMI_VERSION): $(ENGINE_SOURCES)
-	@tools/build-pulumi.sh $(PULUMI_VERSION) $(TOOLS)/bin $(TOOLS)/pulumi-build
+	@MIRRORSTACK_CACHE=$(KUBE_CACHE) tools/build-pulumi.sh $(PULUMI_VERSION) $(TOOLS)/bin $(TOOLS)/pulumi-build
 	@rm -f $(TOOLS)/bin/.engine-* && touch $@
 
 toxiproxy: $(TOOLS)/bin/toxiproxy-server-$(TOXIPROXY_VERSION)
