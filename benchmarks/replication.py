@@ -300,7 +300,9 @@ def throughput_run(site: SiteView, config: Configuration, alias: str, records: i
             break
         if first is None and count > 0:
             first = (now, count, cpu_seconds(pid))
-        elif first is not None and (count >= records or now - first[0] >= seconds):
+        # the window ends past `seconds`, but only once more records came: a loaded machine may
+        # deliver nothing more within a short (--quick) window, and a rate needs two counts
+        elif first is not None and (count >= records or (now - first[0] >= seconds and count > first[1])):
             break
         if now - started > seconds + 300:
             raise RuntimeError(f"{config.name}: {remote} got {count} records in {now - started:.0f} s")
