@@ -1,0 +1,9 @@
+"""The connector generator's output for every flow of every stack file and for
+flows with each optional setting switched (tests/support/connector_cases.py),
+against a golden file: what it makes of a flow never changes unnoticed."""
+from tests.support.connector_cases import generated
+from tests.support.golden import assert_golden
+
+
+def test_every_flows_connector_configs_match_the_golden_file():
+    assert_golden("connector-configs.json", generated(lambda flow: flow))
