@@ -241,7 +241,7 @@ def connector_props(site: SiteView, config: Configuration, alias: str, topic: st
     """The flow's connectors as mirrorstack generates them, under source alias `alias`."""
     topology = load_topology({"clusters": {alias: {"brokers": 1}, "dst": {"brokers": 1}},
                               "flows": [{"source": alias, "target": "dst", "topics": [topic], **config.flow}]})
-    flow = topology.flows[0]
+    flow = topology.flows[0].description()
     source, target = site.bootstraps()
     connectors = mirror_connector_configs(flow, replication_factor=1, source_bootstrap=source,
                                           target_bootstrap=target, push=site.scenario.connect_near == "source")

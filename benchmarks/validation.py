@@ -104,7 +104,7 @@ def replicate(source, target, connect, topic: str, records: int) -> None:
     fill(source.bootstrap_servers, topic, records)
     flow = load_topology({"clusters": {"src": {}, "dst": {}},
                           "flows": [{"source": "src", "target": "dst", "topics": [topic], "tasks_max": 2,
-                                     "checkpoints": False, "heartbeats": False}]}).flows[0]
+                                     "checkpoints": False, "heartbeats": False}]}).flows[0].description()
     props = {"flow": flow.name, "connect_url": connect.rest_url, "timeout_seconds": "180", "restart_trigger": "",
              "connectors": mirror_connector_configs(flow, replication_factor=1,
                                                     source_bootstrap=source.bootstrap_servers,

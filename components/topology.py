@@ -48,10 +48,10 @@ class ReplicationTopology(pulumi.ComponentResource):
         for flow in push:
             target = self.clusters[flow.target]
             keys |= {k.removeprefix(PRODUCER_OVERRIDE) for k in push_overrides("-", target.client_settings)}
-        for flow in flows:
+        for flow in (f.description() for f in flows):
             keys |= {k.removeprefix(PRODUCER_OVERRIDE) for k in throughput_settings(flow) if k.startswith(PRODUCER_OVERRIDE)}
-            for kind in ("source", "checkpoint", "heartbeat"):
-                keys |= {k.split(".override.", 1)[1] for k in getattr(flow.overrides, kind)
+            for props in flow.overrides.by_kind().values():
+                keys |= {k.split(".override.", 1)[1] for k in props
                          if k.startswith((PRODUCER_OVERRIDE, "consumer.override.", "admin.override."))}
         return sorted(keys)
 
@@ -99,16 +99,18 @@ class ReplicationTopology(pulumi.ComponentResource):
             # Workers mirrorstack does not run read secrets through references of their own.
             refs = spec.external.secret_references if spec.is_external else {}
             clients = {side.alias: {**side.client_settings, **refs.get(side.alias, {})} for side in (source, target)}
+            described = flow.description()  # what the generator and the MirrorMaker2 component take
             configs = pulumi.Output.all(source.bootstrap_servers, target.bootstrap_servers, groups[flow.connect]).apply(
-                lambda args, flow=flow, clients=clients, push=spec.kafka != flow.target: mirror_connector_configs(
-                    flow, replication_factor=topology.replication_factor(flow),
+                lambda args, flow=described, rf=topology.replication_factor(flow), clients=clients,
+                push=spec.kafka != flow.target: mirror_connector_configs(
+                    flow, replication_factor=rf,
                     source_bootstrap=args[0], target_bootstrap=args[1],
                     source_client=clients[flow.source], target_client=clients[flow.target],
                     owner=stack, push=push, offsets_topic=f"{args[2]}-offsets",
                     # foreign workers have no provider for the reference
                     consumer_rack=None if spec.is_external else platform.rack()))
             self.flows[flow.name] = MirrorMaker2(flow.name, MirrorMaker2Args(
-                flow=flow, connect_url=connect.rest_url, connectors=configs,
+                flow=described, connect_url=connect.rest_url, connectors=configs,
                 secrets_digest=None if spec.is_external else _secrets_digest(source, target),
                 connect_urls=connect.rest_urls if len(connect.workers) > 1 or spec.is_external else None,
                 connect_auth=connect.rest_credentials, connect=flow.connect, connect_ca_file=connect.ca_file,
@@ -163,7 +165,7 @@ class ReplicationTopology(pulumi.ComponentResource):
             flows = [self.flows[f.name] for f in by_connect[name]]
             # From the model, not the flows' outputs: known in a preview, so changing a flow's
             # connectors shows no update of the supervisor unless their names or states change.
-            connectors = {n: topology.flow_state(f) for f in by_connect[name] for n in connector_names(f)}
+            connectors = {n: topology.flow_state(f) for f in by_connect[name] for n in connector_names(f.description())}
             connect = self.connect[name]
             resource, target = run_supervisor(
                 name, spec=spec, kafka_alias=spec.kafka, platform=platform, connectors=connectors,

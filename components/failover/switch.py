@@ -168,10 +168,11 @@ def flow_piece(flow, connect) -> dict:
     """A flow as the switch's props carry it (run_switch's `flow` without the
     credentials): its description (what it copies, the names of its internal
     topics), its connectors and its Connect."""
-    return {"description": flow.description().to_dict(),
-            "connectors": {"source": flow.connector_name("source"),
-                           "checkpoint": flow.connector_name("checkpoint") if flow.checkpoints else None,
-                           "heartbeat": flow.connector_name("heartbeat") if flow.heartbeats else None},
+    described = flow.description()
+    return {"description": described.to_dict(),
+            "connectors": {"source": described.connector_name("source"),
+                           "checkpoint": described.connector_name("checkpoint") if described.checkpoints else None,
+                           "heartbeat": described.connector_name("heartbeat") if described.heartbeats else None},
             "connect_name": flow.connect,
             "connect": {"connect_url": connect.rest_url,
                         "connect_urls": connect.rest_urls,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mirrorstack.mm2.connectors import connector_names
-from mirrorstack.mm2.flows import HEARTBEATS, FlowSelection
+from mirrorstack.mm2.flows import HEARTBEATS, FlowDescription, FlowSelection
 from mirrorstack.model.users import NODE_PRINCIPAL
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -98,7 +98,7 @@ def _remote(selection: FlowSelection, flow, names: list[tuple[str, str]]) -> lis
     return [(kind, name if name == "*" else selection.remote(name)) for kind, name in names]
 
 
-def flow_acls(acls: dict[str, AclSet], flow, *, principals: dict[str, str], connect_kafka: str,
+def flow_acls(acls: dict[str, AclSet], flow: FlowDescription, *, principals: dict[str, str], connect_kafka: str,
               connect_group: str, transactional: bool, validated: bool) -> None:
     """Add what flow `flow` needs on its source and target to `acls` (alias →
     AclSet; only authorizing clusters are keys). `principals`: alias → the
@@ -194,7 +194,8 @@ def topology_acls(topology, aliases: list[str], principals: dict[str, str],
                          exactly_once=any(f.exactly_once for f in flows[name]))
     validated = {f.name for f in topology.validated_flows()}
     for flow in topology.flows:
-        flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
+        flow_acls(sets, flow.description(), principals=principals,
+                  connect_kafka=topology.connect[flow.connect].kafka,
                   connect_group=group_ids[flow.connect], validated=flow.name in validated,
                   transactional=any(f.exactly_once for f in flows[flow.connect]))
     for name, principal in topology.principals.items():

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 import pulumi
 
 from mirrorstack.described import described
-from mirrorstack.model.spec import Flow
+from mirrorstack.mm2.flows import FlowDescription
 
 
 @dataclass(frozen=True, kw_only=True)
 class MirrorMaker2Args:
-    flow: Flow = described("the validated flow (source → target); its name names the connectors resource")
+    flow: FlowDescription = described(
+        "the flow's description (the model's Flow.description()); its name names the connectors resource")
     connect_url: pulumi.Input[str] = described("the REST URL of the Connect group that runs the connectors")
     connectors: pulumi.Input[dict] = described(
         "connector kind (source, checkpoint, heartbeat) → its config "

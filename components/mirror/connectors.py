@@ -1,7 +1,8 @@
 """The MirrorMaker 2 connector trio of one flow: source, checkpoint, heartbeat.
 
-Pure: takes the flow (mirrorstack.model.spec.Flow), its replication factor and the
-two clusters' client settings, returns {connector name: config}. Every value
+Pure: takes the flow's description (mirrorstack.mm2.flows.FlowDescription, which
+the model's Flow.description() fills), its replication factor and the two
+clusters' client settings, returns {connector name: config}. Every value
 is a string (Connect wants strings; Pulumi would turn numbers into floats).
 """
 from __future__ import annotations
@@ -12,12 +13,13 @@ from mirrorstack.connect.worker import BYTE_ARRAY_CONVERTER
 from mirrorstack.mm2.connector_keys import KEYS, written
 from mirrorstack.mm2.connectors import (CHECKPOINT, DEFAULT_MAX_RECORD_BYTES, HEARTBEAT, MIRROR_PACKAGE, OWNER_KEY,
                                         SOURCE, connector_names)
+from mirrorstack.mm2.flows import FlowDescription
 
 # Producer settings a push flow overrides, besides the target's client settings.
 PRODUCER_OVERRIDE = "producer.override."
 
 
-def topics_exclude(flow) -> list[str]:
+def topics_exclude(flow: FlowDescription) -> list[str]:
     """Everything a flow never replicates, as its source connector lists it: MM2's
     defaults, Connect's storage topics (mirrorstack.mm2.flows), then its own."""
     exclude = KEYS["topics.exclude"]
@@ -39,11 +41,12 @@ def override_allowlist(configs: Mapping[str, Mapping[str, str]]) -> list[str]:
                    if key.startswith(prefixes)})
 
 
-def throughput_settings(flow) -> dict[str, str]:
-    """The source connector's speed settings (flow.throughput), each under the
-    prefix that reaches its client: the data producer is the Connect worker's
-    task producer (`producer.override.*`; MM2's `target.producer.*` does nothing
-    in Connect mode), the records' consumer is MM2's (`source.consumer.*`)."""
+def throughput_settings(flow: FlowDescription) -> dict[str, str]:
+    """The source connector's speed settings (flow.throughput, flow.compression),
+    each under the prefix that reaches its client: the data producer is the
+    Connect worker's task producer (`producer.override.*`; MM2's
+    `target.producer.*` does nothing in Connect mode), the records' consumer is
+    MM2's (`source.consumer.*`)."""
     t = flow.throughput
     return {
         f"{PRODUCER_OVERRIDE}batch.size": str(t.batch_bytes),
@@ -51,7 +54,7 @@ def throughput_settings(flow) -> dict[str, str]:
         # Idempotence keeps order with up to 5 requests in flight; Connect's default is 1 in flight.
         f"{PRODUCER_OVERRIDE}enable.idempotence": "true",
         f"{PRODUCER_OVERRIDE}max.in.flight.requests.per.connection": str(t.in_flight),
-        f"{PRODUCER_OVERRIDE}compression.type": t.compression,
+        f"{PRODUCER_OVERRIDE}compression.type": flow.compression,
         # Kafka checks a record's uncompressed size against max.request.size before compressing: at its 1 MiB,
         # a record the source took compressed kills the task. The broker still checks the compressed batch.
         f"{PRODUCER_OVERRIDE}max.request.size": str(t.max_record_bytes),
@@ -71,7 +74,7 @@ def _client_settings(prefix: str, bootstrap: str, client: Mapping[str, str]) -> 
 
 
 def mirror_connector_configs(
-    flow, *, replication_factor: int,
+    flow: FlowDescription, *, replication_factor: int,
     source_bootstrap: str, target_bootstrap: str,
     source_client: Mapping[str, str] | None = None, target_client: Mapping[str, str] | None = None,
     owner: str | None = None, push: bool = False, offsets_topic: str | None = None,
@@ -123,7 +126,7 @@ def mirror_connector_configs(
         source["source.consumer.isolation.level"] = "read_committed"  # never copy aborted records
         if push and offsets_topic:
             source["offsets.storage.topic"] = offsets_topic
-    configs = {flow.connector_name("source"): {**source, **flow.overrides.source}}
+    configs = {flow.connector_name("source"): {**source, **flow.overrides.for_kind("source")}}
 
     if flow.checkpoints:
         checkpoint = {
@@ -135,7 +138,7 @@ def mirror_connector_configs(
             "checkpoints.topic.replication.factor": rf,
             **written(flow, "groups.exclude"),
         }
-        configs[flow.connector_name("checkpoint")] = {**checkpoint, **flow.overrides.checkpoint}
+        configs[flow.connector_name("checkpoint")] = {**checkpoint, **flow.overrides.for_kind("checkpoint")}
 
     if flow.heartbeats:
         heartbeat = {
@@ -144,15 +147,13 @@ def mirror_connector_configs(
             "tasks.max": "1",  # one heartbeat stream per flow
             "heartbeats.topic.replication.factor": rf,
         }
-        configs[flow.connector_name("heartbeat")] = {**heartbeat, **flow.overrides.heartbeat}
+        configs[flow.connector_name("heartbeat")] = {**heartbeat, **flow.overrides.for_kind("heartbeat")}
     return configs
 
 
-def take_over_names(flow) -> dict[str, str]:
+def take_over_names(flow: FlowDescription) -> dict[str, str]:
     """{existing connector: the flow's connector that carries its offsets on},
     '' for a taken-over kind the flow does not run (it is only deleted)."""
-    if flow.take_over is None:
-        return {}
     running = set(connector_names(flow))
     return {old: (flow.connector_name(kind) if flow.connector_name(kind) in running else "")
             for kind, old in flow.take_over.by_kind().items()}

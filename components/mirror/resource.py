@@ -64,7 +64,7 @@ class MirrorMaker2(pulumi.ComponentResource):
         from mirrorstack.mirror.connectors import take_over_names
         flow, connect_url, connect_urls = args.flow, args.connect_url, args.connect_urls
         connect_auth, connect_ca_file = args.connect_auth, args.connect_ca_file
-        adopt = sorted(flow.connector_names.by_kind().values()) if flow.connector_names else None
+        adopt = sorted(flow.connector_names.by_kind().values()) or None
         take_over = take_over_names(flow)
         self.connectors = MirrorMaker2Connectors(
             f"{flow.name}-connectors", flow=flow.name, connect_url=connect_url, connectors=args.connectors,

@@ -86,9 +86,9 @@ FLOW_KEYS = (
 KEYS = {k.key: k for k in FLOW_KEYS}
 
 
-def written(flow, *keys: str) -> dict[str, str]:
-    """The flow's fields under these config keys, as its connectors hold them.
-    `flow`: the model's Flow (the generator's), or a FlowDescription for the fields it has."""
+def written(flow: FlowDescription, *keys: str) -> dict[str, str]:
+    """The flow's fields under these config keys, as its connectors hold them
+    (every key's field is one of the description's)."""
     return {key: KEYS[key].write(getattr(flow, KEYS[key].field)) for key in keys}
 
 

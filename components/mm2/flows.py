@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .connectors import KINDS, connector_name
+from .flow_settings import NESTED, FlowThroughput, NamesByKind, OverridesByKind, nested, plain, whole_number
+
 HEARTBEATS = "heartbeats"  # ReplicationPolicy.heartbeatsTopic()
 # DefaultTopicFilter's topics.exclude default: MM2 leaves these out whatever `topics` says.
 DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
@@ -193,6 +196,16 @@ class FlowSelection:
         return sorted(g for g in names if self.selects_group(g))
 
 
+# What decides which topics and groups a flow copies and how it names them (`changes`).
+MEANING_FIELDS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude", "replication_policy",
+                  "separator", "sync_topic_configs", "checkpoints")
+# Fields to_dict leaves out at their default: a flow that never set them keeps the
+# dict it had before they existed (stacks' exported plans, the job's input).
+LATER_FIELDS = ("compression", "exactly_once", "heartbeats", "sync_group_offsets", "sync_topic_acls",
+                "config_sync_seconds", "tasks_max", "refresh_seconds", "throughput", "overrides", "connector_names",
+                "take_over")
+
+
 @dataclass(frozen=True)
 class FlowDescription:
     """A flow as every side of mirrorstack passes it: the model builds it
@@ -205,7 +218,12 @@ class FlowDescription:
     `source`/`target`: cluster aliases (None only in the validation job's
     hand-written input, which may leave them out); `topics`/`groups`: regexes
     and the flow's own excludes (the never-replicated lists always apply);
-    `compression` and `exactly_once` are what the plan checks of its records."""
+    `compression` and `exactly_once` are what the plan checks of its records.
+    The rest is what the connector generator writes (the model's fields of
+    the same names; the defaults are the model's): which connectors run, their
+    tasks and intervals, `throughput`, raw `overrides` per connector kind, the
+    connector names given (`connector_names`) and the connectors `take_over`
+    replaces."""
     name: str
     source: str | None
     target: str | None
@@ -219,6 +237,16 @@ class FlowDescription:
     checkpoints: bool = True
     compression: str | None = None
     exactly_once: bool = False
+    heartbeats: bool = True
+    sync_group_offsets: bool = False
+    sync_topic_acls: bool = False
+    config_sync_seconds: int | None = None
+    tasks_max: int = 2
+    refresh_seconds: int = 60
+    throughput: FlowThroughput = FlowThroughput()
+    overrides: OverridesByKind = OverridesByKind()
+    connector_names: NamesByKind = NamesByKind()
+    take_over: NamesByKind = NamesByKind()
 
     def selection(self) -> FlowSelection:
         """What the flow copies and the names it gives (the one meaning of a flow)."""
@@ -240,34 +268,37 @@ class FlowDescription:
         named after the source alias, with the flow's separator."""
         return self.mm2.offset_syncs_topic(self.source)
 
+    def connector_name(self, kind: str) -> str:
+        """The flow's connector of a kind (source, checkpoint, heartbeat): the name
+        given, else mirrorstack's (`us->central.MirrorSourceConnector`)."""
+        return getattr(self.connector_names, kind) or connector_name(self.name, KINDS[kind])
+
     def renames(self, old: FlowDescription | None) -> bool:
         """Whether this flow, deployed before as `old`, now writes under other names."""
         return old is not None and (old.replication_policy, old.separator) != (self.replication_policy, self.separator)
 
     def changes(self, old: FlowDescription) -> list[str]:
         """The fields deciding what the flow copies and how it names it that differ from `old`."""
-        return [f.name for f in fields(self) if f.name not in ("name", "compression", "exactly_once")
-                and getattr(old, f.name) != getattr(self, f.name)]
+        return [name for name in MEANING_FIELDS if getattr(old, name) != getattr(self, name)]
 
     def to_dict(self, *, named: bool = True) -> dict[str, Any]:
         """JSON-able, lists for tuples; `named=False` leaves the name out (a
-        mapping keyed by name holds it). exactly_once only when set and
-        compression only when known: a stack exported before either existed
-        previews no change."""
-        out = {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+        mapping keyed by name holds it). The fields added after the first
+        shape (LATER_FIELDS) only where they differ from their default, a
+        nested one with only what differs: a flow that sets none of them has
+        the dict it had before they existed (a stack exported then previews
+        no change)."""
+        left_out = {f.name for f in fields(self) if f.name in LATER_FIELDS and getattr(self, f.name) == f.default}
         if not named:
-            del out["name"]
-        if not self.exactly_once:
-            del out["exactly_once"]
-        if self.compression is None:
-            del out["compression"]
-        return out
+            left_out.add("name")
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in left_out}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> FlowDescription:
         """The inverse of to_dict (`name`: the key of a mapping keyed by name).
-        A missing field takes its default; an unknown one, or a value of the
-        wrong kind, raises ValueError naming it."""
+        A missing field takes its default (a dict of an older shape reads);
+        an unknown one, or a value of the wrong kind, raises ValueError naming
+        it. Whole numbers may come as floats (Pulumi's dynamic props)."""
         if not isinstance(data, Mapping):
             raise ValueError("a flow must be an object")
         known = {f.name: f for f in fields(cls)}
@@ -287,7 +318,14 @@ class FlowDescription:
                 if not isinstance(values[key], (list, tuple)) or not all(isinstance(p, str) for p in values[key]):
                     raise ValueError(f"{key}: must be a list of regexes")
                 values[key] = tuple(values[key])
-        for key in ("sync_topic_configs", "checkpoints", "exactly_once"):
+        for key in ("sync_topic_configs", "checkpoints", "exactly_once", "heartbeats", "sync_group_offsets",
+                    "sync_topic_acls"):
             if key in values and not isinstance(values[key], bool):
                 raise ValueError(f"{key}: must be true or false")
+        for key in ("tasks_max", "refresh_seconds", "config_sync_seconds"):
+            if key in values:
+                values[key] = whole_number(values[key], key, allow_none=key == "config_sync_seconds")
+        for key in NESTED:
+            if key in values:
+                values[key] = nested(key, values[key])
         return cls(**{"source": None, "target": None, **values})

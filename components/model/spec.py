@@ -16,7 +16,8 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Validatio
                       WithJsonSchema, field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from mirrorstack.mm2.connectors import DEFAULT_MAX_RECORD_BYTES, KINDS, connector_name
+from mirrorstack.mm2.connectors import DEFAULT_MAX_RECORD_BYTES
+from mirrorstack.mm2.flow_settings import FlowThroughput, NamesByKind, OverridesByKind
 from mirrorstack.mm2.flows import FlowDescription, FlowSelection
 from mirrorstack.model.capabilities import BUILT_IN, unknown as unknown_platform
 from mirrorstack.model.deprecations import Deprecation, renamed_key
@@ -515,17 +516,26 @@ class Flow(_Model):
 
     def connector_name(self, kind: str) -> str:
         """The connector of a kind (source, checkpoint, heartbeat) of this flow."""
-        given = self.connector_names.by_kind() if self.connector_names else {}
-        return given.get(kind) or connector_name(self.name, KINDS[kind])
+        return self.description().connector_name(kind)
 
     def description(self) -> FlowDescription:
-        """The flow as every other side takes it (mirrorstack.mm2.flows.FlowDescription)."""
+        """The flow as every other side takes it (mirrorstack.mm2.flows.FlowDescription),
+        the connector generator included: every field it writes."""
+        t = self.throughput
         return FlowDescription(
             name=self.name, source=self.source, target=self.target, topics=tuple(self.topics),
             topics_exclude=tuple(self.topics_exclude), groups=tuple(self.groups),
             groups_exclude=tuple(self.groups_exclude), replication_policy=self.replication_policy,
             separator=self.separator, sync_topic_configs=self.sync_topic_configs, checkpoints=self.checkpoints,
-            compression=self.throughput.compression, exactly_once=self.exactly_once)
+            compression=t.compression, exactly_once=self.exactly_once, heartbeats=self.heartbeats,
+            sync_group_offsets=self.sync_group_offsets, sync_topic_acls=self.sync_topic_acls,
+            config_sync_seconds=self.config_sync_seconds, tasks_max=self.tasks_max,
+            refresh_seconds=self.refresh_seconds,
+            throughput=FlowThroughput(batch_bytes=t.batch_bytes, linger_ms=t.linger_ms, in_flight=t.in_flight,
+                                      max_record_bytes=t.max_record_bytes, poll_records=t.poll_records),
+            overrides=OverridesByKind.of(self.overrides.model_dump()),
+            connector_names=NamesByKind(**(self.connector_names or ConnectorNames()).by_kind()),
+            take_over=NamesByKind(**(self.take_over or ConnectorNames()).by_kind()))
 
     def selection(self) -> FlowSelection:
         """What the flow copies and the names it gives (mirrorstack.mm2.flows.FlowSelection)."""

@@ -49,7 +49,7 @@ class Site:
         self.client = ConnectClient(self.connect.rest_url)
         for flow in (self.forward, self.reverse):
             configs = mirror_connector_configs(
-                flow, replication_factor=1, source_bootstrap=self.servers(flow.source),
+                flow.description(), replication_factor=1, source_bootstrap=self.servers(flow.source),
                 target_bootstrap=self.servers(flow.target), push=flow.target != "standby")
             for name, config in configs.items():
                 self.client.put_config(name, config)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def _props(kafka_a, kafka_b, connect_b, **flow):
     topology = load_topology({"clusters": {"src": {"brokers": 2}, "dst": {"brokers": 1}},
                               "flows": [{"source": "src", "target": "dst", **flow}]})
-    f = topology.flows[0]
+    f = topology.flows[0].description()
     configs = mirror_connector_configs(f, replication_factor=1, source_bootstrap=kafka_a.bootstrap_servers,
                                        target_bootstrap=kafka_b.bootstrap_servers)
     return {"flow": f.name, "connect_url": connect_b.rest_url, "connectors": configs,

@@ -60,7 +60,8 @@ def test_push_flows_write_to_their_targets_and_a_move_copies_nothing_twice(tmp_p
         worker = (project.local_dir / "connect-edge-0" / "worker.properties").read_text()
         assert "connector.client.config.override.policy=Allowlist" in worker
         allowlist = next(line for line in worker.splitlines() if line.startswith("connector.client.config.override.allowlist"))
-        tuning = {k.removeprefix("producer.override.") for k in throughput_settings(Flow(source="edge", target="x"))
+        speed = throughput_settings(Flow(source="edge", target="x").description())
+        tuning = {k.removeprefix("producer.override.") for k in speed
                   if k.startswith("producer.override.")}  # the flows' speed settings, also producer overrides
         assert set(allowlist.split("=", 1)[1].split(",")) == {
             "bootstrap.servers", "sasl.jaas.config", "sasl.mechanism", "security.protocol", "ssl.truststore.location",

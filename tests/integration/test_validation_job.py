@@ -555,7 +555,8 @@ def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
         "source": "vjsrc", "target": "vjdst", "topics": [topic], "groups": [group], "heartbeats": False,
         "refresh_seconds": 2, "overrides": {"checkpoint": {"emit.checkpoints.interval.seconds": "1"}}}]})
     flow = topology.flows[0]
-    connectors = mirror_connector_configs(flow, replication_factor=1, source_bootstrap=a, target_bootstrap=b)
+    connectors = mirror_connector_configs(flow.description(), replication_factor=1, source_bootstrap=a,
+                                          target_bootstrap=b)
     props = {"flow": flow.name, "connect_url": connect_b.rest_url, "connectors": connectors,
              "timeout_seconds": "120", "restart_trigger": ""}
     provider = MirrorMaker2Provider()
@@ -804,7 +805,7 @@ def test_records_purged_at_the_source_while_the_flow_is_paused_are_reported_exac
         "source": "vjpsrc", "target": "vjpdst", "topics": [topic], "heartbeats": False}]})
     flow = topology.flows[0]
     connectors = {name: cfg for name, cfg in mirror_connector_configs(
-        flow, replication_factor=1, source_bootstrap=a, target_bootstrap=b).items()
+        flow.description(), replication_factor=1, source_bootstrap=a, target_bootstrap=b).items()
         if cfg["connector.class"].endswith("MirrorSourceConnector")}
     [source_connector] = connectors
     provider = MirrorMaker2Provider()

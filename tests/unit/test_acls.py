@@ -24,7 +24,8 @@ def _lines(topology, *, group: str = "g", transactional: bool = False, validated
     sets = {alias: AclSet() for alias in topology.clusters if topology.authorizes(alias)}
     principals = {a: client_principal(a, topology.clusters[a].security) for a in sets}
     for flow in topology.flows:
-        flow_acls(sets, flow, principals=principals, connect_kafka=topology.connect[flow.connect].kafka,
+        flow_acls(sets, flow.description(), principals=principals,
+                  connect_kafka=topology.connect[flow.connect].kafka,
                   connect_group=group, transactional=transactional, validated=validated)
     return {alias: {Acl.parse(line)[0] for line in s.lines()} for alias, s in sets.items()}
 

@@ -10,7 +10,7 @@ BASE = {"clusters": {"us": {"brokers": 1}, "central": {"brokers": 3}}}
 def _configs(flow: dict) -> dict:
     topology = load_topology({**BASE, "flows": [{"source": "us", "target": "central", **flow}]})
     flow = topology.flows[0]
-    return mirror_connector_configs(flow, replication_factor=topology.replication_factor(flow),
+    return mirror_connector_configs(flow.description(), replication_factor=topology.replication_factor(flow),
                                     source_bootstrap="us-broker-0:9092", target_bootstrap="central-broker-0:9092",
                                     target_client={"security.protocol": "PLAINTEXT"})
 
@@ -67,7 +67,8 @@ def test_the_task_producer_takes_a_record_as_large_as_its_buffer_and_compresses_
 def test_a_zoned_platform_gives_the_source_consumer_its_workers_rack_and_nothing_else_one():
     topology = load_topology({**BASE, "flows": [{"source": "us", "target": "central"}]})
     flow = topology.flows[0]
-    configs = mirror_connector_configs(flow, replication_factor=1, source_bootstrap="s:1", target_bootstrap="t:1",
+    configs = mirror_connector_configs(flow.description(), replication_factor=1, source_bootstrap="s:1",
+                                       target_bootstrap="t:1",
                                        consumer_rack="${env:NODE_ZONE}")
     racks = {name: {k: v for k, v in config.items() if "rack" in k} for name, config in configs.items()}
     assert racks == {"us->central.MirrorSourceConnector": {"source.consumer.client.rack": "${env:NODE_ZONE}"},

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY = ROOT / "components" / "mm2"
 # The description's fields (checked against the dataclass below).
 FIELDS = {"name", "source", "target", "topics", "topics_exclude", "groups", "groups_exclude",
-          "replication_policy", "separator", "sync_topic_configs", "checkpoints", "compression", "exactly_once"}
+          "replication_policy", "separator", "sync_topic_configs", "checkpoints", "compression", "exactly_once",
+          "heartbeats", "sync_group_offsets", "sync_topic_acls", "config_sync_seconds", "tasks_max", "refresh_seconds",
+          "throughput", "overrides", "connector_names", "take_over"}
 # Fields no other dict of mirrorstack has a key of: reading one by name reads a flow dict.
 FLOW_ONLY = {"topics_exclude", "groups_exclude", "replication_policy", "sync_topic_configs"}
 # (file, function): the validation job's own hand-written input (spark/README.md, its flat

@@ -322,7 +322,8 @@ def test_connector_name_is_the_given_one_or_mirrorstacks():
     assert us.connector_name("checkpoint") == "us->central.MirrorCheckpointConnector"
     assert us.connector_name("heartbeat") == "us->central.MirrorHeartbeatConnector"
     assert uk.connector_name("source") == "uk->central.MirrorSourceConnector"
-    configs = mirror_connector_configs(us, replication_factor=1, source_bootstrap="us:9092", target_bootstrap="c:9092")
+    configs = mirror_connector_configs(us.description(), replication_factor=1, source_bootstrap="us:9092",
+                                       target_bootstrap="c:9092")
     assert list(configs) == ["mm2-msc-us", "us->central.MirrorCheckpointConnector",
                              "us->central.MirrorHeartbeatConnector"]
 
@@ -331,9 +332,9 @@ def test_take_over_names_map_old_to_new_and_blank_for_a_kind_not_run():
     t = load_topology(two_flows({"heartbeats": False, "connector_names": {"checkpoint": "mm2-cpc"}, "take_over": {
         "source": "old-msc", "checkpoint": "old-cpc", "heartbeat": "old-hbc"}}))
     us, uk = t.flows
-    assert take_over_names(us) == {"old-msc": "us->central.MirrorSourceConnector", "old-cpc": "mm2-cpc",
+    assert take_over_names(us.description()) == {"old-msc": "us->central.MirrorSourceConnector", "old-cpc": "mm2-cpc",
                                    "old-hbc": ""}
-    assert take_over_names(uk) == {}
+    assert take_over_names(uk.description()) == {}
 
 
 # ---------------------------------------------------------------- connector configs
@@ -341,7 +342,7 @@ def test_take_over_names_map_old_to_new_and_blank_for_a_kind_not_run():
 def flow_of(**flow):
     t = load_topology({"clusters": {"edge": {}, "core": {}}, "connect": {"mm2": {"kafka": "edge", "push": True}},
                        "flows": [{"source": "edge", "target": "core", "connect": "mm2", **flow}]})
-    return t.flows[0]
+    return t.flows[0].description()
 
 
 TARGET_CLIENT = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",

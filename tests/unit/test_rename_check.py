@@ -8,7 +8,7 @@ def test_the_spec_and_clients_come_from_the_source_connectors_config():
     topology = load_topology({"clusters": {"us": {"brokers": 1}, "central": {"brokers": 1}},
                               "flows": [{"source": "us", "target": "central", "topics": ["orders", "clicks.*"],
                                          "replication_policy": "identity", "separator": "_"}]})
-    flow = topology.flows[0]
+    flow = topology.flows[0].description()
     config = mirror_connector_configs(flow, replication_factor=1, source_bootstrap="us:9092",
                                       target_bootstrap="central:9092",
                                       source_client={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})

@@ -12,7 +12,8 @@ CLUSTERS = {"us": {"brokers": 1}, "central": {"brokers": 1}}
 
 
 def flow_of(**fields):
-    return load_topology({"clusters": CLUSTERS, "flows": [{"source": "us", "target": "central", **fields}]}).flows[0]
+    return load_topology({"clusters": CLUSTERS, "flows": [{"source": "us", "target": "central", **fields}]}).flows[0] \
+        .description()
 
 
 def configs_of(flow, **kwargs):

@@ -104,7 +104,9 @@ def test_a_described_flow_the_job_cannot_read_is_refused_naming_the_field():
     assert refused.value.problems == ["flows[0].flow: topics: must be a list of regexes",
                                       "flows[1].flow: unknown field(s) policy (known: name, source, target, topics, "
                                       "topics_exclude, groups, groups_exclude, replication_policy, separator, "
-                                      "sync_topic_configs, checkpoints, compression, exactly_once)"]
+                                      "sync_topic_configs, checkpoints, compression, exactly_once, heartbeats, "
+                                      "sync_group_offsets, sync_topic_acls, config_sync_seconds, tasks_max, "
+                                      "refresh_seconds, throughput, overrides, connector_names, take_over)"]
 
 
 @pytest.mark.parametrize("given, sent", [("unlimited", "unlimited"), (7, 7), ("wait-rate", "wait-rate")])
