@@ -199,6 +199,9 @@ class FlowSelection:
 # What decides which topics and groups a flow copies and how it names them (`changes`).
 MEANING_FIELDS = ("source", "target", "topics", "topics_exclude", "groups", "groups_exclude", "replication_policy",
                   "separator", "sync_topic_configs", "checkpoints")
+# What only the connectors use: the records a flow copies are the same whatever they are.
+CONNECTOR_SETTINGS = ("heartbeats", "sync_group_offsets", "sync_topic_acls", "config_sync_seconds", "tasks_max",
+                      "refresh_seconds", "throughput", "overrides", "connector_names", "take_over")
 # Fields to_dict leaves out at their default: a flow that never set them keeps the
 # dict it had before they existed (stacks' exported plans, the job's input).
 LATER_FIELDS = ("compression", "exactly_once", "heartbeats", "sync_group_offsets", "sync_topic_acls",
@@ -281,16 +284,20 @@ class FlowDescription:
         """The fields deciding what the flow copies and how it names it that differ from `old`."""
         return [name for name in MEANING_FIELDS if getattr(old, name) != getattr(self, name)]
 
-    def to_dict(self, *, named: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, named: bool = True, connector_settings: bool = True) -> dict[str, Any]:
         """JSON-able, lists for tuples; `named=False` leaves the name out (a
         mapping keyed by name holds it). The fields added after the first
         shape (LATER_FIELDS) only where they differ from their default, a
         nested one with only what differs: a flow that sets none of them has
         the dict it had before they existed (a stack exported then previews
-        no change)."""
+        no change). `connector_settings=False` leaves out the settings only
+        the connectors use (CONNECTOR_SETTINGS): what reads the records (the
+        validation job) is then not re-run by a change of, say, tasks_max."""
         left_out = {f.name for f in fields(self) if f.name in LATER_FIELDS and getattr(self, f.name) == f.default}
         if not named:
             left_out.add("name")
+        if not connector_settings:
+            left_out.update(CONNECTOR_SETTINGS)
         return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in left_out}
 
     @classmethod

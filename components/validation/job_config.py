@@ -28,7 +28,8 @@ def validation_job_config(topology, servers: dict[str, str],
         # The job names the flow's checkpoints and offset syncs (evidence of records purged
         # before copied) from the description, and leaves out what MM2 leaves out.
         entry: dict[str, Any] = {
-            "flow": flow.description().to_dict(),
+            # without the connectors' own settings: a tasks_max change does not re-run the job
+            "flow": flow.description().to_dict(connector_settings=False),
             "source_bootstrap": servers[flow.source], "target_bootstrap": servers[flow.target]}
         for side in ("source", "target"):
             if clients.get(getattr(flow, side)):

@@ -102,3 +102,18 @@ def test_what_the_plan_calls_a_change_is_only_what_the_flow_copies_and_how_it_na
     tuned = _flow(tasks_max=7, throughput={"linger_ms": 0}, overrides={"source": {"a": "b"}}).description()
     assert tuned.changes(old) == []
     assert _flow(topics=["orders"], checkpoints=False).description().changes(old) == ["topics", "checkpoints"]
+
+
+def test_the_validation_jobs_input_leaves_the_connectors_own_settings_out():
+    """A tasks_max (or any connector-only) change re-ran the local validation job: its input held
+    the setting (found by the aggregation and existing-connect stacks' one-flow-update checks)."""
+    from mirrorstack.mm2.flows import CONNECTOR_SETTINGS, FlowDescription
+    from mirrorstack.model.spec import load_topology
+    from mirrorstack.validation.job_config import validation_job_config
+    tuned = load_topology({"clusters": {"a": {"brokers": 1}, "b": {"brokers": 1}}, "validation": {},
+                           "flows": [{"source": "a", "target": "b", "tasks_max": 5, "heartbeats": False}]})
+    described = tuned.flows[0].description()
+    assert {"tasks_max", "heartbeats"} <= set(described.to_dict())
+    (entry,) = validation_job_config(tuned, {"a": "a:9092", "b": "b:9092"})["flows"]
+    assert not set(CONNECTOR_SETTINGS) & set(entry["flow"]), entry["flow"]
+    assert FlowDescription.from_dict(entry["flow"]).selection() == described.selection()
