@@ -38,7 +38,7 @@ from mirrorstack.failover import procedure as failover_ops
 from mirrorstack.failover import rules
 from tests.support import connect_rest
 from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
-from tests.support.mm2_rounds import refresh_marks, wait_for_refresh_rounds
+from tests.support.mm2_rounds import DEAD_SOURCE, refresh_marks, wait_for_refresh_rounds
 from tests.support.services import KafkaCluster, _parallel
 from tests.support.stacks import stack_project
 
@@ -60,7 +60,9 @@ PRIMARY_ORDERS, STANDBY_ORDERS = f"primary{SEP}orders", f"standby{SEP}orders"
 
 
 def topology(primary: KafkaCluster, standby: KafkaCluster) -> dict:
-    checkpoints_fast = {"checkpoint": {"emit.checkpoints.interval.seconds": "2"}}
+    # checkpoints every 2 s; the primary is lost at the end: its connectors stop in seconds, not a minute
+    checkpoints_fast = {"checkpoint": {"emit.checkpoints.interval.seconds": "2", **DEAD_SOURCE},
+                        "source": DEAD_SOURCE}
     flow = {"connect": "standby", "topics": [".*"], "checkpoints": True, "heartbeats": False,
             "tasks_max": 1, "separator": SEP, "overrides": checkpoints_fast}
     return {

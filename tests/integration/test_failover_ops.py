@@ -19,14 +19,12 @@ from mirrorstack.failover.procedure import Cluster, GateFailed, Switch, run_swit
 from mirrorstack.connect.api import ConnectClient, summarize
 from mirrorstack.model.spec import Flow
 from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
+from tests.support.mm2_rounds import DEAD_SOURCE
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 
 pytestmark = pytest.mark.integration
 
-# Checkpoints every 2 s, an offset sync every 10 records. MM2's calls to a dead source give up after
-# 10 s (Kafka's admin default: 60 s, which is how long stopping a connector whose source is lost takes).
-DEAD_SOURCE = {"admin.timeout.ms": "10000", "source.admin.default.api.timeout.ms": "10000",
-               "source.admin.request.timeout.ms": "5000"}
+# Checkpoints every 2 s, an offset sync every 10 records; calls to a lost source end in 10 s.
 FAST = {"checkpoint": {"emit.checkpoints.interval.seconds": "2", **DEAD_SOURCE},
         "source": {"offset.lag.max": "10", **DEAD_SOURCE}}
 PARTS = 2

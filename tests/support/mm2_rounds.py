@@ -12,6 +12,11 @@ import time
 from pathlib import Path
 
 REFRESH_DONE = "INFO refreshing topics took "
+# A flow's overrides for a test that loses its source: MM2's calls to the dead cluster give up after
+# 10 s (MM2's admin.timeout.ms and Kafka's admin default: 60 s, which is how long stopping a connector
+# whose source is lost takes, so an unplanned switch would wait a minute for each stop).
+DEAD_SOURCE = {"admin.timeout.ms": "10000", "source.admin.default.api.timeout.ms": "10000",
+               "source.admin.request.timeout.ms": "5000"}
 
 
 def connect_logs(local_dir: str | Path) -> list[Path]:

@@ -35,6 +35,39 @@ def engine_env(state_dir: Path, passphrase: str = "engine-test-passphrase") -> d
     }
 
 
+# Where time goes in a suite run: with MIRRORSTACK_PULUMI_TRACE=<dir>, each CLI run's lines are
+# written there with the seconds since it started (one file per test process).
+TRACE_DIR = os.environ.get("MIRRORSTACK_PULUMI_TRACE")
+
+
+def _traced(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    import threading
+    import time
+    started, lines = time.monotonic(), []
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def read(stream, into: list[str]) -> None:
+        for line in stream:
+            into.append(line)
+            lines.append(f"{time.monotonic() - started:7.1f} {line}")
+    out, err = [], []
+    readers = [threading.Thread(target=read, args=(s, into)) for s, into in ((process.stdout, out), (process.stderr, err))]
+    for reader in readers:
+        reader.start()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    finally:
+        for reader in readers:
+            reader.join()
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        with open(Path(TRACE_DIR) / f"pulumi-{os.getpid()}.log", "a") as trace:
+            trace.write(f"=== {test} {' '.join(command[1:3])}: {time.monotonic() - started:.1f}s\n{''.join(lines)}")
+    return subprocess.CompletedProcess(command, process.returncode, "".join(out), "".join(err))
+
+
 class PulumiProject:
     """A copy of a Pulumi program in a temp dir (stack config files land there,
     not in the repo), driven through the CLI."""
@@ -92,8 +125,12 @@ class PulumiProject:
     def run(self, *args: str, check: bool = True, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """`env`: variables for this run only (on top of the project's)."""
-        done = subprocess.run(["pulumi", *args, "--non-interactive", "--color=never"], cwd=self.dir,
-                              env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+        command = ["pulumi", *args, "--non-interactive", "--color=never"]
+        if TRACE_DIR:
+            done = _traced(command, self.dir, {**self.env, **(env or {})}, timeout)
+        else:
+            done = subprocess.run(command, cwd=self.dir, env={**self.env, **(env or {})}, capture_output=True,
+                                  text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"`pulumi {' '.join(args)}` exited {done.returncode}\n"
                                  f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
