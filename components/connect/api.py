@@ -290,6 +290,18 @@ class ConnectClient:
         """Forget a stopped connector's committed offsets (KIP-875)."""
         self._ok(self._call("DELETE", f"/connectors/{quote(name, safe='')}/offsets"), f"resetting the offsets of {name}")
 
+    def health(self) -> dict:
+        """Connect's `/health` (KIP-1017, Kafka 3.9+): {"status": "healthy", "starting" or
+        "unhealthy", "message": what the worker is doing}. A worker without it answers 404
+        (a ConnectError with that status)."""
+        reply = self._call("GET", "/health")
+        if reply.status in (500, 503):  # starting, or its herder is stuck: the body says at what
+            try:
+                return json.loads(reply.data)
+            except ValueError:
+                pass
+        return self._ok(reply, "asking its health")
+
     def plugins(self) -> list[str]:
         return [p["class"] for p in self._ok(self._call("GET", "/connector-plugins?connectorsOnly=true"),
                                               "listing the connector plugins")]

@@ -21,6 +21,12 @@ def rest_credentials(credentials_file: str) -> tuple[str, str]:
     return user.strip(), password.strip()
 
 
+# What holds a worker reading its internal topics for minutes (seen after a roll of the group's
+# Kafka cluster, 2026-11-29: an exactly-once task's transaction left open on the offsets topic).
+STUCK_STARTING_HINT = (" (if this lasts: a transaction left open on the group's offsets topic may hold it; "
+                       "`kafka-transactions.sh describe-producers` finds it, `abort` ends it: "
+                       "docs/operations/day-2.md)")
+
 # Deliberate states a connector or task is not started from (failover stops flows).
 SETTLED_ELSEWHERE = ("PAUSED", "STOPPED")
 
@@ -32,6 +38,17 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
     group without connectors passes)."""
     auth = rest_credentials(auth_file) if auth_file else None
     client = ConnectClient(rest_url, headers=basic_auth(auth)).quick(timeout)  # a probe: no retries
+    # Until its herder has read the group's internal topics a worker lists no connectors at all,
+    # which would pass below as a group without any: its /health says whether it got there.
+    try:
+        health = client.health()
+    except ConnectError as exc:
+        if exc.status != 404:  # 404: Jetty before Connect's resources (or a worker without /health)
+            raise
+    else:
+        if health.get("status") != "healthy":
+            raise NotReady(f"answers; the worker is {health.get('status')}: {health.get('message')}"
+                           f"{STUCK_STARTING_HINT if 'internal topics' in str(health.get('message')) else ''}")
     try:
         plugins = client.plugins()
     except ConnectError as exc:

@@ -135,13 +135,16 @@ TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
 
 
 def tasks_running_check(host: str, port: int, auth_file: str | None = None) -> str:
-    """sh that succeeds once Connect answers `/connectors?expand=status` and every
-    connector and task there is RUNNING, or deliberately PAUSED or STOPPED:
-    connect/readiness.py's check after a worker's restart (the group
-    rebalanced, its tasks run again; a group without connectors passes).
-    bash for /dev/tcp (the image's /bin/sh may be dash)."""
+    """sh that succeeds once Connect's `/health` says healthy (its herder has read the
+    group's internal topics: before, the worker lists no connectors at all), then
+    `/connectors?expand=status` lists every connector and task RUNNING, or
+    deliberately PAUSED or STOPPED: connect/readiness.py's check after a worker's
+    restart (the group rebalanced, its tasks run again; a group without connectors
+    passes). bash for /dev/tcp (the image's /bin/sh may be dash)."""
+    health = _http_get(host, port, "/health", auth_file)
     get = _http_get(host, port, "/connectors?expand=status", auth_file)
-    script = (f"out=$({get}) && printf '%s' \"$out\" | head -n 1 | grep -q ' 200 ' && "
+    script = (f"health=$({health}) && printf '%s' \"$health\" | head -n 1 | grep -q ' 200 ' && "
+              f"out=$({get}) && printf '%s' \"$out\" | head -n 1 | grep -q ' 200 ' && "
               "! printf '%s' \"$out\" | grep -o '\"state\":\"[A-Z_]*\"' "
               "| grep -qv -e '\"RUNNING\"' -e '\"PAUSED\"' -e '\"STOPPED\"'")
     return f"bash -c {shlex.quote(script)}"

@@ -264,7 +264,8 @@ def _target_write_refused_then_healed_by_the_supervisor(project, out, admins, wr
     group's supervisor restarts it on its schedule. Paused by a person, the connector is
     left alone, failed task and all; `refresh` records the ACL missing and the failed task
     (stack output `flows`). The right back and the connector resumed, the supervisor's
-    next restart heals it, no `up` run: every record arrives once, validation counts 0 missing."""
+    next restart heals it, no `up` run: every record arrives once (read back by a read_committed
+    client; the Spark job's own count on this stack is the first test's)."""
     acl = Acl("User:mirrorstack", "TOPIC", "edge.orders", "LITERAL", "WRITE")
     assert "flow edge->central: target write" in _stack_acl(out, "central", acl)
     restarts = lambda: _healing(out)[(RESTARTS_TOTAL, SOURCE_TASKS)]  # noqa: E731
@@ -302,9 +303,8 @@ def _target_write_refused_then_healed_by_the_supervisor(project, out, admins, wr
     assert restarts() > before
     print(f"\nhealed by the supervisor {time.monotonic() - started:.0f} s after the resume "
           f"({int(restarts())} restarts in all)")
-    project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-healing", timeout=900)
-    counts = project.outputs()["validation"]["flows"]["edge->central"]
-    assert counts["missing"] == 0 and counts["duplicates"] == 0 and counts["matched"] == counts["source_records"], counts
+    # `up` takes the stack's state past what the refresh recorded (the ACL missing, the failed task)
+    project.run("up", "--yes", "--skip-preview", timeout=900)
 
 
 def test_authorization_each_principal_gets_only_its_grants_and_mm2_breaks_without_any_of_its_own(secure):

@@ -89,9 +89,9 @@ def produce(bootstrap: str, topic: str, count: int, prefix: str = "rec", client:
 
 
 def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0,
-            client: dict | None = None) -> list[Record]:
-    """Read `topic` from the beginning until `expected` records or the timeout;
-    returns what was read (maybe fewer: the caller asserts)."""
+            client: dict | None = None, linger: float = 0.0) -> list[Record]:
+    """Read `topic` from the beginning until `expected` records or the timeout, then on for
+    `linger` seconds (a surplus would show); returns what was read (maybe fewer: the caller asserts)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 1000, **(client or {})})
@@ -99,11 +99,16 @@ def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0,
     records: list[Record] = []
     deadline = time.monotonic() + timeout
     try:
-        while len(records) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=500, timeout=1.0):
+        lingering = None
+        while time.monotonic() < min(deadline, lingering or deadline):
+            for msg in consumer.consume(num_messages=500, timeout=min(1.0, linger or 1.0)):
                 if msg.error():
                     continue  # e.g. UNKNOWN_TOPIC_OR_PART until the topic exists
                 records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+            if len(records) >= expected:
+                if not linger:
+                    break
+                lingering = lingering or time.monotonic() + linger
     finally:
         consumer.close()
     return records
@@ -122,12 +127,9 @@ def topic_names(bootstrap: str, client: dict | None = None) -> set[str]:
 
 
 def wait_for_count(bootstrap: str, topic: str, expected: int, timeout: float = 180.0) -> list[Record]:
-    """Consume `topic` until `expected` records arrived; then keep reading a
-    little longer, so a surplus (duplicates, loops) would be seen too."""
-    records = consume(bootstrap, topic, expected=expected, timeout=timeout)
-    if len(records) >= expected:
-        records = consume(bootstrap, topic, expected=expected + 1, timeout=5)
-    return records
+    """Consume `topic` until `expected` records arrived; then keep reading 3 s
+    longer, so a surplus (duplicates, loops) would be seen too."""
+    return consume(bootstrap, topic, expected=expected, timeout=timeout, linger=3.0)
 
 
 def consume_group(bootstrap: str, topic: str, group: str, max_records: int, timeout: float = 60.0,

@@ -3,6 +3,7 @@ graph's one-node-at-a-time chain on every platform (Pulumi mocks), and the
 local health checks' pieces."""
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -13,11 +14,13 @@ import pytest
 from mirrorstack.connect import readiness
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.descriptions import NotReady
 from mirrorstack.platforms.kubernetes import KubernetesPlatform
 from mirrorstack.platforms.local import health, launcher
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.platforms.local.service import LocalServiceProvider
 from tests.support import pulumi_mocks
+from tests.support.http_stand_in import serve
 
 STACK = "rolling"
 TOPOLOGY = {
@@ -157,6 +160,32 @@ def test_connect_waits_for_every_connector_and_task_to_run_or_be_deliberately_st
     }
     assert readiness.not_running(expanded) == ["a/1: UNASSIGNED", "c: FAILED"]
     assert readiness.not_running({}) == []  # a new group without connectors
+
+
+def _connect_stand_in(health: tuple[int, str]):
+    """Connect's REST API with no connectors: `/health` answers `health`."""
+    plugins = [{"class": c, "type": "source", "version": "4.3.1"} for c in readiness.MIRROR_CONNECTOR_CLASSES]
+    return serve(lambda path: health if path == "/health" else (
+        200, json.dumps(plugins) if path.startswith("/connector-plugins") else "{}"))[0]
+
+
+def test_a_connect_worker_still_reading_its_internal_topics_is_not_ready():
+    """A restarted worker whose herder has not read the group's internal topics lists no
+    connectors at all, as a new group does: seen after a roll of its Kafka cluster (2026-11-29),
+    the check passed and `up` then waited 90 s on a worker that never finished starting.
+    Its /health tells the two apart, and the wait says what it waits for."""
+    starting = _connect_stand_in((503, json.dumps({
+        "status": "starting", "message": "Worker is still starting up. Current worker action: initializing and "
+                                         "reading to the end of internal topics"})))
+    healthy = _connect_stand_in((200, json.dumps({"status": "healthy", "message": "Worker has completed startup"})))
+    try:
+        with pytest.raises(NotReady, match=r"the worker is starting: Worker is still starting up.*internal topics"
+                                           r".*kafka-transactions.sh describe-producers"):
+            readiness.connect_ready(f"http://127.0.0.1:{starting.server_address[1]}")
+        assert readiness.connect_ready(f"http://127.0.0.1:{healthy.server_address[1]}")  # no connectors yet
+    finally:
+        starting.shutdown()
+        healthy.shutdown()
 
 
 QUORUM_TABLE = """NodeId\tDirectoryId           \tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus  \t

@@ -22,6 +22,7 @@ from mirrorstack.platforms.descriptions import CHECK, ONCE_HEALTHY, check_of_kin
 from mirrorstack.platforms.docker import DockerPlatform
 from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
+from tests.support.http_stand_in import serve
 from tests.support.mocked_runs import assert_ships_the_job_package, connectors_of, container_commands, local_commands
 from tests.support.pulumi_mocks import (
     DYNAMIC, FAKE_KEY_MARK, FAKE_PASSWORD_MARK, SECRET_SIG, deploy, holds_secret_text, ints, leaks,
@@ -421,25 +422,13 @@ def test_the_rejoined_check_fails_when_kafka_does_not_answer(tmp_path):
     assert subprocess.run(["dash", "-c", f"({check})"]).returncode != 0
 
 
-def _serve(body: str, status: int = 200):
-    """A stand-in for Connect's REST API on 127.0.0.1: answers every GET with `body`, records the requests."""
-    import http.server
-    import threading
-    seen = []
+HEALTHY = '{"status":"healthy","message":"Worker has completed startup and is ready to handle requests."}'
+STARTING = '{"status":"starting","message":"Worker is still starting up."}'
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the stdlib's name)
-            seen.append((self.path, self.headers.get("Authorization")))
-            self.send_response(status)
-            self.end_headers()
-            self.wfile.write(body.encode())
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, seen
+def _serve(body: str, status: int = 200, health: tuple[int, str] = (200, HEALTHY)):
+    """Connect's REST API stand-in: `/health` answers `health`, every other GET `body`."""
+    return serve(lambda path: health if path == "/health" else (status, body))
 
 
 def _status(*states: str) -> str:
@@ -448,24 +437,27 @@ def _status(*states: str) -> str:
             '"tasks":[%s],"type":"source"}}}' % (states[0], tasks))
 
 
-@pytest.mark.parametrize("body, status, ready", [
-    ("{}", 200, True),  # a group without connectors
-    (_status("RUNNING", "RUNNING", "RUNNING"), 200, True),
-    (_status("STOPPED"), 200, True),  # stopped on purpose (failover)
-    (_status("RUNNING", "RUNNING", "UNASSIGNED"), 200, False),  # the group still rebalancing
-    (_status("RUNNING", "FAILED"), 200, False),
-    ("", 409, False),  # rebalancing: Connect refuses the request
+@pytest.mark.parametrize("body, status, health, ready", [
+    ("{}", 200, (200, HEALTHY), True),  # a group without connectors
+    # a worker still reading its internal topics lists no connectors either (a roll, 2026-11-29)
+    ("{}", 200, (503, STARTING), False),
+    (_status("RUNNING", "RUNNING", "RUNNING"), 200, (200, HEALTHY), True),
+    (_status("STOPPED"), 200, (200, HEALTHY), True),  # stopped on purpose (failover)
+    (_status("RUNNING", "RUNNING", "UNASSIGNED"), 200, (200, HEALTHY), False),  # the group still rebalancing
+    (_status("RUNNING", "FAILED"), 200, (200, HEALTHY), False),
+    ("", 409, (200, HEALTHY), False),  # rebalancing: Connect refuses the request
 ])
-def test_a_worker_is_ready_once_its_group_runs_every_task(tmp_path, body, status, ready):
+def test_a_worker_is_ready_once_its_group_runs_every_task(tmp_path, body, status, health, ready):
     from mirrorstack.platforms.containers import tasks_running_check
-    server, seen = _serve(body, status)
+    server, seen = _serve(body, status, health)
     try:
         credentials = tmp_path / "rest-credentials"
         credentials.write_text("admin: s3cret\n")
         check = tasks_running_check("127.0.0.1", server.server_address[1], str(credentials))
         done = subprocess.run(["dash", "-c", f"({check})"], capture_output=True, text=True, timeout=30)
         assert (done.returncode == 0) is ready, done.stderr
-        assert seen[0] == ("/connectors?expand=status", "Basic YWRtaW46czNjcmV0")
+        assert seen[0] == ("/health", "Basic YWRtaW46czNjcmV0")
+        assert [path for path, _ in seen] == ["/health"] + (["/connectors?expand=status"] if health[0] == 200 else [])
         assert "s3cret" not in check  # the password is read when the check runs
     finally:
         server.shutdown()
