@@ -42,16 +42,26 @@ PROBE_TIMEOUT = 3  # seconds: is a worker answering at all (failover, live check
 
 def request_budget() -> float:
     """REQUEST_BUDGET, or REQUEST_BUDGET_ENV's seconds when set."""
-    value = os.environ.get(REQUEST_BUDGET_ENV, "").strip()
+    return _seconds_from_env(REQUEST_BUDGET_ENV, REQUEST_BUDGET, "the seconds a Connect request may take, "
+                             "retries included")
+
+
+def restart_watch() -> float:
+    """RESTART_STABILITY, or RESTART_WATCH_ENV's seconds when set."""
+    return _seconds_from_env(RESTART_WATCH_ENV, RESTART_STABILITY, "the seconds a task `up` restarted must "
+                             "then run")
+
+
+def _seconds_from_env(name: str, default: float, meaning: str) -> float:
+    value = os.environ.get(name, "").strip()
     if not value:
-        return REQUEST_BUDGET
+        return default
     try:
         seconds = float(value)
     except ValueError:
         seconds = 0
     if not 0 < seconds < float("inf"):
-        raise ValueError(f"{REQUEST_BUDGET_ENV}={value!r}: give the seconds a Connect request may take, "
-                         f"retries included, as a number > 0 (default {REQUEST_BUDGET}), or unset it")
+        raise ValueError(f"{name}={value!r}: give {meaning}, as a number > 0 (default {default}), or unset it")
     return seconds
 
 
@@ -360,6 +370,8 @@ RESTART_GRACE = 30  # seconds a just-restarted connector may still report its ol
 # for a cause still there (a record too large for the target) failed again 6 s after its
 # restart in tests/integration/test_connect_faults.py, 12-15 s in issue 27's runs.
 RESTART_STABILITY = 30
+# The operator's for one `pulumi` run (e.g. a task known to fail later than that: more): seconds, > 0.
+RESTART_WATCH_ENV = "MIRRORSTACK_RESTART_WATCH_SECONDS"
 VANISH_GRACE = 20  # seconds a just-configured connector may be missing from a (forwarding) worker's status (10 s misfired on a loaded 2-core host)
 
 
@@ -404,9 +416,9 @@ def wait_state(client: ConnectClient, names: list[str], state: str, timeout: flo
     once naming a FAILED connector or task with Connect's stack trace. Connect
     restarts asynchronously, so `restarted` connectors may show their old FAILED
     state until they are first seen without it (at most RESTART_GRACE). `watched`
-    (restarted because they had FAILED) must then run for RESTART_STABILITY
+    (restarted because they had FAILED) must then run for restart_watch()
     seconds: a cause still there fails them again, and fails `up`."""
-    started = time.monotonic()
+    started, watch = time.monotonic(), restart_watch()
     next_progress = started + 10
     recovering, steady_since = set(restarted), None
     while True:
@@ -434,7 +446,7 @@ def wait_state(client: ConnectClient, names: list[str], state: str, timeout: flo
         summary = {name: summarize(status) for name, status in statuses.items()}
         if all(reached(status, state) for status in statuses.values()):
             steady_since = steady_since or now
-            if not watched or state != "running" or now - steady_since >= RESTART_STABILITY:
+            if not watched or state != "running" or now - steady_since >= watch:
                 return summary
         else:
             steady_since = None
@@ -442,7 +454,7 @@ def wait_state(client: ConnectClient, names: list[str], state: str, timeout: flo
             raise ConnectError(f"connectors not {CONNECT_STATES[state]} after {timeout:.0f}s: {summary}")
         if now >= next_progress:
             doing = (f"restarted the failed tasks of {', '.join(sorted(watched))}: running; watching that they stay so for "
-                     f"{RESTART_STABILITY}s ({now - steady_since:.0f}s)" if steady_since else
+                     f"{watch:.0f}s ({now - steady_since:.0f}s)" if steady_since else
                      f"waiting for {', '.join(names)} to be {state} ({now - started:.0f}s): {summary}")
             progress(doing)
             next_progress = now + 10

@@ -41,7 +41,7 @@ import requests
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from mirrorstack.connect.api import REQUEST_BUDGET_ENV
+from mirrorstack.connect.api import REQUEST_BUDGET_ENV, RESTART_WATCH_ENV
 from mirrorstack.model.spec import load_topology
 from mirrorstack.connect.healing import CAP_REACHED, CHECK_ERRORS, HELD, RESTARTS_TOTAL
 from mirrorstack.monitoring.alerts import RESTART_CAP_ALERT, alert_rules
@@ -415,7 +415,8 @@ def test_task_failed_out_of_band_is_refreshed_then_restarted_by_up(deployed):
     # was not restarted, and up failed at once on its old FAILED status.)
     project.run("config", "set", "--path", "mirrorstack:topology.flows[0].throughput.compression", "lz4")
     started = time.monotonic()
-    up = project.run("up", "--yes", "--skip-preview", check=False, timeout=900)
+    # the operator's watch of the restarted task: 10 s, where the crash loop above needed the default 30
+    up = project.run("up", "--yes", "--skip-preview", check=False, timeout=900, env={RESTART_WATCH_ENV: "10"})
     if up.returncode != 0:  # say what the task does a moment later, next to why `up` gave up
         time.sleep(5)
         tasks = [(t["id"], t["state"]) for t in _status(connect_url, SOURCE)["tasks"]]

@@ -34,3 +34,30 @@ def test_a_hung_worker_fails_a_request_within_the_budget(monkeypatch):
             ConnectClient(url).names()
         # one attempt's read timeout is cut to the budget (it is 30 s otherwise)
         assert time.monotonic() - started < 10
+
+
+def test_the_watch_after_a_restart_is_the_default_or_the_operators(monkeypatch):
+    """A task `up` restarted must then run RESTART_STABILITY seconds (30), or what
+    MIRRORSTACK_RESTART_WATCH_SECONDS says for that run; anything else is refused by name."""
+    import json
+
+    from mirrorstack.connect.api import RESTART_STABILITY, RESTART_WATCH_ENV, restart_watch, wait_state
+    from tests.support.http_stand_in import serve
+    monkeypatch.delenv(RESTART_WATCH_ENV, raising=False)
+    assert restart_watch() == RESTART_STABILITY == 30
+    running = {"name": "c", "connector": {"state": "RUNNING", "worker_id": "w"},
+               "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w"}], "type": "source"}
+    server, _ = serve(lambda path: (200, json.dumps(["c"] if path.startswith("/connectors?") or path == "/connectors"
+                                                    else running)))
+    client = ConnectClient(f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        with pytest.raises(ConnectError, match="not RUNNING after 2s"):  # 30 s to watch, 2 s to wait
+            wait_state(client, ["c"], "running", timeout=2, watched={"c"})
+        monkeypatch.setenv(RESTART_WATCH_ENV, "1")
+        assert restart_watch() == 1
+        assert wait_state(client, ["c"], "running", timeout=20, watched={"c"})["c"]["state"] == "RUNNING"
+    finally:
+        server.shutdown()
+    monkeypatch.setenv(RESTART_WATCH_ENV, "soon")
+    with pytest.raises(ValueError, match=f"{RESTART_WATCH_ENV}='soon': give the seconds a task .* a number > 0"):
+        restart_watch()
