@@ -292,9 +292,10 @@ def _probe(spec: dict, in_network) -> str:
     if kind in ("http", "connect"):
         url = urlsplit(spec["url"])
         host, port = in_network(url.hostname, url.port or 80)
-        if kind == "connect":  # as local: the REST API lists the MirrorMaker 2 connectors
+        if kind == "connect":  # as local: healthy (it has read its group's topics), the MM2 plugins listed
+            health = _http_get(host, port, "/health", spec.get("auth_file"))
             request = _http_get(host, port, "/connector-plugins", spec.get("auth_file"))
-            return request + " | grep -q MirrorSourceConnector"
+            return f"{health} | head -n 1 | grep -q ' 200 ' && {request} | grep -q MirrorSourceConnector"
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         return _http_get(host, port, path) + " | head -n 1 | grep -q ' 200 '"
     raise ValueError(f"unknown health check kind {kind!r}")

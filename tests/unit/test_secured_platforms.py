@@ -39,6 +39,11 @@ CLIENTS = "/etc/mirrorstack/clients"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
+# Connect's /health answers (KIP-1017), for the REST stand-ins below
+HEALTHY = '{"status":"healthy","message":"Worker has completed startup and is ready to handle requests."}'
+STARTING = '{"status":"starting","message":"Worker is still starting up."}'
+
+
 def service_line(script: str) -> list[str]:
     """The service's java command line in a start script (`exec ...` or `... &`)."""
     (line,) = [line for line in script.replace(" && ", "\n").splitlines()
@@ -141,7 +146,27 @@ def test_docker_connect_rest_auth_options_and_probe(docker_secure):
     assert java.index(jaas) < java.index("-cp") and not worker.get("envs")  # a JVM option, no KAFKA_OPTS
     probe = worker["healthcheck"]["tests"][-1]
     assert f"< {folder(WORKER)}/secrets/rest-credentials.properties" in probe
-    assert "Authorization: Basic %s" in probe and "/connector-plugins" in probe
+    assert "Authorization: Basic %s" in probe and "/health" in probe and "/connector-plugins" in probe
+
+
+@pytest.mark.parametrize("health, healthy", [((200, HEALTHY), True), ((503, STARTING), False)])
+def test_a_connect_container_is_healthy_only_once_connect_says_so(tmp_path, health, healthy):
+    """The container probe (docker's healthcheck, kubernetes's readinessProbe) asks `/health` before the
+    plugins: a worker still reading its group's internal topics answers the plugins already."""
+    from mirrorstack.platforms.containers import probe_command
+    plugins = '[{"class":"org.apache.kafka.connect.mirror.MirrorSourceConnector"}]'
+    server, seen = serve(lambda path: health if path == "/health" else (200, plugins))
+    try:
+        credentials = tmp_path / "rest-credentials"
+        credentials.write_text("admin: s3cret\n")
+        spec = {"kind": "connect", "url": f"http://127.0.0.1:{server.server_address[1]}",
+                "auth_file": str(credentials)}
+        done = subprocess.run(probe_command(spec, lambda host, port: (host, port)), capture_output=True,
+                              text=True, timeout=30)
+        assert (done.returncode == 0) is healthy, done.stderr
+        assert seen[0] == ("/health", "Basic YWRtaW46czNjcmV0")
+    finally:
+        server.shutdown()
 
 
 def test_docker_scram_broker_creates_its_user_after_the_start(docker_secure):
@@ -420,10 +445,6 @@ def test_the_rejoined_check_fails_when_kafka_does_not_answer(tmp_path):
     from mirrorstack.platforms.containers import rejoined_check
     check = rejoined_check("1", ["false"], ["false"])
     assert subprocess.run(["dash", "-c", f"({check})"]).returncode != 0
-
-
-HEALTHY = '{"status":"healthy","message":"Worker has completed startup and is ready to handle requests."}'
-STARTING = '{"status":"starting","message":"Worker is still starting up."}'
 
 
 def _serve(body: str, status: int = 200, health: tuple[int, str] = (200, HEALTHY)):
