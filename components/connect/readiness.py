@@ -46,9 +46,10 @@ def connect_ready(rest_url: str, timeout: float = 5.0, auth_file: str | None = N
         if exc.status != 404:  # 404: Jetty before Connect's resources (or a worker without /health)
             raise
     else:
-        if health.get("status") != "healthy":
-            raise NotReady(f"answers; the worker is {health.get('status')}: {health.get('message')}"
-                           f"{STUCK_STARTING_HINT if 'internal topics' in str(health.get('message')) else ''}")
+        status, message = health.get("status"), str(health.get("message"))
+        if status != "healthy":
+            hint = STUCK_STARTING_HINT if "internal topics" in message else ""
+            raise NotReady(f"answers; the worker is {status}: {message}{hint}")
     try:
         plugins = client.plugins()
     except ConnectError as exc:

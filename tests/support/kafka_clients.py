@@ -99,16 +99,16 @@ def consume(bootstrap: str, topic: str, expected: int, timeout: float = 120.0,
     records: list[Record] = []
     deadline = time.monotonic() + timeout
     try:
-        lingering = None
-        while time.monotonic() < min(deadline, lingering or deadline):
-            for msg in consumer.consume(num_messages=500, timeout=min(1.0, linger or 1.0)):
+        lingering = False
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=500, timeout=1.0):
                 if msg.error():
                     continue  # e.g. UNKNOWN_TOPIC_OR_PART until the topic exists
                 records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
-            if len(records) >= expected:
+            if len(records) >= expected and not lingering:
                 if not linger:
                     break
-                lingering = lingering or time.monotonic() + linger
+                deadline, lingering = min(deadline, time.monotonic() + linger), True
     finally:
         consumer.close()
     return records
