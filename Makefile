@@ -12,11 +12,12 @@ VENV := $(CURDIR)/.venv
 TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
-# Two test modules at once (pytest-xdist, tests/support/scheduling.py): much of the suite waits on
-# JVMs and MM2 rounds, so two share the 2 cores. Three were tried twice (2026-11-26 and -28): the CPUs
-# idled 2-5% instead of 16%, but every module took longer, the run was slower and two tests failed
-# (a kubectl port-forward unanswered for 3 x 30 s; a third worker's port range). TEST_WORKERS=-n0: one at a time.
-TEST_WORKERS ?= -n 2
+# Three test modules at once (pytest-xdist, tests/support/scheduling.py): two workers take the
+# modules that compute; the third, a waiting lane at a lower priority, takes those that mostly wait
+# (Prometheus windows, back-offs, checkpoints, Spark starts). With two workers the CPUs idled 18% of
+# a run (2026-11-29); three equal ones (2026-11-26 and -28) slowed every module and two tests failed
+# (a kubectl port-forward unanswered; two stacks in one port range). TEST_WORKERS=-n0: one at a time.
+TEST_WORKERS ?= -n 3
 
 .PHONY: demo down plugins kube versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
 
@@ -38,7 +39,7 @@ help:
 	@echo "                    then: python -m tools.kube_cluster start|status|stop"
 	@echo "make demo         setup (the local platform's part), then \`pulumi up --stack aggregation\`: us + uk mirrored into central, records shown arriving"
 	@echo "make down         destroy the aggregation stack"
-	@echo "make test         setup, then the whole test suite, two modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
+	@echo "make test         setup, then the whole test suite, three modules at once (PYTEST_ARGS=... to narrow it; TEST_WORKERS=-n0: one at a time)"
 	@echo "make bench        setup, then the replication benchmark (LAN, WAN pull, WAN push; ~35 min) -> benchmarks/replication-last-run.json"
 	@echo "make unit         setup, then tests/unit only"
 	@echo "make schema       regenerate components/schema/topology.schema.json from components/model/spec.py"

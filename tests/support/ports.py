@@ -12,7 +12,7 @@ import random
 import socket
 from pathlib import Path
 
-STACK_PORTS = range(10000, 30000)  # tests.support.stacks' ranges
+STACK_PORTS = range(5000, 30000)  # tests.support.stacks' ranges (a stack's default base is 10000 or above)
 
 
 def _ephemeral() -> range:

@@ -12,7 +12,7 @@ import yaml
 from mirrorstack.platforms.base import PORT_SPAN
 from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support.leftovers import leftover_processes
-from tests.support.ports import worker_share
+from tests.support.ports import STACK_PORTS, worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,13 +54,15 @@ def on_c1_only(topology: dict) -> dict:
     return topology
 
 
-# Four ranges, all below Linux's ephemeral ports. Under pytest-xdist each worker
-# owns its own share of them (gw0 the even ones, gw1 the odd ones), so stacks of
-# two workers never meet; a worker hands its share out in turn from a random
+# Five ranges, all below Linux's ephemeral ports: the four of a stack's default
+# base (10000-29999) and 5000-9999 below them, so that with three workers the two
+# that open several stacks at once own two each (the waiting lane, whose modules
+# open one at a time, one). Under pytest-xdist each worker owns its own share
+# (every n-th from its index), so stacks of two workers never meet; a worker hands its share out in turn from a random
 # start: stacks opened one after another get different ranges. (Refilling a
 # shuffled list instead could hand the last base of one round out again as the
 # first of the next: two stacks of one test then shared their ports.)
-_ALL_BASES = list(range(10000, 30000, PORT_SPAN))
+_ALL_BASES = list(range(STACK_PORTS.start, STACK_PORTS.stop, PORT_SPAN))
 
 
 def worker_bases(worker: str | None, workers: int) -> list[int]:

@@ -7,14 +7,14 @@ from tests.support.stacks import _BASES, port_base, worker_bases
 
 
 def test_stacks_in_a_row_get_different_ranges_below_the_ephemeral_ports():
-    width = len(_BASES)  # 4 outside xdist, 2 on each of two workers
+    width = len(_BASES)  # 5 outside xdist, 3 and 2 on two workers
     bases = [port_base() for _ in range(3 * width + 1)]  # more than three rounds: the round boundaries too
     for i in range(len(bases) - width + 1):
         assert len(set(bases[i:i + width])) == width, bases
-    assert all(10000 <= b and b + PORT_SPAN <= 32768 for b in bases)
+    assert all(5000 <= b and b + PORT_SPAN <= 32768 for b in bases)
 
 
-@pytest.mark.parametrize("workers", [2, 3, 4])
+@pytest.mark.parametrize("workers", [2, 3, 4, 5])
 def test_xdist_workers_never_share_a_range_and_together_use_all(workers):
     shares = [worker_bases(f"gw{k}", workers) for k in range(workers)]
     assert all(shares), shares
@@ -23,5 +23,11 @@ def test_xdist_workers_never_share_a_range_and_together_use_all(workers):
 
 
 def test_more_workers_than_ranges_is_refused_naming_the_limit():
-    with pytest.raises(RuntimeError, match="-n 4 or fewer"):
-        worker_bases("gw0", 5)
+    with pytest.raises(RuntimeError, match="-n 5 or fewer"):
+        worker_bases("gw0", 6)
+
+
+def test_with_three_workers_the_two_that_open_stacks_side_by_side_own_two_ranges_each():
+    from tests.support.scheduling import is_waiting_lane
+    shares = {f"gw{k}": worker_bases(f"gw{k}", 3) for k in range(3)}
+    assert {w: len(s) for w, s in shares.items() if not is_waiting_lane(w, 3)} == {"gw0": 2, "gw1": 2}

@@ -65,3 +65,25 @@ def test_the_session_services_stop_once_no_later_test_of_the_process_needs_them(
     first, between, last, after = order
     assert still_needed(first, between) and still_needed(between, last)
     assert not still_needed(last, after)
+
+
+def test_the_third_worker_is_a_waiting_lane_and_takes_the_waiting_modules_first():
+    from tests.support.scheduling import WAITING, is_waiting_lane, next_unit
+    assert [w for w in ("gw0", "gw1", "gw2") if is_waiting_lane(w, 3)] == ["gw2"]
+    assert not any(is_waiting_lane(w, 2) for w in ("gw0", "gw1"))
+    faults, kube, unit = "tests/integration/test_connect_faults.py", "docker engine", "tests/unit/test_model.py"
+    assert faults in WAITING and "session services" in WAITING and kube not in WAITING
+    queue = [kube, "tests/integration/test_secure_stack.py", faults, "session services", unit]
+    assert next_unit(queue, waiting_lane=True) == faults
+    assert next_unit(queue, waiting_lane=False) == kube
+    # the others take a waiting module the lane has not started once nothing else is left
+    assert next_unit([faults, "session services"], waiting_lane=False) == faults
+    # the lane then takes unit test modules, never another integration module (one port range)
+    assert next_unit([kube, unit], waiting_lane=True) == unit
+    assert next_unit([kube, "tests/integration/test_library_example.py"], waiting_lane=True) is None
+
+
+def test_every_waiting_module_exists_and_is_measured():
+    weights = json.loads(WEIGHTS_FILE.read_text())
+    from tests.support.scheduling import WAITING
+    assert all(unit in unit_weights(weights) for unit in WAITING), WAITING - set(unit_weights(weights))
