@@ -9,11 +9,10 @@ is a short one and neither worker idles long at the end.
 With three workers or more, the last one is a waiting lane: it takes the
 modules that mostly wait (WAITING: Prometheus `for:` windows, the supervisor's
 back-offs, MM2's checkpoints, Spark job starts; their wall time is twice their
-CPU or more) before any other, and runs at a lower priority (LANE_NICE), so it
-fills the CPU the two others leave idle rather than taking theirs. Then it takes
-unit test modules, never another integration module: it owns one port range
-(tests.support.stacks) and its modules open one stack at a time. The others take
-the rest first, then any WAITING unit the lane has not started.
+CPU or more) before any other, so the CPU the two others leave idle is used.
+Then it takes what is left in order, except modules that run stacks side by
+side (SIDE_BY_SIDE): it owns one port range (tests.support.stacks). The others
+take the rest first, then any WAITING unit the lane has not started.
 """
 from __future__ import annotations
 
@@ -47,7 +46,10 @@ SHARED_UNITS.update({f"tests/integration/{module}.py": SESSION_SERVICES for modu
 # 410 / 164, the validation job 450 / 228, failover 174 (alone 203 / 96), failover ops 85 alone.
 WAITING = {SESSION_SERVICES, *(f"tests/integration/{module}.py" for module in (
     "test_connect_faults", "test_failover", "test_failover_ops"))}
-LANE_NICE = 5  # CFS weight 335 against 1024: about a quarter of the CPU while both others compute
+# Modules with two stacks deployed at once (each needs a port range of its own), and the docker
+# engine's unit (the kubernetes module's three stacks): never on the lane.
+SIDE_BY_SIDE = {DOCKER_ENGINE, *(f"tests/integration/{module}.py" for module in (
+    "test_existing_connect", "test_library_example", "test_preview_diffs"))}
 
 
 def module_of(nodeid: str) -> str:
@@ -81,11 +83,10 @@ def is_waiting_lane(worker: str, workers: int) -> bool:
 
 def next_unit(queue: list[str], waiting_lane: bool) -> str | None:
     """The unit a worker takes from `queue` (in the order they go out). The waiting lane: the
-    first WAITING one, else the first unit test module, else none (it opens one stack at a time,
-    and owns one port range: tests.support.stacks). The others: the first of any other kind,
-    else the first of all."""
+    first WAITING one, else the first not SIDE_BY_SIDE, else none. The others: the first of any
+    other kind, else the first of all."""
     if waiting_lane:
-        own = [unit for unit in queue if unit in WAITING] or [unit for unit in queue if unit.startswith("tests/unit/")]
+        own = [unit for unit in queue if unit in WAITING] or [unit for unit in queue if unit not in SIDE_BY_SIDE]
         return own[0] if own else None
     return ([unit for unit in queue if unit not in WAITING] or queue)[0]
 

@@ -78,12 +78,15 @@ def test_the_third_worker_is_a_waiting_lane_and_takes_the_waiting_modules_first(
     assert next_unit(queue, waiting_lane=False) == kube
     # the others take a waiting module the lane has not started once nothing else is left
     assert next_unit([faults, "session services"], waiting_lane=False) == faults
-    # the lane then takes unit test modules, never another integration module (one port range)
-    assert next_unit([kube, unit], waiting_lane=True) == unit
-    assert next_unit([kube, "tests/integration/test_library_example.py"], waiting_lane=True) is None
+    # the lane then takes what is left in order, except modules with two stacks at once (one port range)
+    topology, example = "tests/integration/test_topology_stacks.py", "tests/integration/test_library_example.py"
+    assert next_unit([kube, example, topology, unit], waiting_lane=True) == topology
+    assert next_unit([kube, example], waiting_lane=True) is None
 
 
 def test_every_waiting_module_exists_and_is_measured():
     weights = json.loads(WEIGHTS_FILE.read_text())
-    from tests.support.scheduling import WAITING
-    assert all(unit in unit_weights(weights) for unit in WAITING), WAITING - set(unit_weights(weights))
+    from tests.support.scheduling import SIDE_BY_SIDE, WAITING
+    assert all(unit in unit_weights(weights) for unit in WAITING | SIDE_BY_SIDE), \
+        (WAITING | SIDE_BY_SIDE) - set(unit_weights(weights))
+
