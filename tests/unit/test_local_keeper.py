@@ -4,6 +4,7 @@ provider against real OS processes (small Python programs). The supervisor of
 a real stack, killed and started again by its keeper:
 tests/integration/test_connect_faults.py."""
 import os
+import re
 import signal
 import sys
 import time
@@ -54,8 +55,9 @@ def test_a_killed_service_is_started_again_by_its_keeper_and_refresh_says_when_n
         _wait("the port answering again from a new process, with no `up`",
               lambda: _serving_process(outs).pid != first.pid and provider.read("svc", outs).outs["running"])
         log = (tmp_path / "svc" / "service.log").read_text()
-        assert f"mirrorstack keeper of svc: pid {first.pid} was killed by SIGKILL after 0 s; starting it again in " \
-               "0.5 s" in log, log
+        # how long it ran (0 s, more on a loaded machine: a Python's start)
+        assert re.search(rf"mirrorstack keeper of svc: pid {first.pid} was killed by SIGKILL after \d+ s; starting it "
+                         r"again in 0\.5 s", log), log
         assert provider.diff("svc", outs, outs).changes is False  # nothing for `up` to do
 
         # the keeper itself killed: the service goes with it, and refresh says what to run
@@ -91,7 +93,7 @@ def test_a_service_down_between_two_starts_is_said_to_come_back_by_itself(tmp_pa
         # (the keeper starts it again and again, a moment each time: a read may land on one)
         _wait("refresh recording it down", lambda: provider.read("svc", outs).outs["running"] is False)
         said = capsys.readouterr().err.splitlines()[-1]
-        assert "mirrorstack: svc is down: it exited with code 4 after 0 s; its keeper (pid" in said, said
+        assert re.search(r"mirrorstack: svc is down: it exited with code 4 after \d+ s; its keeper \(pid", said), said
         assert "starts it again within" in said and "nothing to do" in said and "fix:" not in said, said
     finally:
         provider.delete("svc", outs)
