@@ -23,7 +23,7 @@ import time
 import uuid
 
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
-from mirrorstack.platforms import kube_pods, kube_tunnel
+from mirrorstack.platforms.kubernetes import pods as kube_pods, tunnel as kube_tunnel
 from mirrorstack.shipping import module_sources, project_imports
 from mirrorstack.validation.package import deterministic_zip
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from dataclasses import dataclass
 
 import pulumi
 
@@ -46,6 +47,18 @@ def controller_nodes(alias: str, count: int) -> list[tuple[str, int]]:
             *((f"{alias}-controller-{k}", EXTRA_CONTROLLER_ID_BASE + k) for k in range(1, count))]
 
 
+@dataclass(frozen=True)
+class _NodeCommon:
+    """What every node of a deployed cluster shares: the quorum, the storage format's
+    arguments, the certificates (None: plaintext), the authorizer's settings and the
+    JMX exporter's config (None: no metrics)."""
+    voters: str
+    format_args: list[str]
+    certs: ClusterCertificates | None
+    authorizer: dict[str, str]
+    exporter: str | None
+
+
 class KafkaCluster(pulumi.ComponentResource):
     """A KafkaCluster named after its alias, built from KafkaClusterArgs.
     Outputs: `bootstrap_servers` (comma-separated host:port). With `metrics`,
@@ -87,61 +100,24 @@ class KafkaCluster(pulumi.ComponentResource):
             self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
             return
         sec = cluster.security
-        certs = password = None
         controllers = controller_nodes(alias, cluster.controllers)
         ctrl_addresses = {node_id: platform.address(name, "controller") for name, node_id in controllers}
         voters = broker.quorum_voters({node_id: f"{h}:{p}" for node_id, (h, p) in ctrl_addresses.items()})
-        format_args = ["format", "--ignore-formatted", "-t", cluster_id(args.stack, alias),
-                       "-c", "{dir}/server.properties"]
-        child = pulumi.ResourceOptions(parent=self)
-
         broker_names = [f"{alias}-broker-{i}" for i in range(cluster.brokers)]
         # The ACL resource's listener where INTERNAL does not answer this machine (docker, kubernetes).
         admin = {name: listener for name in broker_names if (listener := platform.admin_listener(name))} \
             if args.authorization and sec.secured else {}
-        if sec.secured:
-            nodes = self._node_hosts([name for name, _ in controllers], broker_names)
-            for name, (advertised, _, _) in admin.items():  # the client checks the name it dialled
-                nodes[name] = sorted({*nodes[name], advertised.rpartition(":")[0]})
-            certs = ClusterCertificates(f"{alias}-tls", ClusterCertificatesArgs(
-                cluster=alias, nodes=nodes, settings=sec.certificates), opts=child)
-            self.tls = certs
-            if sec.sasl_mechanism:
-                password = GeneratedPassword(f"{alias}-{sec.user}-password", opts=child).result
-                self.principal_passwords = {name: GeneratedPassword(f"{alias}-{name}-password", opts=child).result
-                                            for name in args.principals}
+        certs, password = self._credentials(args, [name for name, _ in controllers], broker_names, admin)
         authorizer = acls.authorizer_settings() if args.authorization else {}
         admin_address = None
         if args.authorization and certs:  # from where the program runs: ADMIN, else INTERNAL
             # Every broker: with only the first, a refresh failed whenever broker 0 was down.
             admin_address = ",".join(admin[name][0] if admin else "%s:%d" % platform.host_address(name, "internal")
                                      for name in broker_names)
-        # One node at a time (rolling restarts, also on create): each depends on the
-        # one before, and the engine starts a resource only once its dependencies are done.
-        ctrls: list[pulumi.Resource] = []
-        for controller, node_id in controllers:
-            ctrl_host, ctrl_port = ctrl_addresses[node_id]
-            files, health = {}, {"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}
-            if len(controllers) > 1:  # wait until it is a caught-up voter again before the next one goes
-                health = {"kind": "controller", "host": ctrl_host, "port": str(ctrl_port), "node_id": str(node_id),
-                          "quorum": ",".join(f"{h}:{p}" for h, p in ctrl_addresses.values())}
-                if certs:
-                    files["admin.properties"] = render_properties(security.admin_properties(*self._node_tls(controller)))
-                    health["command_config"] = f"{platform.service_dir(controller)}/admin.properties"
-            ctrl_props = broker.controller_properties(
-                node_id, host=ctrl_host, port=ctrl_port, voters=voters, log_dir=platform.data_dir(controller),
-                broker_count=cluster.brokers, listen_host=platform.listen_host,
-                overrides={**security.controller_tls_settings(*self._node_tls(controller)), **authorizer}
-                if certs else None)
-            ctrls.append(platform.run_kafka_java(
-                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
-                resources=self._controller_resources(cluster),
-                files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
-                secret_files=self._node_secret_files(certs, controller), prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)],
-                metrics=exporter, health=health, group=ServiceGroup.controllers(alias),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
-            self._scrape(platform, controller, "controller", metrics)
-
+        common = _NodeCommon(voters=voters, certs=certs, authorizer=authorizer, exporter=exporter,
+                             format_args=["format", "--ignore-formatted", "-t", cluster_id(args.stack, alias),
+                                          "-c", "{dir}/server.properties"])
+        ctrls = self._run_controllers(cluster, controllers, ctrl_addresses, common, metrics)
         brokers, addresses, logins = [], [], []
         gates: list[pulumi.Resource] = []  # what the next broker of the roll waits for
         for i, name in enumerate(broker_names):
@@ -150,37 +126,8 @@ class KafkaCluster(pulumi.ComponentResource):
             # Where the platform starts brokers in containers, the program logs in as the stack's users
             # after each start (the local platform does it in the broker's own start).
             login = platform.client_login(name, "kafka") if certs and password is not None else None
-            overrides, health, after_start, extra_files = (
-                dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
-            if certs:
-                overrides, health, after_start, extra_files = self._secured_broker(
-                    sec, name, host, port, i, {**authorizer, **cluster.settings})
-            # Healthy once registered and no partition waits for a replica to rejoin its ISR.
-            health["node_id"] = str(CONTROLLER_ID + 1 + i)
-            props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=voters,
-                                             log_dir=platform.data_dir(name), broker_count=cluster.brokers,
-                                             listen_host=platform.listen_host, overrides=overrides)
-            if name in admin:
-                props = security.with_admin_listener(props, advertised=admin[name][0], listen=admin[name][1])
-            if (rack := platform.rack()) is not None:
-                props = broker.with_rack(props, rack)
-            if cluster.node_ports is not None:  # the model allows it on kubernetes only
-                advertised, listen = platform.node_port(name, "external", cluster.node_ports + i, opts=child)
-                props = broker.with_external_listener(props, advertised=advertised, listen=listen)
-            secret_files = self._node_secret_files(certs, name)
-            if certs and password is not None:
-                # Only PLAIN's brokers hold the application users' passwords; a SCRAM principal added
-                # must not make every broker's files unknown in a preview (the ACL resource creates it).
-                users = self.principal_passwords if sec.sasl_mechanism == "PLAIN" else {}
-                secret_files = pulumi.Output.all(secret_files, password, users).apply(
-                    lambda a: {**a[0], **security.broker_secret_files(sec, a[1], a[2])})
-            brokers.append(platform.run_kafka_java(
-                name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
-                files={"server.properties": self._guarded(render_properties(props)), **extra_files},
-                secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
-                prepare=[(jvm.STORAGE_TOOL_MAIN, format_args)], after_start=after_start, metrics=exporter,
-                resources=cluster.resources, health=health, group=ServiceGroup.brokers(alias),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=(gates or ctrls)[-1:])))
+            brokers.append(self._run_broker(cluster, i, name, (host, port), admin.get(name), password, common,
+                                            depends_on=(gates or ctrls)[-1:]))
             gates.append(brokers[-1])
             if login is not None:
                 logins.append(self._logins(sec, name, login, brokers[-1], certs, password,
@@ -196,6 +143,93 @@ class KafkaCluster(pulumi.ComponentResource):
                                      "tunnels": [tunnel for _, _, tunnel in admin.values() if tunnel]}
         self.bootstrap_servers = pulumi.Output.all(*[b.urn for b in brokers]).apply(lambda _: ",".join(addresses))
         self.register_outputs({"bootstrap_servers": self.bootstrap_servers})
+
+    def _credentials(self, args: KafkaClusterArgs, controllers: list[str], broker_names: list[str], admin: dict):
+        """(certificates, the stack's SASL password) of a secured cluster, else (None, None); the
+        application principals' passwords in `principal_passwords`."""
+        sec, child = args.cluster.security, pulumi.ResourceOptions(parent=self)
+        if not sec.secured:
+            return None, None
+        nodes = self._node_hosts(controllers, broker_names)
+        for name, (advertised, _, _) in admin.items():  # the client checks the name it dialled
+            nodes[name] = sorted({*nodes[name], advertised.rpartition(":")[0]})
+        self.tls = ClusterCertificates(f"{self.alias}-tls", ClusterCertificatesArgs(
+            cluster=self.alias, nodes=nodes, settings=sec.certificates), opts=child)
+        password = None
+        if sec.sasl_mechanism:
+            password = GeneratedPassword(f"{self.alias}-{sec.user}-password", opts=child).result
+            self.principal_passwords = {name: GeneratedPassword(f"{self.alias}-{name}-password", opts=child).result
+                                        for name in args.principals}
+        return self.tls, password
+
+    def _run_controllers(self, cluster, controllers: list[tuple[str, int]], ctrl_addresses: dict,
+                         common: _NodeCommon, metrics: bool) -> list[pulumi.Resource]:
+        """The controllers, one at a time (rolling restarts, also on create): each depends on the
+        one before, and the engine starts a resource only once its dependencies are done."""
+        platform, certs = self._platform, common.certs
+        ctrls: list[pulumi.Resource] = []
+        for controller, node_id in controllers:
+            ctrl_host, ctrl_port = ctrl_addresses[node_id]
+            files, health = {}, {"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}
+            if len(controllers) > 1:  # wait until it is a caught-up voter again before the next one goes
+                health = {"kind": "controller", "host": ctrl_host, "port": str(ctrl_port), "node_id": str(node_id),
+                          "quorum": ",".join(f"{h}:{p}" for h, p in ctrl_addresses.values())}
+                if certs:
+                    files["admin.properties"] = render_properties(security.admin_properties(*self._node_tls(controller)))
+                    health["command_config"] = f"{platform.service_dir(controller)}/admin.properties"
+            ctrl_props = broker.controller_properties(
+                node_id, host=ctrl_host, port=ctrl_port, voters=common.voters, log_dir=platform.data_dir(controller),
+                broker_count=cluster.brokers, listen_host=platform.listen_host,
+                overrides={**security.controller_tls_settings(*self._node_tls(controller)), **common.authorizer}
+                if certs else None)
+            ctrls.append(platform.run_kafka_java(
+                controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
+                resources=self._controller_resources(cluster),
+                files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
+                secret_files=self._node_secret_files(certs, controller),
+                prepare=[(jvm.STORAGE_TOOL_MAIN, common.format_args)],
+                metrics=common.exporter, health=health, group=ServiceGroup.controllers(self.alias),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
+            self._scrape(platform, controller, "controller", metrics)
+        return ctrls
+
+    def _run_broker(self, cluster, i: int, name: str, address: tuple[str, int], admin: tuple | None, password,
+                    common: _NodeCommon, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
+        """Broker `i` (node id CONTROLLER_ID + 1 + i), started after `depends_on`; `admin`: its
+        ADMIN listener (advertised, listen, tunnel) where the cluster has one."""
+        platform, sec, certs, (host, port) = self._platform, cluster.security, common.certs, address
+        overrides, health, after_start, extra_files = (
+            dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
+        if certs:
+            overrides, health, after_start, extra_files = self._secured_broker(
+                sec, name, host, port, i, {**common.authorizer, **cluster.settings})
+        # Healthy once registered and no partition waits for a replica to rejoin its ISR.
+        health["node_id"] = str(CONTROLLER_ID + 1 + i)
+        props = broker.broker_properties(CONTROLLER_ID + 1 + i, host=host, port=port, voters=common.voters,
+                                         log_dir=platform.data_dir(name), broker_count=cluster.brokers,
+                                         listen_host=platform.listen_host, overrides=overrides)
+        if admin is not None:
+            props = security.with_admin_listener(props, advertised=admin[0], listen=admin[1])
+        if (rack := platform.rack()) is not None:
+            props = broker.with_rack(props, rack)
+        if cluster.node_ports is not None:  # the model allows it on kubernetes only
+            advertised, listen = platform.node_port(name, "external", cluster.node_ports + i,
+                                                    opts=pulumi.ResourceOptions(parent=self))
+            props = broker.with_external_listener(props, advertised=advertised, listen=listen)
+        secret_files = self._node_secret_files(certs, name)
+        if certs and password is not None:
+            # Only PLAIN's brokers hold the application users' passwords; a SCRAM principal added
+            # must not make every broker's files unknown in a preview (the ACL resource creates it).
+            users = self.principal_passwords if sec.sasl_mechanism == "PLAIN" else {}
+            secret_files = pulumi.Output.all(secret_files, password, users).apply(
+                lambda a: {**a[0], **security.broker_secret_files(sec, a[1], a[2])})
+        return platform.run_kafka_java(
+            name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
+            files={"server.properties": self._guarded(render_properties(props)), **extra_files},
+            secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
+            prepare=[(jvm.STORAGE_TOOL_MAIN, common.format_args)], after_start=after_start, metrics=common.exporter,
+            resources=cluster.resources, health=health, group=ServiceGroup.brokers(self.alias),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
 
     @staticmethod
     def _controller_resources(cluster) -> Resources:

@@ -10,7 +10,8 @@ the old key under the name this table gives (components/model/spec.py asks
 `renamed_key`) and `Topology.warnings` names both. `pickled`: a dynamic provider's class as Pulumi stored
 it in existing stacks' state (dill pickles a class by module path): `refresh`
 and `destroy` of a resource deployed before the class moved unpickle it from
-the old path, so each old path resolves through its package's `__getattr__`.
+the old path, so each old path resolves through its package's (or, for a module
+that moved into a package, its old module's) `__getattr__`.
 Pure: no pulumi.
 """
 from __future__ import annotations
@@ -48,6 +49,10 @@ DEPRECATIONS: tuple[Deprecation, ...] = (
                 "mirrorstack.certificates.resource.ClusterCertificatesProvider", "issue 28", _UNTIL_REWRITTEN),
     Deprecation("pickled", "components.failover.FailoverSwitchProvider",
                 "mirrorstack.failover.switch.FailoverSwitchProvider", "issue 28", _UNTIL_REWRITTEN),
+    Deprecation("pickled", "mirrorstack.platforms.kube_rollout.RolloutProvider",
+                "mirrorstack.platforms.kubernetes.rollout.RolloutProvider", "issue 47", _UNTIL_REWRITTEN),
+    Deprecation("pickled", "mirrorstack.platforms.kube_job_run.JobRunProvider",
+                "mirrorstack.platforms.kubernetes.job_run.JobRunProvider", "issue 47", _UNTIL_REWRITTEN),
 )
 
 

@@ -11,6 +11,7 @@ from mirrorstack.model.capabilities import capabilities
 from mirrorstack.monitoring.alerts import (
     alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
 )
+from mirrorstack.monitoring.extras import run_extras
 from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
 from mirrorstack.monitoring.prometheus import prometheus_config
@@ -67,7 +68,7 @@ class Monitoring(pulumi.ComponentResource):
         grafana_password = args.grafana_password
         child = pulumi.ResourceOptions(parent=self)
         targets = [t for c in [*clusters.values(), *args.connect.values()] for t in c.scrape_targets]
-        targets += platform.run_extras(topology, clusters, opts=child)  # kafka-exporter targets, if any
+        targets += run_extras(platform, topology.monitoring, clusters, opts=child)  # kafka-exporter targets, if any
         self.prometheus = Prometheus("prometheus", PrometheusArgs(
             topology=topology, targets=targets, platform=platform, clusters=clusters), opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules

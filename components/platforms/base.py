@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from mirrorstack.platforms.descriptions import GrafanaFiles
-    from mirrorstack.platforms.descriptions import JvmResources, SparkJob
+    from mirrorstack.platforms.descriptions import ImageService, JvmResources, SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -165,7 +165,7 @@ class Platform(Protocol):
     def host_url(self, service: str, port_name: str) -> str:
         """The HTTP URL by which this machine reaches it (Connect's REST API):
         `http://host:port`, or a kube:// address its clients open themselves
-        (components/platforms/kube_tunnel.py)."""
+        (components/platforms/kubernetes/tunnel.py)."""
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus scrapes the service's JMX exporter."""
@@ -231,8 +231,11 @@ class Platform(Protocol):
         Grafana reaches `prometheus`, its datasource, and where it reads the
         dashboards); returns (resource, URL or None)."""
 
-    def run_extras(self, topology, clusters, opts=None) -> list:
-        """The topology's optional extras (Kafka UI, kafka-exporter) where the platform has them."""
+    def run_image(self, service: ImageService, opts=None) -> str:
+        """Run an image as it is (`service`: its image key, port, arguments,
+        environment); returns the URL services reach it at (`http://host:port`).
+        Asked only of a platform that runs containers (model/capabilities.py);
+        the others raise ValueError."""
 
     def switch_runner(self, aliases: Sequence[str]) -> dict | None:
         """Where the failover switch between `aliases` runs: None in the

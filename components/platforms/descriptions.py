@@ -118,6 +118,20 @@ class ScrapeTarget:
     labels: Mapping[str, str] = field(default_factory=dict)  # cluster, role, connect
 
 
+@dataclass(frozen=True)
+class ImageService:
+    """A service that runs an image as it is, set up by its arguments and
+    environment alone (Kafka UI, kafka-exporter): what a container platform's
+    `run_image` runs. Values may be Outputs (a cluster's bootstrap servers)."""
+    name: str
+    image: str                      # its key in the topology's `images:`
+    port: int                       # where it serves HTTP inside its container
+    args: object = None             # its arguments (a list, or an Output of one); None: the image's own
+    env: tuple[tuple[str, object], ...] = ()  # (name, value) pairs, in order
+    user: int | None = None         # the uid its image runs as (a pod's securityContext)
+    publish: bool = False           # reached from this machine too (docker: published on 127.0.0.1)
+
+
 # Grafana's files given where its datasource (Prometheus) is as Grafana reaches it and the folder
 # its dashboards are read from: relative path → content, `provisioning/...` for Grafana's
 # provisioning folder, `dashboards/...` for that folder (monitoring.grafana.grafana_files).

@@ -13,12 +13,12 @@ def local(stack: str, *, local_dir: str, port_base: int | None = None, **_) -> P
 
 def docker(stack: str, *, images=None, port_base: int | None = None, rest_access: str | None = None,
            docker_host: str | None = None, **_) -> Platform:
-    from mirrorstack.platforms.docker import DockerPlatform
+    from mirrorstack.platforms.docker.platform import DockerPlatform
     return DockerPlatform(stack, images=images, port_base=port_base, rest_access=rest_access, docker_host=docker_host)
 
 
 def kubernetes(stack: str, *, namespace: str | None = None, rest_access: str | None = None, kubernetes=None,
                images=None, port_base: int | None = None, **_) -> Platform:
-    from mirrorstack.platforms.kubernetes import KubernetesPlatform
+    from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
     return KubernetesPlatform(stack, namespace=namespace, rest_access=rest_access or "port-forward",
                               settings=kubernetes, images=images, port_base=port_base)

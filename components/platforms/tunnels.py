@@ -4,7 +4,8 @@ the Docker API, docker_tunnel). Whoever calls Connect or a broker goes
 through here; any other URL is itself."""
 from __future__ import annotations
 
-from mirrorstack.platforms import docker_tunnel, kube_tunnel
+from mirrorstack.platforms.docker import tunnel as docker_tunnel
+from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 
 _KINDS = (kube_tunnel, docker_tunnel)
 

@@ -34,7 +34,8 @@ from mirrorstack.kafka.acl_resource import acl_binding, acl_filter, admin_client
 from mirrorstack.kafka.scram_users import scram_mechanism, set_users
 from mirrorstack.kafka.acls import Acl
 from mirrorstack.monitoring.metrics import MM2_RECORDS
-from mirrorstack.platforms import docker_tunnel, make_platform, tunnels
+from mirrorstack.platforms import make_platform, tunnels
+from mirrorstack.platforms.docker import tunnel as docker_tunnel
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine

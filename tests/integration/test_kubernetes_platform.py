@@ -27,7 +27,7 @@ from confluent_kafka import Producer
 
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
 from mirrorstack.monitoring.metrics import MM2_RECORDS
-from mirrorstack.platforms import kube_tunnel
+from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import (admin, consume, consume_group, consume_group_to_end, create_topic,
@@ -459,7 +459,7 @@ def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: i
     in an argument. Returns what the tools printed (stdout and stderr)."""
     from mirrorstack.kafka import security
     from mirrorstack.platforms.containers import IMAGE_JAVA, IMAGE_KAFKA_LIBS
-    from mirrorstack.platforms.kubernetes import KubernetesPlatform
+    from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
     folder = KubernetesPlatform("secure").client_dir(alias)
     sec = _secure_topology()["clusters"][alias]["security"]
     plain = security.client_settings(sec["protocol"], mechanism=sec.get("mechanism"), folder=folder,

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from mirrorstack.model.spec import load_topology
-from mirrorstack.platforms import docker_tunnel, make_platform, tunnels
-from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms import make_platform, tunnels
+from mirrorstack.platforms.docker import tunnel as docker_tunnel
+from mirrorstack.platforms.docker.platform import DockerPlatform
 from tests.support.pulumi_mocks import DYNAMIC, deploy, is_type, unwrap_secrets
 from tests.support.stacks import on_platform
 

@@ -19,7 +19,7 @@ import pytest
 from mirrorstack.failover import kube_job
 from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
 from mirrorstack.failover.procedure import GateFailed
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
 from tools.images import switch_packages
 
 RUNNER = {"kind": "kubernetes-job", "namespace": "mirrorstack-dr", "context": None, "image": "mirrorstack/spark:4",

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from mirrorstack.platforms import kube_tunnel
+from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 
 # A stand-in kubectl: silent (and alive) on its first start, then forwards as kubectl says it does.
 KUBECTL = """#!/bin/sh

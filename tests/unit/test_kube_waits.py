@@ -1,5 +1,5 @@
 """A pod of the stack that cannot run fails `up` within a bound, naming the pod,
-Kubernetes' message and the field to change (components/platforms/kube_pods.py),
+Kubernetes' message and the field to change (components/platforms/kubernetes/pods.py),
 whoever waits for it: a StatefulSet's or Deployment's roll (kube_rollout) or
 the validation Job (kube_job_run), whose outcome is said as on the local
 platform (mirrorstack.validation.outcome). Pure code on pod statuses as the
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from mirrorstack.platforms import kube_job_run, kube_pods, kube_rollout
+from mirrorstack.platforms.kubernetes import job_run as kube_job_run, pods as kube_pods, rollout as kube_rollout
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.spark.report import summary_text
 from mirrorstack.validation.outcome import JOB_OUTPUT, failed_message, is_progress, printed_outcome

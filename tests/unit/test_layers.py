@@ -28,6 +28,7 @@ BREAKS = {
     "spark": ("mirrorstack/spark/config.py", "from mirrorstack.model import spec"),
     "platforms": ("mirrorstack/platforms/containers.py", "from mirrorstack.kafka import security"),
     "monitoring": ("mirrorstack/monitoring/args.py", "from mirrorstack.kafka.cluster import KafkaCluster"),
+    "platform-packages": ("mirrorstack/platforms/docker/platform.py", "from mirrorstack.platforms.kubernetes import pods"),
 }
 
 

@@ -10,8 +10,8 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from mirrorstack import naming
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.args import ReplicationTopologyArgs
 from mirrorstack.topology import ReplicationTopology

@@ -13,8 +13,9 @@ import yaml
 from mirrorstack import toolchain
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.containers import image_jmx_agent
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.secrets import GeneratedPasswordProvider
 from mirrorstack.versions import jmx_exporter_version, official_image

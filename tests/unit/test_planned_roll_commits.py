@@ -15,8 +15,8 @@ from mirrorstack.connect.worker import worker_properties
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.base import STOP_GRACE_SECONDS
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local import launcher
 from tests.support import pulumi_mocks
 

@@ -5,8 +5,8 @@ import inspect
 import pytest
 
 from mirrorstack.platforms.base import Platform
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 
 PLATFORMS = [LocalPlatform, DockerPlatform, KubernetesPlatform]
@@ -44,3 +44,13 @@ def test_the_protocol_names_every_platform_method_a_component_calls():
         if "platforms" not in path.parts:
             called |= set(re.findall(r"\bplatform\.([a-z_]+)\b", path.read_text()))
     assert called - {"py"} <= set(METHODS) | {"name", "listen_host"}, called - set(METHODS)
+
+
+def test_no_platform_method_is_named_for_an_extra_and_a_platform_without_containers_refuses_images(tmp_path):
+    """Kafka UI and kafka-exporter are described once (monitoring/extras.py) and run through `run_image`."""
+    from mirrorstack.platforms import make_platform
+    from mirrorstack.platforms.descriptions import ImageService
+    assert "run_image" in METHODS and not [m for m in METHODS if "extra" in m or "exporter" in m or "ui" in m]
+    local = make_platform("local", "dev", local_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="kafka-ui: the local platform runs no images; fix: platform docker or kubernetes"):
+        local.run_image(ImageService("kafka-ui", "kafka_ui", 8080))

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from mirrorstack.platforms.containers import AFTER_START_DONE, dns_label, probe_command
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.versions import kafka_version, spark_version
 from tests.support.mocked_runs import (
@@ -185,7 +186,7 @@ def test_service_names_become_dns_1035_labels(name, ok):
 
 def test_service_groups_name_and_label_each_set_apart():
     from mirrorstack.platforms.base import ServiceGroup
-    from mirrorstack.platforms.kubernetes import group_labels
+    from mirrorstack.platforms.kubernetes.manifests import group_labels
     groups = [ServiceGroup.brokers("connect"), ServiceGroup.controllers("connect"),
               ServiceGroup.workers("brokers", "connect"), ServiceGroup.workers("x", "connect")]
     assert len({g.name for g in groups}) == len({tuple(sorted(g.labels.items())) for g in groups}) == len(groups)
@@ -499,8 +500,8 @@ def test_k8s_rejects_unknown_rest_access():
 
 def test_make_platform_picks_the_topology_platform(tmp_path):
     from mirrorstack.platforms import make_platform
-    from mirrorstack.platforms.docker import DockerPlatform
-    from mirrorstack.platforms.kubernetes import KubernetesPlatform
+    from mirrorstack.platforms.docker.platform import DockerPlatform
+    from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
     from mirrorstack.platforms.local.platform import LocalPlatform
 
     assert isinstance(make_platform("local", "s", local_dir=str(tmp_path)), LocalPlatform)

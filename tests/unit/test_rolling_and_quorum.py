@@ -13,9 +13,9 @@ import pytest
 
 from mirrorstack.connect import readiness
 from mirrorstack.model.spec import load_topology
-from mirrorstack.platforms.docker import DockerPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
 from mirrorstack.platforms.descriptions import NotReady
-from mirrorstack.platforms.kubernetes import KubernetesPlatform
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local import health, launcher
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.platforms.local.service import LocalServiceProvider

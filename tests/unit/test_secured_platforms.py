@@ -19,8 +19,9 @@ from mirrorstack.kafka import sasl_check
 from mirrorstack.model.spec import load_topology
 from mirrorstack.platforms.containers import AFTER_START_DONE, container_script, probe_command
 from mirrorstack.platforms.descriptions import CHECK, ONCE_HEALTHY, check_of_kind, once_healthy_checks
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from tests.support.http_stand_in import serve
 from tests.support.mocked_runs import assert_ships_the_job_package, connectors_of, container_commands, local_commands
@@ -510,7 +511,8 @@ def test_every_platform_runs_the_groups_supervisor_with_its_rest_credentials_onl
     assert shipped == {"mirrorstack/__init__.py", "mirrorstack/connect/__init__.py", "mirrorstack/platforms/__init__.py",
                        "mirrorstack/connect/supervisor.py", "mirrorstack/connect/healing.py",
                        "mirrorstack/connect/api.py", "mirrorstack/platforms/tunnels.py",
-                       "mirrorstack/platforms/kube_tunnel.py", "mirrorstack/platforms/docker_tunnel.py"}
+                       "mirrorstack/platforms/kubernetes/__init__.py", "mirrorstack/platforms/kubernetes/tunnel.py",
+                       "mirrorstack/platforms/docker/__init__.py", "mirrorstack/platforms/docker/tunnel.py"}
     assert uploads[f"{folder(SUPERVISOR)}/code/mirrorstack/__init__.py"]["content"] == ""  # not the real package
     # kubernetes: a Deployment, the password in a Secret mounted read-only 0400
     built = k8s_secure[1]

@@ -65,5 +65,5 @@ def test_an_import_that_would_not_ship_is_named(tmp_path):
 def test_the_lists_follow_the_imports():
     assert "mirrorstack.mm2.records" in project_imports(kube_job.ENTRY)  # procedure decodes MM2's checkpoints
     assert not any(m.startswith("mirrorstack.spark.") for m in project_imports(kube_job.ENTRY))
-    assert "mirrorstack.connect.api" in supervision.SHIPS and "mirrorstack.platforms.kube_tunnel" in supervision.SHIPS
+    assert "mirrorstack.connect.api" in supervision.SHIPS and "mirrorstack.platforms.kubernetes.tunnel" in supervision.SHIPS
     assert {m.rpartition(".")[0] for m in project_imports(ENTRY_SCRIPT)} == {"mirrorstack.spark", "mirrorstack.mm2"}

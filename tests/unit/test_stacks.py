@@ -15,7 +15,7 @@ import yaml
 from mirrorstack.mm2.connectors import CHECKPOINT, HEARTBEAT, POLICY_CLASSES, SOURCE, connector_name
 from mirrorstack.model.spec import SCHEMA_FILE, TopologyError, load_topology
 from mirrorstack.platforms import make_platform
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
 from mirrorstack.validation.package import ZIP_NAME
 from tests.support.stacks import on_platform
 from tests.support import mocked_runs, pulumi_mocks

@@ -22,8 +22,9 @@ from mirrorstack.spark.config import BadInput, parse_config
 from mirrorstack import toolchain
 from mirrorstack.validation.job_config import validation_job_config, validation_summary
 from mirrorstack.model.spec import Images, TopologyError, load_topology
-from mirrorstack.platforms.docker import DockerPlatform
-from mirrorstack.platforms.kubernetes import KUBERNETES_VERSION, KubernetesPlatform
+from mirrorstack.platforms.docker.platform import DockerPlatform
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.validation.package import ENTRY_SCRIPT, ZIP_NAME, job_package, job_zip
 from mirrorstack.versions import spark_version
@@ -472,7 +473,7 @@ def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
 
 
 def test_docker_job_exit_codes_fail_up_naming_the_container():
-    from mirrorstack.platforms.docker import _job_outcome
+    from mirrorstack.platforms.docker.platform import _job_outcome
     assert _job_outcome("c", 0)["logs"] == "docker logs c"
     assert _job_outcome("c", None)["exit_code"] is None  # preview: not run yet
     with pytest.raises(RuntimeError, match=r"container c exited 1 \(1: validation failed.*docker logs c"):

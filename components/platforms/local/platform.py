@@ -169,6 +169,6 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program
 
-    def run_extras(self, topology, clusters, opts=None) -> list:
-        """Kafka UI and kafka-exporter are containers only (the model refuses them here)."""
-        return []
+    def run_image(self, service, opts=None) -> str:
+        """Images run in containers only (the model refuses the extras that are images here)."""
+        raise ValueError(f"{service.name}: the local platform runs no images; fix: platform docker or kubernetes")

@@ -127,8 +127,8 @@ class RecordingPlatform:
         return self._record(service, "grafana", opts, files=files(prometheus, f"{self.service_dir(service)}/dashboards"),
                             prometheus=prometheus), None
 
-    def run_extras(self, topology, clusters, opts=None) -> list:
-        return []
+    def run_image(self, service, opts=None) -> str:
+        raise ValueError(f"{service.name}: the recording platform runs no images")
 
     def switch_runner(self, aliases) -> None:
         return None

@@ -5,8 +5,8 @@ A pod the scheduler cannot place (`PodScheduled` False, reason
 whose image the kubelet cannot pull (a container waiting in `ErrImagePull`,
 `ImagePullBackOff`, ...) will not run without a change, yet Kubernetes keeps
 trying and a plain wait for "ready" waits out its whole timeout in silence.
-Whoever waits for pods of the stack (kube_rollout: StatefulSets and
-Deployments; kube_job_run: the validation Job; the failover switch's Job)
+Whoever waits for pods of the stack (rollout.py: StatefulSets and
+Deployments; job_run.py: the validation Job; the failover switch's Job)
 hands their status to `PodWatch`, which says when a pod has been held that
 way for STUCK_SECONDS, and `explain` turns that into one message: the pod, the
 scheduler's or kubelet's own words, what the pod asks for, and the topology

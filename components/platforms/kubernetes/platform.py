@@ -26,9 +26,9 @@ deleting it first (its rule for named objects), so a replacement never meets
 
 Whatever runs pods (StatefulSets, Deployments, the validation Job) is waited
 for by the program, not by the provider (whose wait sat out 600 s in silence
-on a pod that could never run): kube_rollout and kube_job_run watch the pods,
+on a pod that could never run): rollout.py and job_run.py watch the pods,
 and one that cannot be scheduled or cannot pull its image fails `up` within
-kube_pods.STUCK_SECONDS, naming the pod, Kubernetes' message and the field of
+pods.STUCK_SECONDS, naming the pod, Kubernetes' message and the field of
 the topology to change.
 
 Sets of services (a cluster's brokers, its controllers, a Connect group's
@@ -53,41 +53,27 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mirrorstack import naming
-from mirrorstack.model.kubernetes import KubernetesNetworkPolicy, KubernetesSettings
+from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.platforms.containers import (
-    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, OFFICIAL_IMAGES,
+    ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, OFFICIAL_IMAGES,
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import GrafanaFiles, Images, JvmResources, ScrapeTarget, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JvmResources, SparkJob
 from mirrorstack.platforms.java_service import java_service
-from mirrorstack.platforms import kube_tunnel
-from mirrorstack.platforms.kube_job_run import ValidationJobRun
-from mirrorstack.platforms.kube_rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
+from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
+from mirrorstack.platforms.kubernetes.manifests import (
+    APPUSER, DATA_DIR, DATA_MOUNT, NODE_IP_ENV, SECRET_MODE, SECRETS_DIR, ZONE_ENV, ZONE_LABEL,
+    Files, data_claim, group_labels, mebibytes, network_policy, secret_keys, spread_apart,
+)
+from mirrorstack.platforms.kubernetes.job_run import ValidationJobRun
+from mirrorstack.platforms.kubernetes.rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
 from mirrorstack.platforms.base import ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port
 
-KUBERNETES_VERSION = "1.30"  # the oldest Kubernetes the manifests are checked against
-DATA_MOUNT = IMAGE_DATA_DIR
-# Kafka's log dir is a subfolder: a fresh volume's root may hold `lost+found`,
-# which Kafka would take for a broken partition folder.
-DATA_DIR = f"{DATA_MOUNT}/kafka"
-APPUSER = IMAGE_KAFKA_UID  # the image's user; fsGroup makes the volume writable for it
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
 JOB_TIMEOUT_SECONDS = 2 * 3600  # a validation run: the whole of a large backlog read by Spark
 JOB_CPU_REQUEST = "250m"  # as a broker's default request
-SECRET_MODE = 0o400  # kubelet adds group read for the pod's fsGroup
-SECRETS_DIR = "secrets"  # a service's secret files: `<folder>/secrets/<name>`
-NODE_IP_ENV = "HOST_IP"  # the address of the node a pod runs on (downward API status.hostIP)
-ZONE_ENV = "NODE_ZONE"  # the zone label of that node, copied onto the pod when it is bound (see rack())
-ZONE_LABEL = "topology.kubernetes.io/zone"
-NETWORK_POLICY = "mirrorstack-ingress"  # the stack's one NetworkPolicy (kubernetes.network_policy)
-
-
-def mebibytes(heap: str) -> int:
-    """`-Xmx` sizes (512m, 1g) in MiB."""
-    scale = {"k": 1 / 1024, "m": 1, "g": 1024}
-    return int(float(heap[:-1]) * scale[heap[-1].lower()]) if heap[-1].isalpha() else int(heap) // 2**20
 
 
 class KubernetesPlatform:  # a Platform (components/platforms/base.py)
@@ -99,7 +85,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     - "port-forward" (default): `host_url` is a kube:// address: whoever calls
       Connect (the MirrorMaker 2 provider, failover) opens a `kubectl
       port-forward` to the worker's Service on first use and keeps it for
-      its process's life (components/platforms/kube_tunnel.py); nobody keeps
+      its process's life (tunnel.py); nobody keeps
       one open by hand, and a remote cluster works as a local one.
     """
 
@@ -372,7 +358,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             secret_files = pulumi.Output.secret(secret_files)
             secret_obj = self._create(k8s.core.v1.Secret, {
                 "apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(f"{svc}-secrets"),
-                "stringData": pulumi.Output.secret(secret_files.apply(lambda f: _secret_keys(service, f)))}, child)
+                "stringData": pulumi.Output.secret(secret_files.apply(lambda f: secret_keys(service, f)))}, child)
         service_obj = self._create(k8s.core.v1.Service, {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
             # Headless, and published before ready: Kafka resolves its own name to bind,
@@ -576,7 +562,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
 
     def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
         folder = "/etc/mirrorstack/prometheus"
-        data = _Files({k: fill_dir(v, folder) for k, v in files.items()},
+        data = Files({k: fill_dir(v, folder) for k, v in files.items()},
                       {k: f"{folder}/{k}" for k in files})
         return self._run_image(service, "prometheus", port=9090, files=data, run_as=65534,
                                args=[f"--config.file={folder}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
@@ -603,7 +589,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             mounts.append({"name": "secrets", "mountPath": spec.secrets_file.rsplit("/", 1)[0], "readOnly": True})
         deployment, _ = self._run_image(
             service, "spark", port=PYTHON_SERVICE_PORT, args=spec.argv, run_as=SPARK_UID, workdir=spec.code_dir,
-            files=_Files(data, {key: f"{spec.folder}/{key}" for key in data}), mounts=mounts, volumes=volumes,
+            files=Files(data, {key: f"{spec.folder}/{key}" for key in data}), mounts=mounts, volumes=volumes,
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
         return deployment, (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
 
@@ -621,7 +607,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         env = [{"name": "GF_SECURITY_ADMIN_PASSWORD",
                 "valueFrom": {"secretKeyRef": {"name": f"{svc}-admin", "key": "password"}}},
                {"name": "GF_USERS_ALLOW_SIGN_UP", "value": "false"}]
-        return self._run_image(service, "grafana", port=3000, files=_Files(raw, paths), env=env, run_as=472,
+        return self._run_image(service, "grafana", port=3000, files=Files(raw, paths), env=env, run_as=472,
                                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
 
     def switch_runner(self, aliases) -> dict | None:
@@ -639,79 +625,15 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 "clients": {alias: {"secret": self._client_secrets[alias][0], "dir": self.client_dir(alias)}
                             for alias in aliases if alias in self._client_secrets}}
 
-    def run_extras(self, topology, clusters, opts=None) -> list:
-        settings, targets = topology.monitoring, []
-        if settings.kafka_ui:
-            env = [item for i, (alias, c) in enumerate(sorted(clusters.items())) for item in (
-                {"name": f"KAFKA_CLUSTERS_{i}_NAME", "value": alias},
-                {"name": f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS", "value": c.bootstrap_servers})]
-            self._run_image("kafka-ui", "kafka_ui", port=8080, env=env, run_as=1000, opts=opts)
-        if settings.kafka_exporter:
-            for alias, cluster in sorted(clusters.items()):
-                service = f"kafka-exporter-{alias}"
-                args = cluster.bootstrap_servers.apply(lambda s: [f"--kafka.server={b}" for b in s.split(",")])
-                _, url = self._run_image(service, "kafka_exporter", port=9308, args=args, run_as=65534, opts=opts)
-                targets.append(ScrapeTarget(f"kafka-exporter-{alias}", url.removeprefix("http://"),
-                                            {"cluster": alias, "role": "kafka-exporter"}))
-        return targets
-
-
-def group_labels(group: ServiceGroup) -> dict[str, str]:
-    """The set's labels, with values Kubernetes accepts (an alias may hold '_')."""
-    return {key: dns_label(value) for key, value in group.labels.items()}
-
-
-def spread_apart(members: dict[str, str]) -> dict:
-    """Pod spec fields keeping a set's members on different nodes and zones
-    where the cluster has several; preferences only, so a 1-node cluster still
-    runs them all."""
-    selector = {"matchLabels": members}
-    return {
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}}]}},
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                                       "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]}
-
-
-def data_claim(size: str, storage_class: str | None) -> dict:
-    """The claim template of a service's data volume (mounted at DATA_MOUNT)."""
-    return {"metadata": {"name": "data"}, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}},
-        **({"storageClassName": storage_class} if storage_class else {})}}
-
-
-def network_policy(namespace: str, settings: KubernetesNetworkPolicy) -> dict:
-    """Ingress to every pod of the stack's namespace only from pods of that
-    namespace and the declared clients; egress is left open."""
-    return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": NETWORK_POLICY, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
-        "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
-                 "ingress": [{"from": [{"podSelector": {}}, *(c.policy_peer() for c in settings.clients)]}]}}
+    def run_image(self, service: ImageService, opts=None) -> str:
+        """A Deployment of the image and its Service (in-cluster only: `publish` is for docker)."""
+        _, url = self._run_image(service.name, service.image, port=service.port, args=service.args,
+                                 env=[{"name": name, "value": value} for name, value in service.env],
+                                 run_as=service.user, opts=opts)
+        return url
 
 
 def _versions(secrets: list) -> pulumi.Output[str]:
     """The Secrets' resourceVersions, comma-separated (changes when one is updated)."""
     return pulumi.Output.all(*[s.metadata for s in secrets]).apply(
         lambda metas: ",".join(str(getattr(m, "resource_version", None) or "") for m in metas))
-
-
-def _secret_keys(service: str, files: dict) -> dict:
-    """`secrets/<name>` paths → the Secret's keys (mounted at `<folder>/secrets`)."""
-    out = {}
-    for path, content in (files or {}).items():
-        name = path.removeprefix(f"{SECRETS_DIR}/")
-        if not path.startswith(f"{SECRETS_DIR}/") or not re.fullmatch(r"[-._a-zA-Z0-9]+", name):
-            raise ValueError(f"{service}: secret file {path!r} must be {SECRETS_DIR}/<name> "
-                             "(letters, digits, '-', '_', '.'): a Secret is mounted there")
-        out[name] = content
-    return out
-
-
-class _Files(dict):
-    """ConfigMap data plus where each key is mounted (one subPath mount per file)."""
-
-    def __init__(self, data: dict[str, str], paths: dict[str, str]):
-        super().__init__(data)
-        self.paths = paths

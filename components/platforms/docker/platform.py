@@ -10,7 +10,7 @@ REST API, a broker's ADMIN listener) are reached as `rest_access` says:
 - "tunnel" (the default when the engine is reached over the network,
   `docker:host` or DOCKER_HOST tcp:// or ssh://): published nowhere; the
   program's clients open their own tunnel over the Docker API on first use
-  (docker:// addresses, components/platforms/docker_tunnel.py), a broker's
+  (docker:// addresses, components/platforms/docker/tunnel.py), a broker's
   ADMIN one on the same deterministic port of 127.0.0.1 it is advertised at.
 
 A Kafka container runs the local platform's java command lines
@@ -38,8 +38,8 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label,
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
-from mirrorstack.platforms import docker_tunnel
-from mirrorstack.platforms.descriptions import GrafanaFiles, Images, JvmResources, ScrapeTarget, SparkJob
+from mirrorstack.platforms.docker import tunnel as docker_tunnel
+from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JvmResources, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
                                       no_node_ports)
@@ -50,7 +50,7 @@ PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
 GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
 GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
 GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
-SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000, "kafka-ui": 8080, "kafka-exporter": 9308}
+SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000}  # the extras' are in monitoring/extras.py
 KAFKA_UID = str(IMAGE_KAFKA_UID)  # owns the uploaded secret files
 SPARK_UID = str(IMAGE_SPARK_UID)
 SECRET_MODE = "0600"
@@ -403,23 +403,13 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program
 
-    def run_extras(self, topology, clusters, opts=None) -> list:
-        """Kafka UI (one, every cluster) and kafka-exporter (one per cluster, scraped)."""
-        settings, targets = topology.monitoring, []
-        if settings.kafka_ui:
-            envs = [env for i, (alias, c) in enumerate(sorted(clusters.items())) for env in (
-                f"KAFKA_CLUSTERS_{i}_NAME={alias}",
-                c.bootstrap_servers.apply(lambda s, i=i: f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS={s}"))]
-            self._run_image("kafka-ui", "kafka_ui", port=SERVICE_PORTS["kafka-ui"], publish=True, envs=envs, opts=opts)
-        if settings.kafka_exporter:
-            for alias, cluster in sorted(clusters.items()):
-                service = f"kafka-exporter-{alias}"
-                command = cluster.bootstrap_servers.apply(lambda s: [f"--kafka.server={b}" for b in s.split(",")])
-                self._run_image(service, "kafka_exporter", port=SERVICE_PORTS["kafka-exporter"], publish=False,
-                                command=command, opts=opts)
-                targets.append(ScrapeTarget(f"kafka-exporter-{alias}", f"{dns_label(service)}:{SERVICE_PORTS['kafka-exporter']}",
-                                            {"cluster": alias, "role": "kafka-exporter"}))
-        return targets
+    def run_image(self, service: ImageService, opts=None) -> str:
+        """A container of the image, on the stack network (the image's own user)."""
+        envs = [f"{name}={value}" if isinstance(value, str) else
+                pulumi.Output.from_input(value).apply(lambda v, name=name: f"{name}={v}") for name, value in service.env]
+        _, url = self._run_image(service.name, service.image, port=service.port, publish=service.publish,
+                                 command=service.args, envs=envs, opts=opts)
+        return url if not service.publish else f"http://{dns_label(service.name)}:{service.port}"
 
 
 def _job_outcome(container: str, exit_code: int | None) -> dict:
