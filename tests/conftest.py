@@ -64,6 +64,10 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a plain run) sums every module's time
         config.pluginmanager.register(ModuleTimes(), "module-times")
+    if hasattr(config, "workerinput"):
+        from tests.support.scheduling import LANE_NICE, is_waiting_lane
+        if is_waiting_lane(config.workerinput["workerid"], config.workerinput["workercount"]):
+            os.nice(LANE_NICE)  # what it starts (services, JVMs, the engine) inherits it
     runs_tests = hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
     if runs_tests and module_cpu.available():
         config.pluginmanager.register(module_cpu.ModuleCpu(), "module-cpu")

@@ -46,6 +46,8 @@ SHARED_UNITS.update({f"tests/integration/{module}.py": SESSION_SERVICES for modu
 # 410 / 164, the validation job 450 / 228, failover 174 (alone 203 / 96), failover ops 85 alone.
 WAITING = {SESSION_SERVICES, *(f"tests/integration/{module}.py" for module in (
     "test_connect_faults", "test_failover", "test_failover_ops"))}
+LANE_NICE = 3  # CFS weight 526 against 1024: its computing gives way to the others' (at 5 it starved its bounded waits)
+
 # Modules with two stacks deployed at once (each needs a port range of its own), and the docker
 # engine's unit (the kubernetes module's three stacks): never on the lane.
 SIDE_BY_SIDE = {DOCKER_ENGINE, *(f"tests/integration/{module}.py" for module in (
