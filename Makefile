@@ -13,11 +13,12 @@ TOOLS := $(CURDIR)/.tools
 MVN := tools/maven.sh -f tools/pom.xml -Dtools.dir=$(TOOLS)
 PYTEST_ARGS ?=
 # Three test modules at once (pytest-xdist, tests/support/scheduling.py): two workers take the
-# modules that compute; the third, a waiting lane, takes those that mostly wait first (Prometheus
-# windows, back-offs, checkpoints, Spark starts), then any with one stack at a time. With two workers
-# the CPUs idled 18% of a run (2026-11-29); three equal ones (2026-11-26 and -28) failed two tests (a
-# kubectl port-forward unanswered; two stacks in one port range, since given five ranges); a lane at
-# nice 5 starved its own bounded waits (2026-11-29). TEST_WORKERS=-n0: one at a time.
+# modules that compute; the third, a waiting lane at nice 3, takes those that mostly wait first
+# (Prometheus windows, back-offs, checkpoints, Spark starts), then any with one stack at a time.
+# Fresh clones on the 2-core machine (2026-11-29): two workers 43:19 (the CPUs idle 18%); the lane at
+# nice 0 41:32, at 5 39:33 (its own bounded waits starved), at 3 35:00. Three equal workers
+# (2026-11-26 and -28) failed two tests (a kubectl port-forward unanswered; two stacks in one port
+# range, since given five ranges). TEST_WORKERS=-n0: one at a time.
 TEST_WORKERS ?= -n 3
 
 .PHONY: demo down plugins kube versions help lock setup setup-local preflight venv kafka class-archives jmx-exporter spark-kafka prometheus engine toxiproxy docker-engine images test unit bench docs clean
