@@ -407,9 +407,9 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         """A container of the image, on the stack network (the image's own user)."""
         envs = [f"{name}={value}" if isinstance(value, str) else
                 pulumi.Output.from_input(value).apply(lambda v, name=name: f"{name}={v}") for name, value in service.env]
-        _, url = self._run_image(service.name, service.image, port=service.port, publish=service.publish,
-                                 command=service.args, envs=envs, opts=opts)
-        return url if not service.publish else f"http://{dns_label(service.name)}:{service.port}"
+        self._run_image(service.name, service.image, port=service.port, publish=service.publish,
+                        command=service.args, envs=envs, opts=opts)
+        return f"http://{dns_label(service.name)}:{service.port}"  # in the network, published or not
 
 
 def _job_outcome(container: str, exit_code: int | None) -> dict:

@@ -145,6 +145,14 @@ def _props(name: str, workload, kind: str, namespace: str, context: str | None, 
                                                   else getattr(m, "generation", None))}
 
 
+def _rollout(name: str, workload, kind: str, namespace: str, context: str | None, fields: dict | None,
+             opts: pulumi.ResourceOptions | None) -> tuple:
+    """A rollout resource's provider, name, props and options: after `workload`, named `<name>-rollout`."""
+    resource_name, opts = naming.scoped(f"{name}-rollout", opts)
+    return (RolloutProvider(), resource_name, _props(name, workload, kind, namespace, context, fields),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[workload])))
+
+
 class StatefulSetRollout(Resource, module="kubernetes", name="StatefulSetRollout"):
     """Done when `statefulset` has rolled to its current generation. `fields`
     (kube_pods.fix): the topology fields that decide its pods' cpu, memory,
@@ -152,10 +160,7 @@ class StatefulSetRollout(Resource, module="kubernetes", name="StatefulSetRollout
 
     def __init__(self, name: str, statefulset, *, namespace: str, context: str | None,
                  fields: dict[str, str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        resource_name, opts = naming.scoped(f"{name}-rollout", opts)
-        super().__init__(RolloutProvider(), resource_name,
-                         _props(name, statefulset, "statefulset", namespace, context, fields),
-                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[statefulset])))
+        super().__init__(*_rollout(name, statefulset, "statefulset", namespace, context, fields, opts))
 
 
 class DeploymentRollout(Resource, module="kubernetes", name="DeploymentRollout"):
@@ -163,7 +168,4 @@ class DeploymentRollout(Resource, module="kubernetes", name="DeploymentRollout")
 
     def __init__(self, name: str, deployment, *, namespace: str, context: str | None,
                  fields: dict[str, str] | None = None, opts: pulumi.ResourceOptions | None = None):
-        resource_name, opts = naming.scoped(f"{name}-rollout", opts)
-        super().__init__(RolloutProvider(), resource_name,
-                         _props(name, deployment, "deployment", namespace, context, fields),
-                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[deployment])))
+        super().__init__(*_rollout(name, deployment, "deployment", namespace, context, fields, opts))
