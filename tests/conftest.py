@@ -1,7 +1,6 @@
 """Suite-wide guards: the code under test is this checkout's; no process
 started by the suite may outlive it."""
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ if Path(mirrorstack.__file__).resolve().parent != _CHECKOUT / "components":
 
 from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support import ast_retry
-from tests.support.leftovers import leftover_processes
+from tests.support.leftovers import kill_leftovers
 from tests.support import module_cpu
 from tests.support.suite_timing import ModuleTimes
 
@@ -39,19 +38,13 @@ def pytest_sessionfinish(session, exitstatus):
     if factory is None or hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
         return
     marker = str(factory.getbasetemp())
-    survivors = leftover_processes(marker, parent=os.getpid())
+    survivors = kill_leftovers(marker, parent=os.getpid())
     if not survivors:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    reporter.write_line("\nProcesses started by the test suite are still running:", red=True)
+    reporter.write_line("\nProcesses started by the test suite were still running (killed):", red=True)
     for proc in survivors:
         reporter.write_line(f"  pid {proc.pid} (ppid {proc.ppid}): {proc.args}", red=True)
-        for kill in (os.killpg, os.kill):  # group leader or not
-            try:
-                kill(proc.pid, signal.SIGKILL)
-                break
-            except (ProcessLookupError, PermissionError):
-                continue
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

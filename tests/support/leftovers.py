@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass
 
@@ -37,4 +38,18 @@ def leftover_processes(marker: str, parent: int | None = None) -> list[Leftover]
             continue
         if whole.search(args) or (parent is not None and ppid == parent):
             found.append(Leftover(pid, ppid, args[:300]))
+    return found
+
+
+def kill_leftovers(marker: str, parent: int | None = None) -> list[Leftover]:
+    """SIGKILL what leftover_processes finds (its process group when it leads one) and
+    return it: processes this run started, found by its own temp dir, never by name."""
+    found = leftover_processes(marker, parent)
+    for proc in found:
+        for kill in (os.killpg, os.kill):  # group leader or not
+            try:
+                kill(proc.pid, signal.SIGKILL)
+                break
+            except (ProcessLookupError, PermissionError):
+                continue
     return found

@@ -132,9 +132,25 @@ class PulumiProject:
             done = subprocess.run(command, cwd=self.dir, env={**self.env, **(env or {})}, capture_output=True,
                                   text=True, timeout=timeout)
         if check and done.returncode != 0:
+            errors = json_errors(done.stdout) if "--json" in args else ""
             raise AssertionError(f"`pulumi {' '.join(args)}` exited {done.returncode}\n"
-                                 f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+                                 f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}\n{errors}")
         return done
+
+
+def json_errors(stdout: str) -> str:
+    """The error and warning diagnostics of a `--json` run's event lines, at a failure's
+    report's end: CI shows a failure's last lines, where the events end in a bare "update failed"."""
+    import json
+    said = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line).get("diagnosticEvent") or {}
+        except (ValueError, AttributeError):
+            continue
+        if event.get("severity") in ("error", "warning"):
+            said.append(f"{event.get('urn', '').rsplit('::', 1)[-1]}: {event.get('message', '').strip()}")
+    return "--- errors and warnings\n" + "\n".join(said) + "\n" if said else ""
 
 
 def refreshed(stdout: str) -> set[str]:

@@ -11,7 +11,7 @@ import yaml
 
 from mirrorstack.platforms.base import PORT_SPAN
 from mirrorstack.spark.spark_io import C1_ONLY
-from tests.support.leftovers import leftover_processes
+from tests.support.leftovers import kill_leftovers, leftover_processes
 from tests.support.ports import STACK_PORTS, worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env
 
@@ -106,9 +106,22 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None, chan
                 "--plaintext", f"mirrorstack:portBase={port_base()}")
     try:
         yield project
-    finally:
-        if leftover_processes(str(project.local_dir)):
-            project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+    except BaseException:
+        _tear_down(project)
+        raise
+    _tear_down(project, test_passed=True)
+
+
+def _tear_down(project: PulumiProject, test_passed: bool = False) -> None:
+    """`pulumi destroy` if anything still runs; what even that leaves is killed, as it would
+    hold this worker's port range: the next stack given it failed on "port … already in
+    use" (CI, 2026-11-29: a failed CA rotation's stack broke two later modules)."""
+    if leftover_processes(str(project.local_dir)):
+        project.run("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+    killed = kill_leftovers(str(project.local_dir))
+    if killed and test_passed:
+        raise AssertionError("`pulumi destroy` left these running (now killed): "
+                             + "; ".join(f"pid {proc.pid}: {proc.args}" for proc in killed))
 
 
 @contextmanager

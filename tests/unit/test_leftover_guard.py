@@ -31,7 +31,7 @@ def _run(pytester, monkeypatch, body):
 def test_a_leaked_process_fails_the_run_and_is_named(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, LEAKY_TEST)
     assert result.ret == 1  # both tests passed, the run still fails
-    result.stdout.fnmatch_lines(["*Processes started by the test suite are still running*",
+    result.stdout.fnmatch_lines(["*Processes started by the test suite were still running (killed)*",
                                  "*time.sleep(120)*test_leaks0*", "*2 passed*"])
     # ...and the guard killed the survivor rather than leaving it to us.
     assert leftover_processes(str(pytester.path)) == []
@@ -66,3 +66,35 @@ def test_another_runs_temp_dir_with_the_same_prefix_is_not_this_runs(tmp_path):
         for p in (sibling, mine):
             p.kill()
             p.wait()
+
+
+class _DestroyThatFails:
+    """A stack whose `pulumi destroy` stops nothing (as when it fails half way)."""
+
+    def __init__(self, local_dir: Path):
+        self.local_dir, self.commands = local_dir, []
+
+    def run(self, *args, **kwargs):
+        self.commands.append(args)
+
+
+def test_what_a_failed_destroy_leaves_is_killed_so_the_port_range_is_free_again(tmp_path):
+    import subprocess
+    import sys
+
+    import pytest
+
+    from tests.support.stacks import _tear_down
+    for test_passed in (False, True):
+        project = _DestroyThatFails(tmp_path / f"local-{test_passed}")
+        service = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{project.local_dir}/x"])
+        try:
+            if test_passed:  # the test's own result stands otherwise: the kill is reported only here
+                with pytest.raises(AssertionError, match=f"pid {service.pid}: .*time.sleep"):
+                    _tear_down(project, test_passed=True)
+            else:
+                _tear_down(project)
+            assert project.commands == [("destroy", "--yes", "--skip-preview")]
+            assert service.wait(timeout=10) == -9
+        finally:
+            service.kill()
