@@ -5,12 +5,15 @@ Picked above the kernel's ephemeral range (net.ipv4.ip_local_port_range): a
 port bound to 0 comes from that range, which every outgoing connection on the
 machine also draws from, so one could take it between the pick and the
 service's own bind ("Address already in use", seen under the suite's load).
-Each xdist worker takes every n-th port of its own, like the stacks' ranges."""
+Each xdist worker takes every n-th port of its own, like the stacks' ranges. The
+test cluster's 127.0.0.1 ports (tools/kube/layout.py) are never handed out."""
 import itertools
 import os
 import random
 import socket
 from pathlib import Path
+
+from tools.kube import layout as kube_layout
 
 STACK_PORTS = range(5000, 30000)  # tests.support.stacks' ranges (a stack's default base is 10000 or above)
 
@@ -36,7 +39,8 @@ def worker_share(items: list[int], what: str, worker: str | None = None, workers
     return items[int(worker.removeprefix("gw")) % workers::workers]
 
 
-_PORTS = worker_share([p for p in range(1024, 65536) if p not in _ephemeral() and p not in STACK_PORTS], "ports")
+_PORTS = worker_share([p for p in range(1024, 65536) if p not in _ephemeral() and p not in STACK_PORTS
+                       and p not in kube_layout.LOOPBACK_PORTS], "ports")
 _NEXT = itertools.count(random.randrange(len(_PORTS)))
 
 

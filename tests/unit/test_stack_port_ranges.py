@@ -31,3 +31,23 @@ def test_with_three_workers_the_two_that_open_stacks_side_by_side_own_two_ranges
     from tests.support.scheduling import is_waiting_lane
     shares = {f"gw{k}": worker_bases(f"gw{k}", 3) for k in range(3)}
     assert {w: len(s) for w, s in shares.items() if not is_waiting_lane(w, 3)} == {"gw0": 2, "gw1": 2}
+
+
+def test_the_test_clusters_loopback_ports_are_in_no_stack_range_and_never_handed_out(monkeypatch):
+    """The cluster's components on 127.0.0.1 (etcd, kubelet and kube-proxy health, the controller
+    manager, the scheduler) would otherwise meet a stack whose range holds Kubernetes' defaults
+    (10248-10259) while the cluster runs: its service fails on "port already in use"."""
+    import json
+    import re
+
+    from tests.support import ports
+    from tools.kube import configs, layout
+    monkeypatch.setattr(layout, "binary", lambda name: name)  # the argv only, nothing run
+    argv = " ".join(configs.etcd_argv() + configs.controller_manager_argv() + configs.scheduler_argv())
+    bound = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", argv + configs.proxy_config())}
+    bound |= {int(p) for p in re.findall(r"--secure-port=(\d+)", " ".join(
+        configs.controller_manager_argv() + configs.scheduler_argv()))}
+    bound.add(json.loads(configs.kubelet_config())["healthzPort"])
+    assert bound == set(layout.LOOPBACK_PORTS), bound
+    for port in bound:
+        assert port not in ports.STACK_PORTS and port not in ports._ephemeral() and port not in ports._PORTS

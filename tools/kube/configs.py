@@ -94,7 +94,7 @@ def controller_manager_argv() -> list[str]:
     return [layout.binary("kube-controller-manager"), f"--kubeconfig={kubeconfig_path('controller-manager')}",
             f"--authentication-kubeconfig={kubeconfig_path('controller-manager')}",
             f"--authorization-kubeconfig={kubeconfig_path('controller-manager')}",
-            "--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={layout.CONTROLLER_MANAGER_PORT}", "--leader-elect=false",
             f"--service-account-private-key-file={PKI / 'sa.key'}", f"--root-ca-file={PKI / 'ca.crt'}",
             "--use-service-account-credentials=true", f"--service-cluster-ip-range={layout.SERVICE_CIDR}",
             f"--cluster-signing-cert-file={PKI / 'ca.crt'}", f"--cluster-signing-key-file={PKI / 'ca.key'}",
@@ -105,7 +105,7 @@ def scheduler_argv() -> list[str]:
     return [layout.binary("kube-scheduler"), f"--kubeconfig={kubeconfig_path('scheduler')}",
             f"--authentication-kubeconfig={kubeconfig_path('scheduler')}",
             f"--authorization-kubeconfig={kubeconfig_path('scheduler')}",
-            "--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false", "--profiling=false", "--v=1"]
+            "--bind-address=127.0.0.1", f"--secure-port={layout.SCHEDULER_PORT}", "--leader-elect=false", "--profiling=false", "--v=1"]
 
 
 def kubelet_config() -> str:
@@ -115,7 +115,7 @@ def kubelet_config() -> str:
     return json.dumps({
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "address": layout.GATEWAY, "port": 10250, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
+        "healthzBindAddress": "127.0.0.1", "healthzPort": layout.KUBELET_HEALTHZ_PORT,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(PKI / "ca.crt")}},
         "authorization": {"mode": "Webhook"},
@@ -146,7 +146,8 @@ def proxy_config() -> str:
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig_path("proxy"))},
         "mode": "iptables", "clusterCIDR": layout.POD_CIDR, "hostnameOverride": layout.NODE,
-        "bindAddress": "127.0.0.1", "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
+        "bindAddress": "127.0.0.1", "healthzBindAddress": f"127.0.0.1:{layout.PROXY_HEALTHZ_PORT}",
+        "metricsBindAddress": f"127.0.0.1:{layout.PROXY_METRICS_PORT}",
         "nodePortAddresses": [f"{layout.GATEWAY}/32"],
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
     }, indent=2)

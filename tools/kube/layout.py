@@ -26,9 +26,20 @@ GATEWAY = "10.244.0.1"  # the host on the pods' bridge: the API server and the k
 SERVICE_CIDR = "10.96.0.0/24"
 API_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
-API_PORT = 6443
-ETCD_CLIENT = "127.0.0.1:23790"
-ETCD_PEER = "127.0.0.1:23800"
+API_PORT = 6443  # on GATEWAY, where nothing else of ours listens
+# What binds 127.0.0.1, kept out of the ports stacks hash into (their ranges run 5000-29999,
+# tests.support.ports.STACK_PORTS; a stack's default base is 10000 or above) and out of the
+# kernel's ephemeral ones: at Kubernetes' defaults (10248-10259, etcd here at 23790/23800) a
+# stack of 127.0.0.1 services given such a range could meet them while the cluster runs.
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 4941, 4942
+KUBELET_HEALTHZ_PORT = 4943
+PROXY_HEALTHZ_PORT, PROXY_METRICS_PORT = 4944, 4945
+CONTROLLER_MANAGER_PORT = 4946
+SCHEDULER_PORT = 4947
+LOOPBACK_PORTS = (ETCD_CLIENT_PORT, ETCD_PEER_PORT, KUBELET_HEALTHZ_PORT, PROXY_HEALTHZ_PORT, PROXY_METRICS_PORT,
+                  CONTROLLER_MANAGER_PORT, SCHEDULER_PORT)
+ETCD_CLIENT = f"127.0.0.1:{ETCD_CLIENT_PORT}"
+ETCD_PEER = f"127.0.0.1:{ETCD_PEER_PORT}"
 PAUSE_IMAGE = "registry.k8s.io/pause:mirrorstack"
 COREDNS_IMAGE_REPO = "mirrorstack/coredns"
 
