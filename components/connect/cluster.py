@@ -10,7 +10,7 @@ from mirrorstack.platforms import jvm
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.monitoring.jmx import jmx_exporter_config
-from mirrorstack.platforms.descriptions import ScrapeTarget
+from mirrorstack.platforms.descriptions import JavaService, ScrapeTarget, ServiceSet
 from mirrorstack.properties import render_properties, with_env_provider
 from mirrorstack.secrets import GeneratedPassword
 
@@ -43,7 +43,7 @@ class ConnectCluster(pulumi.ComponentResource):
         spec, kafka, platform, metrics = args.spec, args.kafka, args.platform, args.metrics
         exporter = jmx_exporter_config() if metrics else None  # the JMX exporter's rules, for the platform
         exactly_once, override_allowlist = args.exactly_once, args.override_allowlist
-        workers, urls = [], []
+        members, urls = [], []
         self.scrape_targets: list[ScrapeTarget] = []
         self.group_id = pulumi.Output.from_input(spec.group_id or args.group_id or f"mirrorstack-{name}")
         self.ca_file = None
@@ -90,18 +90,20 @@ class ConnectCluster(pulumi.ComponentResource):
                                           rest_port=port, kafka_broker_count=kafka.broker_count,
                                           listen_host=platform.listen_host,
                                           overrides={**extra, **spec.settings})))
-            # One worker at a time (rolling restarts): each after the one before is healthy again.
-            depends = [*kafka.ready, *(r for c in clients for r in c.client_resources), *workers[-1:]]
-            workers.append(platform.run_kafka_java(
+            members.append(JavaService(
                 worker, main=jvm.CONNECT_DISTRIBUTED_MAIN, args=["{dir}/worker.properties"],
                 files={"worker.properties": props, **files}, secret_files=secret_files,
                 uses_clients=[c.alias for c in clients], jvm_options=jvm_options, health=health, metrics=exporter,
-                resources=spec.resources, group=ServiceGroup.workers(name, spec.kafka),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=depends)))
+                resources=spec.resources))
             if metrics:
                 m_host, m_port = platform.metrics_address(worker)
                 self.scrape_targets.append(ScrapeTarget(f"connect-{name}", f"{m_host}:{m_port}",
                                                         {"cluster": spec.kafka, "role": "connect", "connect": name}))
+        # One worker at a time (rolling restarts): each after the one before is healthy again.
+        workers = platform.run_set(
+            ServiceSet(ServiceGroup.workers(name, spec.kafka), tuple(members)),
+            each_after=[*kafka.ready, *(r for c in clients for r in c.client_resources)],
+            opts=pulumi.ResourceOptions(parent=self))
         self.workers = workers
         self.rest_url = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: urls[0])
         self.rest_urls = pulumi.Output.all(*[w.urn for w in workers]).apply(lambda _: list(urls))

@@ -18,7 +18,7 @@ from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.kafka import security
 from mirrorstack.certificates.lifecycle import CLIENT
 from mirrorstack.monitoring.jmx import jmx_exporter_config
-from mirrorstack.platforms.descriptions import TOOLS_CONFIG, ScrapeTarget
+from mirrorstack.platforms.descriptions import TOOLS_CONFIG, JavaService, ScrapeTarget, ServiceSet
 from mirrorstack.properties import render_properties
 from mirrorstack.model.spec import Resources
 from mirrorstack.secrets import GeneratedPassword
@@ -118,22 +118,27 @@ class KafkaCluster(pulumi.ComponentResource):
                              format_args=["format", "--ignore-formatted", "-t", cluster_id(args.stack, alias),
                                           "-c", "{dir}/server.properties"])
         ctrls = self._run_controllers(cluster, controllers, ctrl_addresses, common, metrics)
-        brokers, addresses, logins = [], [], []
-        gates: list[pulumi.Resource] = []  # what the next broker of the roll waits for
+        members, addresses, logins, checks = [], [], [], {}
         for i, name in enumerate(broker_names):
             host, port = platform.address(name, "kafka")
             addresses.append(f"{host}:{port}")
             # Where the platform starts brokers in containers, the program logs in as the stack's users
             # after each start (the local platform does it in the broker's own start).
             login = platform.client_login(name, "kafka") if certs and password is not None else None
-            brokers.append(self._run_broker(cluster, i, name, (host, port), admin.get(name), password, common,
-                                            depends_on=(gates or ctrls)[-1:]))
-            gates.append(brokers[-1])
             if login is not None:
-                logins.append(self._logins(sec, name, login, brokers[-1], certs, password,
-                                           admin_address, admin, broker_names[0]))
-                gates.append(logins[-1])
+                checks[name] = login
+            members.append(self._broker(cluster, i, name, (host, port), admin.get(name), password, common))
             self._scrape(platform, name, "broker", metrics)
+
+        def logged_in(member: JavaService, ran: pulumi.Resource) -> BrokerLogins | None:
+            """The login check after each broker's start, which the next broker of the roll waits for."""
+            if member.name not in checks:
+                return None
+            logins.append(self._logins(sec, member.name, checks[member.name], ran, certs, password,
+                                       admin_address, admin, broker_names[0]))
+            return logins[-1]
+        brokers = platform.run_set(ServiceSet(ServiceGroup.brokers(alias), tuple(members)),
+                                   first_after=ctrls[-1:], then=logged_in, opts=pulumi.ResourceOptions(parent=self))
         self.ready = [*ctrls, *brokers, *logins]
         if certs:
             self._deployed_clients(sec, certs, password)
@@ -164,10 +169,9 @@ class KafkaCluster(pulumi.ComponentResource):
 
     def _run_controllers(self, cluster, controllers: list[tuple[str, int]], ctrl_addresses: dict,
                          common: _NodeCommon, metrics: bool) -> list[pulumi.Resource]:
-        """The controllers, one at a time (rolling restarts, also on create): each depends on the
-        one before, and the engine starts a resource only once its dependencies are done."""
+        """The controllers, one at a time (rolling restarts, also on create)."""
         platform, certs = self._platform, common.certs
-        ctrls: list[pulumi.Resource] = []
+        members: list[JavaService] = []
         for controller, node_id in controllers:
             ctrl_host, ctrl_port = ctrl_addresses[node_id]
             files, health = {}, {"kind": "tcp", "host": ctrl_host, "port": str(ctrl_port)}
@@ -182,21 +186,21 @@ class KafkaCluster(pulumi.ComponentResource):
                 broker_count=cluster.brokers, listen_host=platform.listen_host,
                 overrides={**security.controller_tls_settings(*self._node_tls(controller)), **common.authorizer}
                 if certs else None)
-            ctrls.append(platform.run_kafka_java(
+            members.append(JavaService(
                 controller, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
                 resources=self._controller_resources(cluster),
                 files={"server.properties": self._guarded(render_properties(ctrl_props)), **files},
                 secret_files=self._node_secret_files(certs, controller),
                 prepare=[(jvm.STORAGE_TOOL_MAIN, common.format_args)],
-                metrics=common.exporter, health=health, group=ServiceGroup.controllers(self.alias),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=ctrls[-1:])))
+                metrics=common.exporter, health=health, keeps_data=True))
             self._scrape(platform, controller, "controller", metrics)
-        return ctrls
+        return platform.run_set(ServiceSet(ServiceGroup.controllers(self.alias), tuple(members)),
+                                opts=pulumi.ResourceOptions(parent=self))
 
-    def _run_broker(self, cluster, i: int, name: str, address: tuple[str, int], admin: tuple | None, password,
-                    common: _NodeCommon, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
-        """Broker `i` (node id CONTROLLER_ID + 1 + i), started after `depends_on`; `admin`: its
-        ADMIN listener (advertised, listen, tunnel) where the cluster has one."""
+    def _broker(self, cluster, i: int, name: str, address: tuple[str, int], admin: tuple | None, password,
+                common: _NodeCommon) -> JavaService:
+        """Broker `i` (node id CONTROLLER_ID + 1 + i); `admin`: its ADMIN listener
+        (advertised, listen, tunnel) where the cluster has one."""
         platform, sec, certs, (host, port) = self._platform, cluster.security, common.certs, address
         overrides, health, after_start, extra_files = (
             dict(cluster.settings), {"kind": "kafka", "bootstrap": f"{host}:{port}", "brokers": "1"}, [], {})
@@ -212,9 +216,9 @@ class KafkaCluster(pulumi.ComponentResource):
             props = security.with_admin_listener(props, advertised=admin[0], listen=admin[1])
         if (rack := platform.rack()) is not None:
             props = broker.with_rack(props, rack)
-        if cluster.node_ports is not None:  # the model allows it on kubernetes only
-            advertised, listen = platform.node_port(name, "external", cluster.node_ports + i,
-                                                    opts=pulumi.ResourceOptions(parent=self))
+        node_ports = {"external": cluster.node_ports + i} if cluster.node_ports is not None else {}
+        if node_ports:  # the model allows it on kubernetes only
+            advertised, listen = platform.node_port(name, "external", node_ports["external"])
             props = broker.with_external_listener(props, advertised=advertised, listen=listen)
         secret_files = self._node_secret_files(certs, name)
         if certs and password is not None:
@@ -223,13 +227,12 @@ class KafkaCluster(pulumi.ComponentResource):
             users = self.principal_passwords if sec.sasl_mechanism == "PLAIN" else {}
             secret_files = pulumi.Output.all(secret_files, password, users).apply(
                 lambda a: {**a[0], **security.broker_secret_files(sec, a[1], a[2])})
-        return platform.run_kafka_java(
+        return JavaService(
             name, main=jvm.BROKER_MAIN, args=["{dir}/server.properties"],
             files={"server.properties": self._guarded(render_properties(props)), **extra_files},
             secret_files=secret_files, health_secrets=self._sasl_users(sec, password),
             prepare=[(jvm.STORAGE_TOOL_MAIN, common.format_args)], after_start=after_start, metrics=common.exporter,
-            resources=cluster.resources, health=health, group=ServiceGroup.brokers(self.alias),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+            resources=cluster.resources, health=health, keeps_data=True, node_ports=node_ports)
 
     @staticmethod
     def _controller_resources(cluster) -> Resources:

@@ -9,13 +9,13 @@ Protocol names.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from mirrorstack.platforms.descriptions import GrafanaFiles
-    from mirrorstack.platforms.descriptions import ImageService, JvmResources, SparkJob
+    from mirrorstack.platforms.descriptions import ImageService, JavaService, ServiceSet, SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -54,6 +54,22 @@ def fill_dir(content, folder: str):
     return pulumi.Output.from_input(content).apply(lambda text: text.replace("{dir}", folder))
 
 
+def run_in_turn(members: Sequence[JavaService], run_member: Callable[[JavaService, list], Any], *,
+                first_after: Sequence[Any] = (), each_after: Sequence[Any] = (),
+                then: Callable[[JavaService, Any], Any] | None = None) -> list[Any]:
+    """A set's members one at a time (rolling restarts, on create too): each
+    `run_member(member, depends_on)` waits for `each_after` and the one before
+    (its `then` resource where it made one; the first: `first_after`), and the
+    engine starts a resource only once its dependencies are done."""
+    ran: list[Any] = []
+    gate = list(first_after)
+    for member in members:
+        ran.append(run_member(member, [*each_after, *gate]))
+        made = then(member, ran[-1]) if then is not None else None
+        gate = [made if made is not None else ran[-1]]
+    return ran
+
+
 class NodePortsUnsupported(ValueError):
     def __init__(self, platform: str):
         super().__init__(f"NodePorts exist on kubernetes only, not on {platform}: remove clusters.<alias>.node_ports")
@@ -61,8 +77,7 @@ class NodePortsUnsupported(ValueError):
 
 def no_node_ports(platform: str):
     """`node_port` of a platform without NodePorts."""
-    def node_port(self, service: str, port_name: str, node_port: int,
-                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
+    def node_port(self, service: str, port_name: str, node_port: int) -> tuple[str, str]:
         raise NodePortsUnsupported(platform)
     return node_port
 
@@ -153,12 +168,12 @@ class Platform(Protocol):
     def client_login(self, service: str, port_name: str) -> ClientLogin | None:
         """Where this machine reaches `port_name` of a broker (its CLIENT
         listener) for the program's login check after each start the platform
-        makes (mirrorstack.kafka.broker_logins); ask before `run_kafka_java`
+        makes (mirrorstack.kafka.broker_logins); ask before `run_set`
         (docker may publish the port on 127.0.0.1). None where the platform
         checks in the broker's own start (local)."""
 
     def started(self, ran: Any) -> Any:
-        """An Output of what `run_kafka_java` returned that changes whenever
+        """An Output of what `run_set` returned for a member that changes whenever
         `up` starts the service again (docker: the container's id, replaced;
         kubernetes: its StatefulSet's generation, rolled)."""
 
@@ -174,17 +189,18 @@ class Platform(Protocol):
         """The rack (zone) of the node a service runs on, as a `${env:...}`
         reference its JVM resolves at start; None where there are no zones."""
 
-    def node_port(self, service: str, port_name: str, node_port: int,
-                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
-        """kubernetes: publish the port on `node_port` of every node; returns the
-        listener's (advertised, listen) "host:port". Other platforms raise
-        NodePortsUnsupported (the model allows `node_ports` on kubernetes only)."""
+    def node_port(self, service: str, port_name: str, node_port: int) -> tuple[str, str]:
+        """kubernetes: the listener's (advertised, listen) "host:port" for the port
+        published on `node_port` of every node (a member's `node_ports` asks for
+        it). Other platforms raise NodePortsUnsupported (the model allows
+        `node_ports` on kubernetes only)."""
 
     def service_dir(self, service: str) -> str:
         """The service's own folder (its files, `{dir}`)."""
 
     def data_dir(self, service: str) -> str:
-        """Where the service keeps its data (Kafka's log dirs)."""
+        """Where the service keeps its data (Kafka's log dirs); a member whose
+        `keeps_data` is set keeps it across restarts. Asking makes nothing."""
 
     def client_dir(self, alias: str) -> str:
         """The folder of a cluster's client files (CA, client key, secret settings)."""
@@ -192,20 +208,14 @@ class Platform(Protocol):
     def client_files(self, alias: str, files, opts=None) -> Any:
         """Make a cluster's client files (a secret dict) available at `client_dir(alias)`."""
 
-    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: JvmResources, prepare: Sequence[tuple[str, list[str]]] = (),
-                       secret_files=None, health_secrets=None, after_start: Sequence[tuple[str, list[str]]] = (),
-                       uses_clients: Sequence[str] = (), jvm_options: Sequence[str] = (), metrics: str | None = None,
-                       group: ServiceGroup | None = None, opts=None) -> Any:
-        """Run one of Kafka's main classes (the command line `java_service` makes)
-        until `health` holds; `after_start` steps run once it does. `group`: the
-        set the service is a member of (see ServiceGroup). `metrics`: the JMX
-        exporter's config (its rules, the caller's: monitoring.jmx), served on
-        `metrics_address(service)`; None runs no exporter. `health_secrets` (a
-        secret dict): what readiness needs beyond `health`, e.g. a broker's SASL
-        users {name: password} (health's `sasl.*` keys); a change restarts nothing.
-        Only a platform that checks in the service's own start uses it (local):
-        where `client_login` answers, the program checks after the start."""
+    def run_set(self, services: ServiceSet, *, first_after: Sequence[Any] = (), each_after: Sequence[Any] = (),
+                then: Callable[[JavaService, Any], Any] | None = None, opts=None) -> list[Any]:
+        """Run a set's members (`run_in_turn`: one at a time, each after the one before)
+        until each one's `health` holds; `after_start` steps run once it does.
+        `first_after`: what the first member waits for; `each_after`: what every
+        member does; `then(member, ran)`: a resource made after each member that the
+        next one waits for instead (a login check), or None. `opts`: the parent.
+        Returns what ran, a resource per member."""
 
     def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
                       uses_clients: Sequence[str] = (), opts=None) -> Any:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from mirrorstack.platforms.base import ServiceGroup
+
 # Health spec keys naming a concept's own check (`reference`s):
 CHECK = "check"  # (spec, since_ms) -> bool; False or NotReady: not yet (instead of the kind's probe)
 ONCE_HEALTHY = "once_healthy"  # (name, spec, secrets, *, alive, log_file): after the start, raises to fail it
@@ -175,3 +177,47 @@ class SparkJob:
     def sha256(self) -> str:
         """Of the main file and the zip: a change to any module re-runs the job."""
         return hashlib.sha256(self.entry.read_bytes() + b"\0" + self.zip_bytes).hexdigest()
+
+
+@dataclass(frozen=True)
+class JavaService:
+    """One member of a ServiceSet: one of Kafka's main classes, as data.
+
+    `args`, `prepare` (steps before the start, e.g. the storage format),
+    `after_start` (steps once it answers) and `jvm_options` (`-D...` of its
+    JVM) may use `{dir}`, the service's own folder, where `files` and the 0600
+    `secret_files` (a secret dict, every path `secrets/<name>`) are. `health`:
+    its readiness spec (see the module's text); `health_secrets` (a secret dict):
+    what a platform that checks in the service's own start needs beyond it (a
+    broker's SASL users). `uses_clients`: the aliases whose client folders it
+    reads. `metrics`: the JMX exporter's config, served on the platform's
+    `metrics_address(name)`; None runs no exporter. `keeps_data`: its data
+    folder (`data_dir(name)`) outlives restarts and replacements (a volume where
+    the platform has them). `node_ports`: port name → the node port it is also
+    published on (only where the platform has NodePorts; `node_port` gave its
+    listener). File values may be Outputs."""
+    name: str
+    main: str
+    args: Sequence[str]
+    files: Mapping[str, object]
+    health: Mapping[str, str]
+    resources: JvmResources
+    prepare: Sequence[tuple[str, list[str]]] = ()
+    after_start: Sequence[tuple[str, list[str]]] = ()
+    jvm_options: Sequence[str] = ()
+    secret_files: object = None
+    health_secrets: object = None
+    uses_clients: Sequence[str] = ()
+    metrics: str | None = None
+    keeps_data: bool = False
+    node_ports: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServiceSet:
+    """A set's members described at once (a cluster's brokers or controllers, a
+    Connect group's workers), run one at a time in order: a rolling restart, on
+    create too. `group` says which set (a scheduling platform labels the members,
+    spreads them and lets at most one be disrupted)."""
+    group: ServiceGroup
+    members: tuple[JavaService, ...]

@@ -39,10 +39,10 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
-from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JvmResources, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JavaService, ServiceSet, SparkJob
 from mirrorstack.platforms.java_service import java_service
-from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
-                                      no_node_ports)
+from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, default_port_base, fill_dir, hashed_host_port,
+                                      no_node_ports, run_in_turn)
 
 METRICS_PORT_NAME = "metrics"
 # Monitoring services: their files and ports inside the containers.
@@ -232,39 +232,42 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                 name=self.image_name, keep_locally=True)
         return self._network, self._image
 
-    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
-                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> docker.Container:
-        """Run one of Kafka's main classes in a container: the java command
+    def run_set(self, services: ServiceSet, *, first_after=(), each_after=(), then=None,
+                opts: pulumi.ResourceOptions | None = None) -> list[docker.Container]:
+        """The members as containers, one at a time (base.run_in_turn). `group`
+        is not used: one engine has nothing to spread over, and a container's
+        labels cannot change without replacing it."""
+        return run_in_turn(services.members, lambda member, depends: self._run_member(
+            member, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))),
+            first_after=first_after, each_after=each_after, then=then)
+
+    def _run_member(self, member: JavaService, opts: pulumi.ResourceOptions) -> docker.Container:
+        """One of Kafka's main classes in a container: the java command
         lines of `java_service` (as the local platform runs them) under
-        `container_script`. `{dir}` in `args`, `prepare`, `after_start` and
-        `jvm_options` (the service JVM's `-D...` options) is the folder the
-        `files` are uploaded to, `secret_files` (a secret dict) too, 0600.
-        `after_start` steps run once the service answers; the health check
-        waits for them. `uses_clients`: aliases whose client files are uploaded
-        to `client_dir(alias)`. With `metrics` (the exporter's config), the
-        pinned JMX exporter agent (uploaded from .tools to `image_jmx_agent()`, nothing downloaded)
-        serves on `metrics_address(service)` inside the network. `group` is
-        not used: one engine has nothing to spread over, and a container's
-        labels cannot change without replacing it. Nor is `health_secrets`:
-        the program logs in as a broker's SASL users after each start
+        `container_script`. `{dir}` is the folder the `files` are uploaded to,
+        `secret_files` too, 0600. `after_start` steps run once the service
+        answers; the health check waits for them. `uses_clients`: aliases whose
+        client files are uploaded to `client_dir(alias)`. With `metrics` (the
+        exporter's config), the pinned JMX exporter agent (uploaded from .tools to
+        `image_jmx_agent()`, nothing downloaded) serves on `metrics_address` inside
+        the network. Every member gets a volume (`keeps_data` or not: Connect's
+        stays empty and keeps every container alike). `health_secrets` is not
+        used: the program logs in as a broker's SASL users after each start
         (`client_login`, mirrorstack.kafka.broker_logins), not the probe."""
+        service, resources = member.name, member.resources
         network, image = self._shared(opts)
         host, folder = dns_label(service), self.service_dir(service)
         spec = java_service(
-            image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            image_runtime(), folder=folder, main=member.main, args=member.args, files=member.files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
-            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1], metrics) if metrics else None)
-        secrets = self._clients(uses_clients, service)
-        if secret_files is not None:
-            secrets.insert(0, (folder, pulumi.Output.secret(secret_files)))
+            prepare=member.prepare, after_start=member.after_start, jvm_options=member.jvm_options,
+            metrics=(self.listen_host, self.metrics_address(service)[1], member.metrics) if member.metrics else None)
+        secrets = self._clients(member.uses_clients, service)
+        if member.secret_files is not None:
+            secrets.insert(0, (folder, pulumi.Output.secret(member.secret_files)))
         uploads = [{"file": f"{folder}/{name}", "content": content} for name, content in spec.files.items()]
-        if metrics:  # the pinned agent from .tools, where an image built for mirrorstack holds it
+        if member.metrics:  # the pinned agent from .tools, where an image built for mirrorstack holds it
             uploads.append({"file": image_jmx_agent(), "source": str(toolchain.jmx_agent_jar())})
-        # A volume per service, Connect's too (stays empty; keeps every container alike).
         volume_name, volume_opts = naming.scoped(f"{host}-data", pulumi.ResourceOptions(parent=opts.parent if opts else None))
         volume = docker.Volume(volume_name, name=f"{self.prefix}-{host}-data", opts=fixed_name(volume_opts))
         published = [] if self.tunnelled else [  # tunnel: the program's clients come in over the Docker API
@@ -279,8 +282,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             uploads=self._with_secret_uploads(uploads, secrets, KAFKA_UID),
             volumes=[{"volume_name": volume.name, "container_path": IMAGE_DATA_DIR}],
             ports=published,
-            healthcheck={"tests": ["CMD", *probe_command(health, self.in_network,
-                                                         ready_file=AFTER_START_DONE if after_start else None)],
+            healthcheck={"tests": ["CMD", *probe_command(member.health, self.in_network,
+                                                         ready_file=AFTER_START_DONE if member.after_start else None)],
                          "interval": "5s", "timeout": "30s", "start_period": "120s", "retries": 5},
             memory=resources.container_memory_mib,
             **({"cpus": format(resources.cpus, "g")} if resources.cpus else {}),

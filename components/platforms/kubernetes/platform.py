@@ -34,7 +34,7 @@ the topology to change.
 Sets of services (a cluster's brokers, its controllers, a Connect group's
 workers; `ServiceGroup`) are labelled `mirrorstack.io/cluster`, `/role` and
 `/connect`; each set gets a PodDisruptionBudget (maxUnavailable 1), made with
-its first member, and its members prefer other nodes and zones than each
+the set, and its members prefer other nodes and zones than each
 other's (preferences: a 1-node cluster still runs them all). The topology's
 `kubernetes:` section (components/model/kubernetes.py) sets the volumes'
 class and size, the pods' termination grace, what `destroy` does with data
@@ -59,7 +59,7 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JvmResources, SparkJob
+from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JavaService, ServiceSet, SparkJob
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.manifests import (
@@ -68,7 +68,8 @@ from mirrorstack.platforms.kubernetes.manifests import (
 )
 from mirrorstack.platforms.kubernetes.job_run import ValidationJobRun
 from mirrorstack.platforms.kubernetes.rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
-from mirrorstack.platforms.base import ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port
+from mirrorstack.platforms.base import (ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
+                                      run_in_turn)
 
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
@@ -106,10 +107,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         self._ports: dict[str, dict[str, int]] = {}  # service → port name → container port
         self._forwards: dict[str, int] = {}  # "service/port_name" → local port of the port-forward
         self._inside: dict[tuple[str, int], tuple[str, int]] = {}  # host address → in-cluster address
-        self._with_data: set[str] = set()  # services that asked for a data dir get a volume
-        self._node_ip_env: set[str] = set()  # services told their node's address (NodePort listeners)
         self._namespace: k8s.core.v1.Namespace | None = None
-        self._budgets: set[str] = set()  # the ServiceGroups that have their PodDisruptionBudget
         self._client_secrets: dict[str, tuple[str, pulumi.Output, k8s.core.v1.Secret]] = {}  # alias → name, files, Secret
         self.manifests: list[dict] = []
 
@@ -181,15 +179,16 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         """A host address (a port-forward) back to the in-cluster one; probes run in the pod."""
         return self._inside.get((host, port), (host, port))
 
-    def node_port(self, service: str, port_name: str, node_port: int,
-                  opts: pulumi.ResourceOptions | None = None) -> tuple[str, str]:
-        """Publish a service's port on `node_port` of every node (a NodePort
-        Service); returns (advertised, listen) "host:port" for its listener:
-        advertised at the address of the node the pod runs on (`HOST_IP`, from
-        the downward API, read by the broker at start), bound in the pod."""
-        svc = self._label(service)
+    def node_port(self, service: str, port_name: str, node_port: int) -> tuple[str, str]:
+        """(advertised, listen) "host:port" of a listener published on `node_port`
+        of every node (the member's `node_ports` makes the NodePort Service):
+        advertised at the address of the node the pod runs on (`HOST_IP`, from the
+        downward API, read by the broker at start), bound in the pod."""
         _, port = self.address(service, port_name)
-        self._node_ip_env.add(svc)
+        return f"${{env:{NODE_IP_ENV}}}:{node_port}", f"{self.listen_host}:{port}"
+
+    def _node_port_service(self, svc: str, port_name: str, port: int, node_port: int,
+                           opts: pulumi.ResourceOptions) -> None:
         self._create(k8s.core.v1.Service, {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": dns_label(f"{svc}-{port_name}"), "namespace": self.namespace,
@@ -201,9 +200,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "spec": {"type": "NodePort", "publishNotReadyAddresses": True,
                      "selector": {"app.kubernetes.io/instance": svc, "app.kubernetes.io/part-of": "mirrorstack"},
                      "ports": [{"name": dns_label(port_name, 15), "port": port, "targetPort": port,
-                                "nodePort": node_port}]}},
-            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
-        return f"${{env:{NODE_IP_ENV}}}:{node_port}", f"{self.listen_host}:{port}"
+                                "nodePort": node_port}]}}, opts)
 
     def rack(self) -> str:
         """The node's zone, read at start from the pod's own label: Kubernetes
@@ -218,8 +215,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         return f"{FILES_ROOT}/{self._label(service)}"
 
     def data_dir(self, service: str) -> str:
-        self._with_data.add(self._label(service))
-        return DATA_DIR
+        return DATA_DIR  # a volume's where the member `keeps_data`
 
     def metrics_address(self, service: str) -> tuple[str, int]:
         """Where Prometheus (in the namespace) scrapes the service's JMX exporter."""
@@ -286,19 +282,6 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                              pulumi.ResourceOptions(parent=parent, depends_on=[self._namespace]))
         return self._namespace
 
-    def _disruption_budget(self, group: ServiceGroup, labels: dict[str, str],
-                           opts: pulumi.ResourceOptions) -> None:
-        """One PodDisruptionBudget per set, made with its first member: a drain
-        takes at most one broker, controller or worker of a set at a time."""
-        if group.name in self._budgets:
-            return
-        self._budgets.add(group.name)
-        self._create(k8s.policy.v1.PodDisruptionBudget, {
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": dns_label(group.name), "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/part-of": "mirrorstack", **labels}},
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}}, opts)
-
     def _probe(self, health: dict, ready_file: str | None = None) -> dict:
         target = tcp_target(health, self.in_cluster)
         if target is not None and not ready_file:  # the kubelet connects to the pod's own IP: no shell needed
@@ -307,40 +290,55 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             check = {"exec": {"command": probe_command(health, self.in_cluster, ready_file=ready_file)}}
         return {**check, "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 30, "failureThreshold": 3}
 
-    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
-                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> StatefulSetRollout:
-        """Run one of Kafka's main classes as a StatefulSet; `{dir}` in `args`,
-        `prepare`, `after_start` and `jvm_options` (the service JVM's `-D...`
-        options) is the folder the ConfigMap with `files` is
-        mounted at. `secret_files` (a secret dict, every path `secrets/<name>`)
-        become the Secret `<service>-secrets` mounted at `{dir}/secrets`.
-        `after_start` steps run once the service answers (see
-        `container_script`); readiness waits for them. `uses_clients`: aliases
-        whose client Secrets are mounted at `client_dir(alias)`. The container
-        runs the java command lines of `java_service` (as the local platform
-        runs them) under `container_script`. With `metrics` (its config), the
-        JMX exporter agent the image carries (`image_jmx_agent()`, see containers.py)
-        serves on `metrics_address(service)`: nothing is downloaded.
+    def run_set(self, services: ServiceSet, *, first_after=(), each_after=(), then=None,
+                opts: pulumi.ResourceOptions | None = None) -> list[StatefulSetRollout]:
+        """The set's PodDisruptionBudget (a drain takes at most one member at a
+        time), then its members one at a time (base.run_in_turn), each a
+        StatefulSet labelled as a member and preferring other nodes and zones
+        than the others'."""
+        group = services.group
+        labels = group_labels(group)
+        self._create(k8s.policy.v1.PodDisruptionBudget, {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": dns_label(group.name), "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "mirrorstack", **labels}},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
+        return run_in_turn(services.members, lambda member, depends: self._run_member(
+            member, group, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))),
+            first_after=first_after, each_after=each_after, then=then)
+
+    def _run_member(self, member: JavaService, group: ServiceGroup, opts: pulumi.ResourceOptions) -> StatefulSetRollout:
+        """One of Kafka's main classes as a StatefulSet; `{dir}` is the folder the
+        ConfigMap with `files` is mounted at. `secret_files` become the Secret
+        `<service>-secrets` mounted at `{dir}/secrets`. `after_start` steps run
+        once the service answers (see `container_script`); readiness waits for
+        them. `uses_clients`: aliases whose client Secrets are mounted at
+        `client_dir(alias)`. The container runs the java command lines of
+        `java_service` (as the local platform runs them) under
+        `container_script`. With `metrics`, the JMX exporter agent the image
+        carries (`image_jmx_agent()`, see containers.py) serves on
+        `metrics_address`: nothing is downloaded. `keeps_data`: a volume claim
+        at `data_dir`. `node_ports`: a NodePort Service per port, and the node's
+        address in the pod's environment (`node_port`'s listener reads it).
         `health_secrets` is not used: the program logs in as a broker's SASL
         users once it rolled (`client_login`, mirrorstack.kafka.broker_logins),
         not the probe."""
+        service, files, resources, health = member.name, member.files, member.resources, member.health
         namespace, svc, folder = self._ns(opts), self._label(service), self.service_dir(service)
         gate = ready_gate(health, self.in_cluster, folder, files)
         if gate is not None:
             files = {**files, **gate.files}
         spec = java_service(  # registers the metrics port before the manifests list ports
-            image_runtime(), folder=folder, main=main, args=args, files=files, heap=resources.heap,
+            image_runtime(), folder=folder, main=member.main, args=member.args, files=files, heap=resources.heap,
             user_jvm_options=resources.jvm_options,
-            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(self.listen_host, self.metrics_address(service)[1], metrics) if metrics else None,
+            prepare=member.prepare, after_start=member.after_start, jvm_options=member.jvm_options,
+            metrics=(self.listen_host, self.metrics_address(service)[1], member.metrics) if member.metrics else None,
             checks=gate.tools if gate is not None else ())
         files = spec.files
         ready_check = gate.script(spec.checks) if gate is not None else None
-        clients = self._clients(uses_clients, service)
-        members = group_labels(group) if group is not None else {}
+        clients = self._clients(member.uses_clients, service)
+        members = group_labels(group)
         labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi", **members}
         # The selector never changes (a StatefulSet's is immutable): the group labels are not in it.
@@ -348,14 +346,14 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         meta = lambda name: {"name": name, "namespace": self.namespace, "labels": labels}  # noqa: E731
         ports = self._ports.get(svc, {})
         child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
-        if group is not None:
-            self._disruption_budget(group, members, child)
+        for port_name, node_port in member.node_ports.items():
+            self._node_port_service(svc, port_name, ports[port_name], node_port, child)
 
         config_map = self._create(k8s.core.v1.ConfigMap, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"), "data": files}, child)
         secret_obj = None
-        if secret_files is not None:
-            secret_files = pulumi.Output.secret(secret_files)
+        if member.secret_files is not None:
+            secret_files = pulumi.Output.secret(member.secret_files)
             secret_obj = self._create(k8s.core.v1.Secret, {
                 "apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(f"{svc}-secrets"),
                 "stringData": pulumi.Output.secret(secret_files.apply(lambda f: secret_keys(service, f)))}, child)
@@ -370,7 +368,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         memory = f"{resources.container_memory_mib}Mi"  # heap + metaspace, buffers and an after-start tool
         mounts = [{"name": "files", "mountPath": folder, "readOnly": True}]
         claims = []
-        if svc in self._with_data:
+        if member.keeps_data:
             mounts.append({"name": "data", "mountPath": DATA_MOUNT})
             claims.append(data_claim(self.settings.storage.size, self.settings.storage.class_name))
         # The pods restart when a file changes: a ConfigMap update alone would not.
@@ -394,7 +392,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             # The local platform's java command lines; the JMX agent is the image's own (image_jmx_agent).
             "command": ["/bin/sh", "-c", container_script(spec.argv, spec.prepare, spec.after_start, ready_check)],
             "ports": [{"name": dns_label(n, 15), "containerPort": p} for n, p in ports.items()],
-            "readinessProbe": self._probe(health, AFTER_START_DONE if after_start or ready_check else None),
+            "readinessProbe": self._probe(health, AFTER_START_DONE if member.after_start or ready_check else None),
             # No CPU limit: throttling stalls JVMs; memory is capped at what is requested.
             "resources": {"requests": {"cpu": format(resources.cpus, "g") if resources.cpus else "250m",
                                        "memory": memory}, "limits": {"memory": memory}},
@@ -402,7 +400,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         }
         container["env"] = [{"name": ZONE_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{ZONE_LABEL}']"}}}]
-        if svc in self._node_ip_env:
+        if member.node_ports:
             container["env"].append({"name": NODE_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
         statefulset = self._create(k8s.apps.v1.StatefulSet, {
             "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {**meta(svc), "annotations": AWAIT_OBSERVED},
@@ -415,7 +413,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                             "fsGroup": APPUSER, "seccompProfile": {"type": "RuntimeDefault"}},
                         # A broker's controlled shutdown (leadership moved, logs closed cleanly).
                         "terminationGracePeriodSeconds": self.settings.termination_grace_seconds,
-                        **(spread_apart(members) if members else {}),
+                        **spread_apart(members),
                         "containers": [container],
                         "volumes": volumes}},
                 # Kept when the StatefulSet is deleted or replaced (a changed claim template):
@@ -426,7 +424,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 namespace, config_map, service_obj, *secret_objs])))
         # What the next node waits for: this one rolled and Ready (the provider's own wait ends
         # once the controller has seen the spec), failing fast on a pod that cannot run.
-        fields = {**(group.sizing if group is not None else {}), "image": "images.kafka",
+        fields = {**group.sizing, "image": "images.kafka",
                   **({"storage": "kubernetes.storage.class_name"} if claims else {})}
         return StatefulSetRollout(svc, statefulset, namespace=self.namespace,
                                   context=pulumi.Config("kubernetes").get("context"), fields=fields,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import toolchain
-from mirrorstack.platforms.base import (ServiceGroup, default_port_base, fill_dir, hashed_host_port, no_node_ports,
-                                        python_service_config)
-from mirrorstack.platforms.descriptions import GrafanaFiles, JvmResources, SparkJob
+from mirrorstack.platforms.base import (default_port_base, fill_dir, hashed_host_port, no_node_ports,
+                                        python_service_config, run_in_turn)
+from mirrorstack.platforms.descriptions import GrafanaFiles, JavaService, ServiceSet, SparkJob
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
@@ -82,31 +82,29 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         """Write a cluster's client files (a secret dict) 0600 into `client_dir`."""
         return LocalFiles(f"{alias}-client-files", folder=self.client_dir(alias), files=files, secret=True, opts=opts)
 
-    def run_kafka_java(self, service: str, *, main: str, args: list[str], files: dict[str, str],
-                       health: dict[str, str], resources: JvmResources, prepare: list[tuple[str, list[str]]] = (),
-                       secret_files=None, health_secrets=None, after_start: list[tuple[str, list[str]]] = (),
-                       uses_clients: list[str] = (), jvm_options: list[str] = (), metrics: str | None = None,
-                       group: ServiceGroup | None = None, opts: pulumi.ResourceOptions | None = None) -> LocalService:
-        """Run one of Kafka's main classes. `args`, `prepare` and `after_start`
-        (run once healthy) may use `{dir}` for the service's own folder, where
-        `files` and the 0600 `secret_files` (a secret dict) are written.
-        `uses_clients`: aliases whose client folders it reads (shared on this
-        host; containers mount them). `jvm_options`: `-D...` system properties
-        of the service's JVM (`{dir}` allowed). With `metrics` (its config), the JMX exporter
-        serves on `metrics_address(service)`. Of `resources` only the heap
-        applies here (no container); `group` does not (one host, no scheduler).
-        `health_secrets`: a broker's SASL users, which must authenticate on its
-        client listener at each start (kafka/sasl_check.py)."""
-        folder = self.service_dir(service)
+    def run_set(self, services: ServiceSet, *, first_after=(), each_after=(), then=None,
+                opts: pulumi.ResourceOptions | None = None) -> list[LocalService]:
+        """The members as JVMs on this host, one at a time (base.run_in_turn).
+        Of a member's `resources` only the heap applies here (no container);
+        `group` does not (one host, no scheduler), nor `keeps_data` (its folder
+        stays). `uses_clients`' folders are on this host already. A broker's
+        `health_secrets` (its SASL users) must authenticate on its client listener
+        at each start (kafka/sasl_check.py)."""
+        return run_in_turn(services.members, lambda member, depends: self._run_member(
+            member, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))),
+            first_after=first_after, each_after=each_after, then=then)
+
+    def _run_member(self, member: JavaService, opts: pulumi.ResourceOptions) -> LocalService:
+        folder = self.service_dir(member.name)
         spec = java_service(
-            self._runtime(metrics), folder=folder, main=main, args=args, files=files, heap=resources.heap,
-            user_jvm_options=resources.jvm_options,
-            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-            metrics=(*self.metrics_address(service), metrics) if metrics else None)
+            self._runtime(member.metrics), folder=folder, main=member.main, args=member.args, files=member.files,
+            heap=member.resources.heap, user_jvm_options=member.resources.jvm_options,
+            prepare=member.prepare, after_start=member.after_start, jvm_options=member.jvm_options,
+            metrics=(*self.metrics_address(member.name), member.metrics) if member.metrics else None)
         return LocalService(
-            service, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
-            after_start=spec.after_start or None, secret_files=secret_files, health=health,
-            health_secrets=health_secrets, opts=opts)
+            member.name, workdir=folder, files=spec.files, argv=spec.argv, prepare=spec.prepare,
+            after_start=spec.after_start or None, secret_files=member.secret_files, health=member.health,
+            health_secrets=member.health_secrets, opts=opts)
 
     @staticmethod
     def _runtime(metrics: str | None) -> JavaRuntime:

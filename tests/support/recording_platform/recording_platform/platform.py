@@ -10,7 +10,8 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import naming
-from mirrorstack.platforms.base import ServiceGroup, default_port_base, hashed_host_port, no_node_ports
+from mirrorstack.platforms.base import default_port_base, hashed_host_port, no_node_ports, run_in_turn
+from mirrorstack.platforms.descriptions import JavaService, ServiceSet
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from recording_platform import connect_stub
 from recording_platform.recorded import Recorded
@@ -89,22 +90,24 @@ class RecordingPlatform:
         names = pulumi.Output.from_input(files).apply(lambda f: sorted(f or {}))
         return self._record(f"{alias}-client-files", "client-files", opts, files=names)
 
-    def run_kafka_java(self, service: str, *, main: str, args, files, health, resources=None, prepare=(),
-                       secret_files=None, health_secrets=None, after_start=(), uses_clients=(), jvm_options=(),
-                       metrics=None, group: ServiceGroup | None = None, opts=None) -> Recorded:
-        folder = self.service_dir(service)
-        spec = java_service(RUNTIME, folder=folder, main=main, args=args, files=files,
-                            heap=resources.heap if resources is not None else "1g",
-                            user_jvm_options=resources.jvm_options if resources is not None else (),
-                            prepare=prepare, after_start=after_start, jvm_options=jvm_options,
-                            metrics=(*self.metrics_address(service), metrics) if metrics else None)
-        secret_names = (pulumi.Output.from_input(secret_files).apply(lambda f: sorted(f or {}))
-                        if secret_files is not None else [])
-        return self._record(service, "java", opts, main=main, argv=spec.argv, prepare=spec.prepare,
+    def run_set(self, services: ServiceSet, *, first_after=(), each_after=(), then=None, opts=None) -> list[Recorded]:
+        group = {k: v for k, v in dataclasses.asdict(services.group).items() if v is not None}
+        return run_in_turn(services.members, lambda member, depends: self._run_member(
+            member, group, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))),
+            first_after=first_after, each_after=each_after, then=then)
+
+    def _run_member(self, member: JavaService, group: dict, opts) -> Recorded:
+        spec = java_service(RUNTIME, folder=self.service_dir(member.name), main=member.main, args=member.args,
+                            files=member.files, heap=member.resources.heap,
+                            user_jvm_options=member.resources.jvm_options, prepare=member.prepare,
+                            after_start=member.after_start, jvm_options=member.jvm_options,
+                            metrics=(*self.metrics_address(member.name), member.metrics) if member.metrics else None)
+        secret_names = (pulumi.Output.from_input(member.secret_files).apply(lambda f: sorted(f or {}))
+                        if member.secret_files is not None else [])
+        return self._record(member.name, "java", opts, main=member.main, argv=spec.argv, prepare=spec.prepare,
                             after_start=spec.after_start, files=spec.files, secret_files=secret_names,
-                            health=health, uses_clients=list(uses_clients),
-                            group={k: v for k, v in dataclasses.asdict(group).items() if v is not None}
-                            if group is not None else None)
+                            health=member.health, uses_clients=list(member.uses_clients),
+                            keeps_data=member.keeps_data, group=group)
 
     def run_spark_job(self, name: str, *, job, config, settings, uses_clients=(), opts=None) -> Recorded:
         argv = job.submit_argv(settings, job_path=f"{self.service_dir(name)}/{job.entry.name}",
