@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 
 from mirrorstack.model.spec import SelfHealing
-from mirrorstack.platforms.descriptions import ScrapeTarget
+from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget
 from mirrorstack.shipping import project_imports
 
 MODULE = "mirrorstack.connect.supervisor"
@@ -45,7 +45,6 @@ def run_supervisor(name: str, *, spec, kafka_alias: str, platform, connectors, r
     secret = None if rest_credentials is None else pulumi.Output.secret(rest_credentials).apply(
         lambda auth: {"connect_auth": auth})
     service = supervisor_service(name)
-    resource, (host, port) = platform.run_python_service(
-        service, module=MODULE, ships=project_imports(MODULE), config=config, secret_config=secret, opts=opts)
-    return resource, ScrapeTarget(service, f"{host}:{port}",
+    ran = platform.run(PythonModuleService(service, MODULE, project_imports(MODULE), config, secret), opts=opts)
+    return ran.resource, ScrapeTarget(service, "%s:%d" % ran.address,
                                   {"cluster": kafka_alias, "role": "supervisor", "connect": name})

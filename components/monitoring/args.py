@@ -46,8 +46,8 @@ class PrometheusArgs:
 class GrafanaArgs:
     platform: Platform = described(PLATFORM)
     # The server and its URL, not the Prometheus component: that module imports these Args.
-    prometheus_url: pulumi.Input[str] = described("Prometheus's URL, the dashboards' datasource (a "
-                                                  "Prometheus component's `url`)")
+    prometheus_url: pulumi.Input[str] = described("Prometheus's URL as Grafana reaches it, the dashboards' "
+                                                  "datasource (a Prometheus component's `datasource_url`)")
     prometheus_server: pulumi.Resource = described("the resource that runs Prometheus (a Prometheus "
                                                    "component's `server`): Grafana starts after it")
     admin_password: pulumi.Input[str] | None = described(

@@ -15,6 +15,7 @@ from mirrorstack.monitoring.extras import run_extras
 from mirrorstack.monitoring.grafana import grafana_files
 from mirrorstack.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusArgs
 from mirrorstack.monitoring.prometheus import prometheus_config
+from mirrorstack.monitoring.servers import grafana_service, prometheus_service
 from mirrorstack.secrets import GeneratedPassword
 
 
@@ -22,7 +23,9 @@ class Prometheus(pulumi.ComponentResource):
     """Built from PrometheusArgs: scrapes `targets` with the replication alert
     rules of `topology` (its `monitoring` settings), and, for the secured
     `clusters` (KafkaClusters), their certificates' expiries and renewal alert.
-    Outputs: `url`, `server` (the resource that runs it), `alert_rules` (names)."""
+    Outputs: `url` (from this machine where it is published), `datasource_url`
+    (as the stack's services reach it), `server` (the resource that runs it),
+    `alert_rules` (names)."""
 
     def __init__(self, name: str, args: PrometheusArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Prometheus", name, opts)
@@ -39,7 +42,11 @@ class Prometheus(pulumi.ComponentResource):
             files["alerts.yml"] = pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}).apply(
                 lambda summaries: alert_rules_file(rules, [r for alias, summary in summaries.items()
                                                            for r in certificate_expiry_records(alias, summary)]))
-        self.server, self.url = platform.run_prometheus(name, files=files, opts=pulumi.ResourceOptions(parent=self))
+        ran = platform.run(prometheus_service(name, files, platform, capabilities(platform.name).runs_containers),
+                           opts=pulumi.ResourceOptions(parent=self))
+        self.server, self.url = ran.resource, ran.url
+        # Where the stack's services (Grafana) reach it: in the platform's network, else `url`
+        self.datasource_url = "http://%s:%d" % ran.address if ran.address is not None else ran.url
         self.alert_rules = sorted({r.name for r in rules})
         self.register_outputs({"url": self.url, "alert_rules": self.alert_rules})
 
@@ -51,9 +58,11 @@ class Grafana(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
-        self.server, self.url = args.platform.run_grafana(
-            name, files=grafana_files, prometheus=args.prometheus_url, admin_password=args.admin_password,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.prometheus_server]))
+        platform = args.platform
+        ran = platform.run(grafana_service(name, grafana_files, args.prometheus_url, args.admin_password, platform,
+                                           capabilities(platform.name).runs_containers),
+                           opts=pulumi.ResourceOptions(parent=self, depends_on=[args.prometheus_server]))
+        self.server, self.url = ran.resource, ran.url
         self.register_outputs({"url": self.url})
 
 
@@ -79,7 +88,7 @@ class Monitoring(pulumi.ComponentResource):
                 grafana_password = GeneratedPassword("grafana-admin-password", opts=child).result
             self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
             self.grafana = Grafana("grafana", GrafanaArgs(
-                platform=platform, prometheus_url=self.prometheus.url, prometheus_server=self.prometheus.server,
+                platform=platform, prometheus_url=self.prometheus.datasource_url, prometheus_server=self.prometheus.server,
                 admin_password=grafana_password), opts=child)
             self.grafana_url = self.grafana.url
         self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,

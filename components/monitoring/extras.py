@@ -1,7 +1,7 @@
 """The topology's optional extras, images run as they are on a platform that
 runs containers: Kafka UI (one, every cluster) and kafka-exporter (one per
 cluster, scraped by Prometheus). Described here once for every such platform
-(its `run_image`)."""
+(its `run`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,12 +19,12 @@ def run_extras(platform, settings, clusters, opts=None) -> list[ScrapeTarget]:
     if settings.kafka_ui:
         env = tuple(pair for i, (alias, cluster) in enumerate(sorted(clusters.items())) for pair in (
             (f"KAFKA_CLUSTERS_{i}_NAME", alias), (f"KAFKA_CLUSTERS_{i}_BOOTSTRAPSERVERS", cluster.bootstrap_servers)))
-        platform.run_image(replace(KAFKA_UI, env=env), opts=opts)
+        platform.run(replace(KAFKA_UI, env=env), opts=opts)
     if settings.kafka_exporter:
         for alias, cluster in sorted(clusters.items()):
             service = f"kafka-exporter-{alias}"
             args = cluster.bootstrap_servers.apply(lambda servers: [f"--kafka.server={b}" for b in servers.split(",")])
-            url = platform.run_image(ImageService(service, "kafka_exporter", KAFKA_EXPORTER_PORT, args=args,
-                                                  user=KAFKA_EXPORTER_USER), opts=opts)
-            targets.append(ScrapeTarget(service, url.removeprefix("http://"), {"cluster": alias, "role": "kafka-exporter"}))
+            ran = platform.run(ImageService(service, "kafka_exporter", KAFKA_EXPORTER_PORT, args=args,
+                                            user=KAFKA_EXPORTER_USER), opts=opts)
+            targets.append(ScrapeTarget(service, "%s:%d" % ran.address, {"cluster": alias, "role": "kafka-exporter"}))
     return targets

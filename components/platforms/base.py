@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from mirrorstack.platforms.descriptions import GrafanaFiles
-    from mirrorstack.platforms.descriptions import ImageService, JavaService, ServiceSet, SparkJob
+    from mirrorstack.platforms.descriptions import JavaService, Ran, Service, ServiceSet, SparkJob
 
 PORT_SPAN = 5000  # ports of one stack: port_base .. port_base + PORT_SPAN - 1
 # How long a stopped service (TERM) may take before it is killed, on local and docker (kubernetes:
@@ -40,7 +39,7 @@ def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
 
 
 def python_service_config(config: dict, listen: str, secrets_file: str | None) -> str:
-    """A run_python_service config as written, with where it listens and its secrets are."""
+    """A PythonModuleService config as written, with where it listens and its secrets are."""
     import json
     return json.dumps({**config, "listen": listen, "secrets_file": secrets_file}, indent=2, sort_keys=True)
 
@@ -68,6 +67,15 @@ def run_in_turn(members: Sequence[JavaService], run_member: Callable[[JavaServic
         made = then(member, ran[-1]) if then is not None else None
         gate = [made if made is not None else ran[-1]]
     return ran
+
+
+class UnsupportedService(ValueError):
+    """A service of a kind this platform does not run (the model refuses it first)."""
+
+    def __init__(self, platform: str, service, fix: str = "a platform that does (model/capabilities.py)"):
+        kind = {"ImageService": "images", "ProcessService": "processes", "WrittenFiles": "written files"}.get(
+            type(service).__name__, type(service).__name__)
+        super().__init__(f"{service.name}: the {platform} platform runs no {kind}; fix: {fix}")
 
 
 class NodePortsUnsupported(ValueError):
@@ -217,35 +225,17 @@ class Platform(Protocol):
         next one waits for instead (a login check), or None. `opts`: the parent.
         Returns what ran, a resource per member."""
 
-    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
-                      uses_clients: Sequence[str] = (), opts=None) -> Any:
+    def run_job(self, name: str, *, job: SparkJob, config, settings,
+                uses_clients: Sequence[str] = (), opts=None) -> Any:
         """Run the validation job (`job`: its main file and package zip, shipped on
         `--py-files`, its spark-submit line and how its output reads) once; the
         returned resource's `report` is its summary."""
 
-    def run_python_service(self, service: str, *, module: str, ships: Sequence[str], config,
-                           secret_config=None, opts=None) -> tuple[Any, tuple[str, int]]:
-        """A long-running process of mirrorstack's own Python, `python -m module
-        <config.json>` (local: this project's; containers: the spark image's
-        python3 with the `ships` modules' source). `config` (a dict, may be an
-        Output) is written with `listen` ("host:port" it serves /healthz and
-        /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
-        is, else None) added. Returns (resource, the address Prometheus scrapes)."""
-
-    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None) -> tuple[Any, str]:
-        """Prometheus with `files`; returns (resource, its URL from this machine)."""
-
-    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password=None,
-                    opts=None) -> tuple[Any, str | None]:
-        """Grafana with `files` (its provisioning and dashboards, made for where
-        Grafana reaches `prometheus`, its datasource, and where it reads the
-        dashboards); returns (resource, URL or None)."""
-
-    def run_image(self, service: ImageService, opts=None) -> str:
-        """Run an image as it is (`service`: its image key, port, arguments,
-        environment); returns the URL services reach it at (`http://host:port`).
-        Asked only of a platform that runs containers (model/capabilities.py);
-        the others raise ValueError."""
+    def run(self, service: Service, opts=None) -> Ran:
+        """Run one service of a kind the platform runs (model/capabilities.py
+        says which): an ImageService on a platform that runs containers, a
+        ProcessService or WrittenFiles on one that does not, a
+        PythonModuleService everywhere. Another kind raises UnsupportedService."""
 
     def switch_runner(self, aliases: Sequence[str]) -> dict | None:
         """Where the failover switch between `aliases` runs: None in the

@@ -301,7 +301,7 @@ def _probe(spec: dict, in_network) -> str:
     raise ValueError(f"unknown health check kind {kind!r}")
 
 
-# A control-plane Python service (run_python_service) in the spark image: python3,
+# A control-plane Python service (a PythonModuleService) in the spark image: python3,
 # urllib3 and prometheus_client are there; the modules it runs are shipped as source
 # beside its config.
 PYTHON_SERVICE_PORT = 9405  # its /healthz and /metrics

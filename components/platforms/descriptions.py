@@ -122,9 +122,10 @@ class ScrapeTarget:
 
 @dataclass(frozen=True)
 class ImageService:
-    """A service that runs an image as it is, set up by its arguments and
-    environment alone (Kafka UI, kafka-exporter): what a container platform's
-    `run_image` runs. Values may be Outputs (a cluster's bootstrap servers)."""
+    """A service that runs an image as it is, set up by its arguments,
+    environment and files (Prometheus, Grafana, Kafka UI, kafka-exporter): what
+    a container platform runs. Values may be Outputs (a cluster's bootstrap
+    servers, a file generated from other resources' outputs)."""
     name: str
     image: str                      # its key in the topology's `images:`
     port: int                       # where it serves HTTP inside its container
@@ -132,12 +133,58 @@ class ImageService:
     env: tuple[tuple[str, object], ...] = ()  # (name, value) pairs, in order
     user: int | None = None         # the uid its image runs as (a pod's securityContext)
     publish: bool = False           # reached from this machine too (docker: published on 127.0.0.1)
+    files: Mapping[str, object] = field(default_factory=dict)  # key (a relative name) → content
+    secret_files: Mapping[str, object] = field(default_factory=dict)  # key → secret content (read-only to it)
+    paths: Mapping[str, str] = field(default_factory=dict)  # key of files or secret_files → its path in the container
+    scratch: str | None = None      # a folder it writes that need not outlive it (kubernetes: an emptyDir)
 
 
-# Grafana's files given where its datasource (Prometheus) is as Grafana reaches it and the folder
-# its dashboards are read from: relative path → content, `provisioning/...` for Grafana's
-# provisioning folder, `dashboards/...` for that folder (monitoring.grafana.grafana_files).
-GrafanaFiles = Callable[[str, str], dict[str, str]]
+@dataclass(frozen=True)
+class ProcessService:
+    """A program of this machine's toolchain run as a process (Prometheus on a
+    platform without containers): `argv` and `files` may use `{dir}`, the
+    service's own folder; ready when `health` holds; `url` where it serves."""
+    name: str
+    argv: Sequence[str]
+    files: Mapping[str, object]
+    health: Mapping[str, str]
+    url: str
+
+
+@dataclass(frozen=True)
+class PythonModuleService:
+    """A long-running process of mirrorstack's own Python, `python -m module
+    <config.json>` (a process platform: the program's own Python; containers: the
+    spark image's python3 with the `ships` modules' source). `config` (a dict,
+    may be an Output) is written with `listen` ("host:port" it serves /healthz
+    and /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
+    is, else None) added."""
+    name: str
+    module: str
+    ships: Sequence[str]
+    config: object
+    secret_config: object = None
+
+
+@dataclass(frozen=True)
+class WrittenFiles:
+    """Files written to the service's folder for a person to use where the
+    platform cannot run the service itself (Grafana's provisioning on a platform
+    without containers)."""
+    name: str
+    files: Mapping[str, object]
+
+
+Service = ImageService | ProcessService | PythonModuleService | WrittenFiles
+
+
+class Ran(NamedTuple):
+    """What `Platform.run` made: the resource (what depends on the service waits
+    for it), where services reach it (host, port) and its URL from this machine
+    where it is published (else the in-network one; None: it serves nothing)."""
+    resource: object
+    address: tuple[str, int] | None
+    url: str | None
 
 
 class JobOutput(NamedTuple):

@@ -33,7 +33,7 @@ class SparkValidationJob(pulumi.ComponentResource):
         config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
             lambda servers: validation_job_config(topology, servers, clients))
         secured = [a for a in aliases if clusters[a].client_files is not None]  # their client folders are read
-        self.job = args.platform.run_spark_job(
+        self.job = args.platform.run_job(
             f"{name}-job", job=job_package(), config=config, settings=settings,
             uses_clients=secured, opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[*args.flows, *(r for a in secured for r in clusters[a].client_resources)]))

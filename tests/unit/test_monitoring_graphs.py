@@ -191,11 +191,19 @@ def test_k8s_prometheus_grafana_deployments_and_password_secret(k8s):
     targets = scrape_targets(config["prometheus.yml"])
     assert "primary-broker-0.mirrorstack-active-passive.svc.cluster.local:" in " ".join(targets)
     grafana = deployments["grafana"]["spec"]["template"]["spec"]["containers"][0]
-    (password,) = [e for e in grafana["env"] if e["name"] == "GF_SECURITY_ADMIN_PASSWORD"]
-    assert password == {"name": "GF_SECURITY_ADMIN_PASSWORD",
-                        "valueFrom": {"secretKeyRef": {"name": "grafana-admin", "key": "password"}}}
-    registered = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret"]
-    assert SECRET_SIG in json.dumps(registered[0].inputs["stringData"])
+    # The admin password as a file from a Secret (Grafana's __FILE variables), as on docker: in no env value
+    assert {"name": "GF_SECURITY_ADMIN_PASSWORD__FILE", "value": "/etc/mirrorstack/grafana-admin-password"} in grafana["env"]
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in {e["name"] for e in grafana["env"]}
+    assert not any("s3cret-pw" in json.dumps(e) for e in grafana["env"])
+    (registered,) = [r for r in mocks.resources if r.typ == "kubernetes:core/v1:Secret" and r.name == "grafana-secrets"]
+    assert SECRET_SIG in json.dumps(registered.inputs["stringData"])
+    assert _by_kind(built, "Secret")["grafana-secrets"]["stringData"] == {"admin-password": "s3cret-pw"}
+    pod = deployments["grafana"]["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "secrets"]
+    assert volume["secret"] == {"secretName": "grafana-secrets", "defaultMode": 0o400}
+    assert pod["securityContext"]["fsGroup"] == 472  # the kubelet makes the 0400 file group-readable for it
+    assert {"name": "secrets", "mountPath": "/etc/mirrorstack/grafana-admin-password", "subPath": "admin-password",
+            "readOnly": True} in grafana["volumeMounts"]
     mounts = {m["mountPath"] for m in grafana["volumeMounts"]}
     assert "/etc/grafana/provisioning/datasources/prometheus.yaml" in mounts
     assert "/var/lib/grafana/dashboards/mirrorstack-flow.json" in mounts

@@ -46,11 +46,15 @@ def test_the_protocol_names_every_platform_method_a_component_calls():
     assert called - {"py"} <= set(METHODS) | {"name", "listen_host"}, called - set(METHODS)
 
 
-def test_no_platform_method_is_named_for_an_extra_and_a_platform_without_containers_refuses_images(tmp_path):
-    """Kafka UI and kafka-exporter are described once (monitoring/extras.py) and run through `run_image`."""
+def test_no_platform_method_is_named_for_what_it_runs_and_a_platform_refuses_a_kind_it_does_not_run(tmp_path):
+    """Kafka, Connect, Prometheus, Grafana, the supervisor and the extras are described in their own
+    folders and run through `run_set`, `run` or `run_job`: no method names a kind of service."""
     from mirrorstack.platforms import make_platform
     from mirrorstack.platforms.descriptions import ImageService
-    assert "run_image" in METHODS and not [m for m in METHODS if "extra" in m or "exporter" in m or "ui" in m]
+    runs = sorted(m for m in METHODS if m.startswith("run"))
+    assert runs == ["run", "run_job", "run_set"]
+    kinds = ("kafka", "java", "spark", "prometheus", "grafana", "python", "image", "extra", "exporter", "ui")
+    assert not [m for m in METHODS if any(kind in m.split("_") for kind in kinds)]
     local = make_platform("local", "dev", local_dir=str(tmp_path))
     with pytest.raises(ValueError, match="kafka-ui: the local platform runs no images; fix: platform docker or kubernetes"):
-        local.run_image(ImageService("kafka-ui", "kafka_ui", 8080))
+        local.run(ImageService("kafka-ui", "kafka_ui", 8080))

@@ -39,18 +39,13 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
-from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JavaService, ServiceSet, SparkJob
+from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, PythonModuleService, Ran, Service,
+                                                ServiceSet, SparkJob)
 from mirrorstack.platforms.java_service import java_service
-from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, default_port_base, fill_dir, hashed_host_port,
-                                      no_node_ports, run_in_turn)
+from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, UnsupportedService, default_port_base,
+                                      hashed_host_port, no_node_ports, run_in_turn)
 
 METRICS_PORT_NAME = "metrics"
-# Monitoring services: their files and ports inside the containers.
-PROMETHEUS_DIR = "/etc/mirrorstack/prometheus"
-GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
-GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards"
-GRAFANA_PASSWORD_FILE = "/etc/mirrorstack/grafana-admin-password"
-SERVICE_PORTS = {"prometheus": 9090, "grafana": 3000}  # the extras' are in monitoring/extras.py
 KAFKA_UID = str(IMAGE_KAFKA_UID)  # owns the uploaded secret files
 SPARK_UID = str(IMAGE_SPARK_UID)
 SECRET_MODE = "0600"
@@ -301,8 +296,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.containers[host] = container
         return container
 
-    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
-                      uses_clients: list[str] | None = None,
+    def run_job(self, name: str, *, job: SparkJob, config, settings,
+                uses_clients: list[str] | None = None,
                       opts: pulumi.ResourceOptions | None = None) -> docker.Container:
         """Run the validation job once in the official Spark image, on the stack's
         network (the flows' in-network bootstrap servers), with the project's
@@ -345,8 +340,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def _run_image(self, service: str, image_key: str, *, port: int, publish: bool,
                    command: list[str] | None = None, envs=(), uploads=(), opts=None) -> tuple[docker.Container, str]:
-        """A plain image (monitoring, UIs) on the stack network; `publish` puts its port
-        on 127.0.0.1 of the host. Returns (container, URL: published, or in-network)."""
+        """An image on the stack network; `publish` puts its port on 127.0.0.1 of
+        the host. Returns (container, URL: published, or in-network)."""
         network, _ = self._shared(opts)
         host = dns_label(service)
         self._ports.setdefault(host, {})["http"] = port
@@ -368,51 +363,39 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         self.containers[host] = container
         return container, url
 
-    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
+    def run(self, service: Service, opts=None) -> Ran:
+        """A container of an ImageService (the image's own user; its files and
+        secret files uploaded where its `paths` say, the secret ones with their
+        content a Pulumi secret), or of mirrorstack's Python."""
+        if isinstance(service, PythonModuleService):
+            return self._run_python(service, opts)
+        if not isinstance(service, ImageService):
+            raise UnsupportedService(self.name, service)
+        envs = [f"{name}={value}" if isinstance(value, str) else
+                pulumi.Output.from_input(value).apply(lambda v, name=name: f"{name}={v}") for name, value in service.env]
+        uploads = [*({"file": service.paths[key], "content": content} for key, content in service.files.items()),
+                   *({"file": service.paths[key], "content": pulumi.Output.secret(content)}
+                     for key, content in service.secret_files.items())]
+        container, url = self._run_image(service.name, service.image, port=service.port, publish=service.publish,
+                                         command=service.args, envs=envs, uploads=uploads, opts=opts)
+        return Ran(container, (dns_label(service.name), service.port), url)
+
+    def _run_python(self, service: PythonModuleService, opts) -> Ran:
         """In the spark image (python3, urllib3), the modules' source and its
         config uploaded, the secrets 0600 for the image's user; not published."""
-        spec = python_service(service, module, ships, secret_config is not None)
+        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None)
         uploads = [*({"file": path, "content": text} for path, text in sorted(spec.code.items())),
-                   {"file": spec.config_file, "content": pulumi.Output.from_input(config).apply(spec.config_text)}]
-        if secret_config is not None:
-            secrets = pulumi.Output.from_input(secret_config).apply(lambda c: {"config.json": json.dumps(c)})
+                   {"file": spec.config_file, "content": pulumi.Output.from_input(service.config).apply(spec.config_text)}]
+        if service.secret_config is not None:
+            secrets = pulumi.Output.from_input(service.secret_config).apply(lambda c: {"config.json": json.dumps(c)})
             uploads = self._with_secret_uploads(uploads, [(spec.secrets_file.rsplit("/", 1)[0], secrets)], SPARK_UID)
-        container, _ = self._run_image(service, "spark", port=PYTHON_SERVICE_PORT, publish=False, command=spec.argv,
-                                       envs=[f"PYTHONPATH={spec.code_dir}"], uploads=uploads, opts=opts)
-        return container, (dns_label(service), PYTHON_SERVICE_PORT)
-
-    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
-        """The official Prometheus image, its files uploaded; published on 127.0.0.1."""
-        uploads = [{"file": f"{PROMETHEUS_DIR}/{n}", "content": fill_dir(c, PROMETHEUS_DIR)} for n, c in files.items()]
-        return self._run_image(service, "prometheus", port=SERVICE_PORTS["prometheus"], publish=True,
-                          command=[f"--config.file={PROMETHEUS_DIR}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
-                          uploads=uploads, opts=opts)
-
-
-    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password, opts=None):
-        """Grafana with the datasource (Prometheus in the network) and dashboards
-        provisioned; the admin password is read from an uploaded file (Grafana's
-        `__FILE` variables), so it appears in no environment or command line."""
-        in_network = f"http://{dns_label('prometheus')}:{SERVICE_PORTS['prometheus']}"
-        made = files(in_network, GRAFANA_DASHBOARDS)
-        uploads = [{"file": (f"{GRAFANA_PROVISIONING}/{n[len('provisioning/'):]}" if n.startswith("provisioning/")
-                             else f"{GRAFANA_DASHBOARDS}/{n[len('dashboards/'):]}"), "content": c} for n, c in made.items()]
-        uploads.append({"file": GRAFANA_PASSWORD_FILE, "content": pulumi.Output.secret(admin_password)})
-        return self._run_image(service, "grafana", port=SERVICE_PORTS["grafana"], publish=True,
-                          envs=[f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_FILE}", "GF_USERS_ALLOW_SIGN_UP=false"],
-                          uploads=uploads, opts=opts)
-
+        container, url = self._run_image(service.name, "spark", port=PYTHON_SERVICE_PORT, publish=False,
+                                         command=spec.argv, envs=[f"PYTHONPATH={spec.code_dir}"], uploads=uploads,
+                                         opts=opts)
+        return Ran(container, (dns_label(service.name), PYTHON_SERVICE_PORT), url)
 
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program
-
-    def run_image(self, service: ImageService, opts=None) -> str:
-        """A container of the image, on the stack network (the image's own user)."""
-        envs = [f"{name}={value}" if isinstance(value, str) else
-                pulumi.Output.from_input(value).apply(lambda v, name=name: f"{name}={v}") for name, value in service.env]
-        self._run_image(service.name, service.image, port=service.port, publish=service.publish,
-                        command=service.args, envs=envs, opts=opts)
-        return f"http://{dns_label(service.name)}:{service.port}"  # in the network, published or not
 
 
 def _job_outcome(container: str, exit_code: int | None) -> dict:

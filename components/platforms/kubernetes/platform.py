@@ -59,7 +59,8 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import GrafanaFiles, ImageService, Images, JavaService, ServiceSet, SparkJob
+from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, PythonModuleService, Ran, Service,
+                                                ServiceSet, SparkJob)
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.manifests import (
@@ -68,8 +69,8 @@ from mirrorstack.platforms.kubernetes.manifests import (
 )
 from mirrorstack.platforms.kubernetes.job_run import ValidationJobRun
 from mirrorstack.platforms.kubernetes.rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
-from mirrorstack.platforms.base import (ClientLogin, ServiceGroup, default_port_base, fill_dir, hashed_host_port,
-                                      run_in_turn)
+from mirrorstack.platforms.base import (ClientLogin, ServiceGroup, UnsupportedService, default_port_base,
+                                      hashed_host_port, run_in_turn)
 
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
@@ -430,8 +431,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                   context=pulumi.Config("kubernetes").get("context"), fields=fields,
                                   opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
 
-    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
-                      uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
+    def run_job(self, name: str, *, job: SparkJob, config, settings,
+                uses_clients: list[str] | None = None, opts: pulumi.ResourceOptions | None = None):
         """The validation job as a Job, waited for by a ValidationJobRun (returned:
         its `report` is the stack output `validation`), which shows the job's
         progress and report and fails `up` as the local platform does, or at
@@ -526,9 +527,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         if files:
             depends.append(self._create(k8s.core.v1.ConfigMap, {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"),
-                "data": {key.replace("/", "__"): text for key, text in files.items()}}, child))
+                "data": {_key(key): text for key, text in files.items()}}, child))
             volumes.append({"name": "files", "configMap": {"name": f"{svc}-files"}})
-            mounts += [{"name": "files", "mountPath": path, "subPath": key.replace("/", "__"), "readOnly": True}
+            mounts += [{"name": "files", "mountPath": path, "subPath": _key(key), "readOnly": True}
                        for key, path in files.paths.items()]
         depends.append(self._create(k8s.core.v1.Service, {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(svc),
@@ -558,55 +559,57 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                     opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
         return rollout, f"http://{svc}.{self.namespace}.svc.{self.cluster_domain}:{port}"
 
-    def run_prometheus(self, service: str, *, files: dict[str, str], opts=None):
-        folder = "/etc/mirrorstack/prometheus"
-        data = Files({k: fill_dir(v, folder) for k, v in files.items()},
-                      {k: f"{folder}/{k}" for k in files})
-        return self._run_image(service, "prometheus", port=9090, files=data, run_as=65534,
-                               args=[f"--config.file={folder}/prometheus.yml", "--storage.tsdb.path=/prometheus"],
-                               mounts=[{"name": "data", "mountPath": "/prometheus"}],
-                               volumes=[{"name": "data", "emptyDir": {}}], opts=opts)
+    def run(self, service: Service, opts=None) -> Ran:
+        """A Deployment and a Service of an ImageService (its files in a ConfigMap,
+        its secret files in a Secret, each mounted at its path; `scratch` an
+        emptyDir), or of mirrorstack's Python; its in-cluster URL."""
+        if isinstance(service, PythonModuleService):
+            return self._run_python(service, opts)
+        if not isinstance(service, ImageService):
+            raise UnsupportedService(self.name, service)
+        svc = self._label(service.name)
+        volumes, mounts, depends = [], [], []
+        if service.scratch is not None:
+            volumes.append({"name": "data", "emptyDir": {}})
+            mounts.append({"name": "data", "mountPath": service.scratch})
+        if service.secret_files:
+            depends.append(self._secret(f"{svc}-secrets", {_key(k): v for k, v in service.secret_files.items()}, opts))
+            volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": SECRET_MODE}})
+            mounts += [{"name": "secrets", "mountPath": service.paths[key], "subPath": _key(key), "readOnly": True}
+                       for key in service.secret_files]
+        files = Files(dict(service.files), {key: service.paths[key] for key in service.files}) if service.files else None
+        rollout, url = self._run_image(
+            service.name, service.image, port=service.port, args=service.args, files=files, run_as=service.user,
+            env=[{"name": name, "value": value} for name, value in service.env], mounts=mounts, volumes=volumes,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
+        return Ran(rollout, (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", service.port), url)
 
-    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
+    def _secret(self, name: str, data: dict, opts) -> k8s.core.v1.Secret:
+        return self._create(k8s.core.v1.Secret, {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
+            "stringData": pulumi.Output.secret(data)},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
+
+    def _run_python(self, service: PythonModuleService, opts) -> Ran:
         """A Deployment in the spark image (python3, urllib3): the modules' source
         and its config in a ConfigMap, `secret_config` in a Secret (mode 0400)."""
-        svc = self._label(service)
-        spec = python_service(service, module, ships, secret_config is not None)
+        svc = self._label(service.name)
+        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None)
         data = {path.removeprefix(f"{spec.folder}/"): text for path, text in spec.code.items()}
-        data["config.json"] = pulumi.Output.from_input(config).apply(spec.config_text)
+        data["config.json"] = pulumi.Output.from_input(service.config).apply(spec.config_text)
         volumes, mounts, depends = [], [], []
-        if secret_config is not None:
-            depends.append(self._create(k8s.core.v1.Secret, {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": f"{svc}-secrets", "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
-                "stringData": {"config.json": pulumi.Output.secret(pulumi.Output.from_input(secret_config).apply(
-                    json.dumps))}},
-                pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)])))
+        if service.secret_config is not None:
+            depends.append(self._secret(f"{svc}-secrets", {"config.json": pulumi.Output.from_input(
+                service.secret_config).apply(json.dumps)}, opts))
             volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": 0o400}})
             mounts.append({"name": "secrets", "mountPath": spec.secrets_file.rsplit("/", 1)[0], "readOnly": True})
         deployment, _ = self._run_image(
-            service, "spark", port=PYTHON_SERVICE_PORT, args=spec.argv, run_as=SPARK_UID, workdir=spec.code_dir,
+            service.name, "spark", port=PYTHON_SERVICE_PORT, args=spec.argv, run_as=SPARK_UID, workdir=spec.code_dir,
             files=Files(data, {key: f"{spec.folder}/{key}" for key in data}), mounts=mounts, volumes=volumes,
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
-        return deployment, (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
-
-    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password, opts=None):
-        """Grafana with provisioning; the admin password from a Secret (env valueFrom)."""
-        svc = self._label(service)
-        raw = files(prometheus, "/var/lib/grafana/dashboards")
-        paths = {k: (f"/etc/grafana/{k}" if k.startswith("provisioning/") else f"/var/lib/grafana/{k}") for k in raw}
-        secret = self._create(k8s.core.v1.Secret, {
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": f"{svc}-admin", "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
-            "stringData": {"password": pulumi.Output.secret(admin_password)}},
-            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
-        env = [{"name": "GF_SECURITY_ADMIN_PASSWORD",
-                "valueFrom": {"secretKeyRef": {"name": f"{svc}-admin", "key": "password"}}},
-               {"name": "GF_USERS_ALLOW_SIGN_UP", "value": "false"}]
-        return self._run_image(service, "grafana", port=3000, files=Files(raw, paths), env=env, run_as=472,
-                               opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])))
+        address = (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
+        return Ran(deployment, address, "http://%s:%d" % address)
 
     def switch_runner(self, aliases) -> dict | None:
         """The failover switch reads and writes both clusters, whose addresses
@@ -623,12 +626,10 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 "clients": {alias: {"secret": self._client_secrets[alias][0], "dir": self.client_dir(alias)}
                             for alias in aliases if alias in self._client_secrets}}
 
-    def run_image(self, service: ImageService, opts=None) -> str:
-        """A Deployment of the image and its Service (in-cluster only: `publish` is for docker)."""
-        _, url = self._run_image(service.name, service.image, port=service.port, args=service.args,
-                                 env=[{"name": name, "value": value} for name, value in service.env],
-                                 run_as=service.user, opts=opts)
-        return url
+
+def _key(path: str) -> str:
+    """A file's key in a ConfigMap or Secret (no `/` allowed there)."""
+    return path.replace("/", "__")
 
 
 def _versions(secrets: list) -> pulumi.Output[str]:

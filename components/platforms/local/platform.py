@@ -12,9 +12,10 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import toolchain
-from mirrorstack.platforms.base import (default_port_base, fill_dir, hashed_host_port, no_node_ports,
-                                        python_service_config, run_in_turn)
-from mirrorstack.platforms.descriptions import GrafanaFiles, JavaService, ServiceSet, SparkJob
+from mirrorstack.platforms.base import (UnsupportedService, default_port_base, fill_dir, hashed_host_port,
+                                        no_node_ports, python_service_config, run_in_turn)
+from mirrorstack.platforms.descriptions import (JavaService, ProcessService, PythonModuleService, Ran, Service,
+                                                ServiceSet, SparkJob, WrittenFiles)
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
@@ -112,8 +113,8 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         return JavaRuntime(java=toolchain.java_binary(), kafka_libs=str(toolchain.kafka_libs()),
                            jmx_agent=str(toolchain.jmx_agent_jar()) if metrics else None)
 
-    def run_spark_job(self, name: str, *, job: SparkJob, config, settings,
-                      uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
+    def run_job(self, name: str, *, job: SparkJob, config, settings,
+                uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
         """Run the validation job with this project's PySpark; `report` is its summary.
         (`uses_clients`' folders are on this host already.)"""
         return LocalSparkJob(
@@ -124,49 +125,37 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             java_options=settings.jvm_options,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
 
-    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None,
-                           opts: pulumi.ResourceOptions | None = None):
-        """This project's Python (the one running the program) on 127.0.0.1,
-        under a keeper that starts it again whenever it exits, as the containers'
-        restart policy does (keeper.POLICY); `ships` is for containers (the
-        module is installed here)."""
-        folder = self.service_dir(service)
-        host, port = self.address(service, "metrics")
-        secrets_file = f"{folder}/secrets/config.json" if secret_config is not None else None
-        files = {"config.json": pulumi.Output.from_input(config).apply(
+    def run(self, service: Service, opts: pulumi.ResourceOptions | None = None) -> Ran:
+        """A process on 127.0.0.1 (a ProcessService, mirrorstack's Python), or
+        WrittenFiles in the service's folder; images run in containers only (the
+        model refuses the extras that are images here)."""
+        folder = self.service_dir(service.name)
+        if isinstance(service, ProcessService):
+            resource = LocalService(
+                service.name, workdir=folder, files={k: fill_dir(v, folder) for k, v in service.files.items()},
+                argv=[arg.replace("{dir}", folder) for arg in service.argv], health=dict(service.health), opts=opts)
+            return Ran(resource, None, service.url)
+        if isinstance(service, PythonModuleService):
+            return self._run_python(service, folder, opts)
+        if isinstance(service, WrittenFiles):
+            return Ran(LocalFiles(service.name, folder=folder, files=service.files, opts=opts), None, None)
+        raise UnsupportedService(self.name, service, fix="platform docker or kubernetes")
+
+    def _run_python(self, service: PythonModuleService, folder: str, opts) -> Ran:
+        """The program's own Python (the module is installed here), under a keeper
+        that starts it again whenever it exits, as the containers' restart policy
+        does (keeper.POLICY)."""
+        host, port = self.address(service.name, "metrics")
+        secrets_file = f"{folder}/secrets/config.json" if service.secret_config is not None else None
+        files = {"config.json": pulumi.Output.from_input(service.config).apply(
             lambda c: python_service_config(c, f"{host}:{port}", secrets_file))}
-        secret_files = None if secret_config is None else pulumi.Output.secret(
-            pulumi.Output.from_input(secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
+        secret_files = None if service.secret_config is None else pulumi.Output.secret(
+            pulumi.Output.from_input(service.secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
         resource = LocalService(
-            service, workdir=folder, files=files, secret_files=secret_files,
-            argv=[sys.executable, "-m", module, f"{folder}/config.json"],
+            service.name, workdir=folder, files=files, secret_files=secret_files,
+            argv=[sys.executable, "-m", service.module, f"{folder}/config.json"],
             health={"kind": "http", "url": f"http://{host}:{port}/healthz"}, restart=keeper.POLICY, opts=opts)
-        return resource, (host, port)
-
-    def run_prometheus(self, service: str, *, files: dict[str, str], opts: pulumi.ResourceOptions | None = None):
-        """Debian's Prometheus as a process on 127.0.0.1; `{dir}` in `files` is its
-        folder. Returns (resource, URL)."""
-        folder = self.service_dir(service)
-        host, port = self.address(service, "web")
-        url = f"http://{host}:{port}"
-        resource = LocalService(
-            service, workdir=folder, files={k: fill_dir(v, folder) for k, v in files.items()},
-            argv=[toolchain.prometheus_binary(), f"--config.file={folder}/prometheus.yml",
-                  f"--storage.tsdb.path={folder}/data", f"--web.listen-address={host}:{port}"],
-            health={"kind": "http", "url": f"{url}/-/ready"}, opts=opts)
-        return resource, url
-
-    def run_grafana(self, service: str, *, files: GrafanaFiles, prometheus: str, admin_password=None,
-                    opts: pulumi.ResourceOptions | None = None):
-        """No Grafana runs locally: its provisioning (datasource: this stack's
-        Prometheus) and the dashboards are written to its folder, ready for any
-        Grafana (`--homepath`-independent paths). Returns (resource, None)."""
-        folder = self.service_dir(service)
-        return LocalFiles(service, folder=folder, files=files(prometheus, f"{folder}/dashboards"), opts=opts), None
+        return Ran(resource, (host, port), f"http://{host}:{port}")
 
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program
-
-    def run_image(self, service, opts=None) -> str:
-        """Images run in containers only (the model refuses the extras that are images here)."""
-        raise ValueError(f"{service.name}: the local platform runs no images; fix: platform docker or kubernetes")

@@ -10,8 +10,10 @@ from pathlib import Path
 import pulumi
 
 from mirrorstack import naming
-from mirrorstack.platforms.base import default_port_base, hashed_host_port, no_node_ports, run_in_turn
-from mirrorstack.platforms.descriptions import JavaService, ServiceSet
+from mirrorstack.platforms.base import (UnsupportedService, default_port_base, hashed_host_port, no_node_ports,
+                                        run_in_turn)
+from mirrorstack.platforms.descriptions import (JavaService, ProcessService, PythonModuleService, Ran, ServiceSet,
+                                                WrittenFiles)
 from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from recording_platform import connect_stub
 from recording_platform.recorded import Recorded
@@ -109,29 +111,26 @@ class RecordingPlatform:
                             health=member.health, uses_clients=list(member.uses_clients),
                             keeps_data=member.keeps_data, group=group)
 
-    def run_spark_job(self, name: str, *, job, config, settings, uses_clients=(), opts=None) -> Recorded:
+    def run_job(self, name: str, *, job, config, settings, uses_clients=(), opts=None) -> Recorded:
         argv = job.submit_argv(settings, job_path=f"{self.service_dir(name)}/{job.entry.name}",
                                config_path=f"{self.service_dir(name)}/flows.json", jars=[],
                                py_files=[f"{self.service_dir(name)}/{job.zip_name}"])
         return self._record(name, "spark-job", opts, argv=argv, job_sha256=job.sha256, config=config,
                             uses_clients=list(uses_clients))
 
-    def run_python_service(self, service: str, *, module: str, ships, config, secret_config=None, opts=None):
-        host, port = self.address(service, "metrics")
-        resource = self._record(service, "python", opts, argv=["python3", "-m", module, "config.json"],
-                                config=config, ships=list(ships), listen=f"{host}:{port}")
-        return resource, (host, port)
-
-    def run_prometheus(self, service: str, *, files, opts=None):
-        host, port = self.address(service, "web")
-        return self._record(service, "prometheus", opts, files=files), f"http://{host}:{port}"
-
-    def run_grafana(self, service: str, *, files, prometheus: str, admin_password=None, opts=None):
-        return self._record(service, "grafana", opts, files=files(prometheus, f"{self.service_dir(service)}/dashboards"),
-                            prometheus=prometheus), None
-
-    def run_image(self, service, opts=None) -> str:
-        raise ValueError(f"{service.name}: the recording platform runs no images")
+    def run(self, service, opts=None) -> Ran:
+        """A record of the service: mirrorstack's Python, a process or written files; no images."""
+        if isinstance(service, PythonModuleService):
+            host, port = self.address(service.name, "metrics")
+            resource = self._record(service.name, "python", opts, argv=["python3", "-m", service.module, "config.json"],
+                                    config=service.config, ships=list(service.ships), listen=f"{host}:{port}")
+            return Ran(resource, (host, port), f"http://{host}:{port}")
+        if isinstance(service, ProcessService):
+            return Ran(self._record(service.name, "process", opts, argv=list(service.argv), files=dict(service.files),
+                                    health=dict(service.health)), None, service.url)
+        if isinstance(service, WrittenFiles):
+            return Ran(self._record(service.name, "files", opts, files=dict(service.files)), None, None)
+        raise UnsupportedService(self.name, service)
 
     def switch_runner(self, aliases) -> None:
         return None
