@@ -131,12 +131,12 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     def host_address(self, service: str, port_name: str) -> tuple[str, int]:
         """The port on 127.0.0.1 where this machine reaches it: published there
         (published), or where its tunnel opens (tunnel, deterministic as well);
-        ask before `run_kafka_java`, which publishes it."""
+        ask before `run_set`, which publishes it."""
         inside = self.address(service, port_name)
         key = (inside[0], port_name)
         if key not in self._host_ports:
             if inside[0] in self.containers:
-                raise RuntimeError(f"{service}: host_address({port_name!r}) must come before run_kafka_java")
+                raise RuntimeError(f"{service}: host_address({port_name!r}) must come before run_set")
             self._host_ports[key] = hashed_host_port(self.port_base, "/".join(key), set(self._host_ports.values()))
             self._inside[(HOST, self._host_ports[key])] = inside
         return HOST, self._host_ports[key]
