@@ -118,27 +118,8 @@ class KafkaCluster(pulumi.ComponentResource):
                              format_args=["format", "--ignore-formatted", "-t", cluster_id(args.stack, alias),
                                           "-c", "{dir}/server.properties"])
         ctrls = self._run_controllers(cluster, controllers, ctrl_addresses, common, metrics)
-        members, addresses, logins, checks = [], [], [], {}
-        for i, name in enumerate(broker_names):
-            host, port = platform.address(name, "kafka")
-            addresses.append(f"{host}:{port}")
-            # Where the platform starts brokers in containers, the program logs in as the stack's users
-            # after each start (the local platform does it in the broker's own start).
-            login = platform.client_login(name, "kafka") if certs and password is not None else None
-            if login is not None:
-                checks[name] = login
-            members.append(self._broker(cluster, i, name, (host, port), admin.get(name), password, common))
-            self._scrape(platform, name, "broker", metrics)
-
-        def logged_in(member: JavaService, ran: pulumi.Resource) -> BrokerLogins | None:
-            """The login check after each broker's start, which the next broker of the roll waits for."""
-            if member.name not in checks:
-                return None
-            logins.append(self._logins(sec, member.name, checks[member.name], ran, certs, password,
-                                       admin_address, admin, broker_names[0]))
-            return logins[-1]
-        brokers = platform.run_set(ServiceSet(ServiceGroup.brokers(alias), tuple(members)),
-                                   first_after=ctrls[-1:], then=logged_in, opts=pulumi.ResourceOptions(parent=self))
+        brokers, logins, addresses = self._run_brokers(cluster, broker_names, admin, password, common,
+                                                       admin_address, ctrls[-1:], metrics)
         self.ready = [*ctrls, *brokers, *logins]
         if certs:
             self._deployed_clients(sec, certs, password)
@@ -196,6 +177,33 @@ class KafkaCluster(pulumi.ComponentResource):
             self._scrape(platform, controller, "controller", metrics)
         return platform.run_set(ServiceSet(ServiceGroup.controllers(self.alias), tuple(members)),
                                 opts=pulumi.ResourceOptions(parent=self))
+
+    def _run_brokers(self, cluster, names: list[str], admin: dict, password, common: _NodeCommon,
+                     admin_address: str | None, after: list[pulumi.Resource], metrics: bool):
+        """The brokers, one at a time after `after` (the last controller); where the platform starts
+        them in containers, the program logs in as the stack's users after each start (the local
+        platform does it in the broker's own start), and the next broker waits for that check.
+        Returns (brokers, login checks, "host:port" of each)."""
+        platform, sec, certs = self._platform, cluster.security, common.certs
+        members, addresses, logins, checks = [], [], [], {}
+        for i, name in enumerate(names):
+            host, port = platform.address(name, "kafka")
+            addresses.append(f"{host}:{port}")
+            login = platform.client_login(name, "kafka") if certs and password is not None else None
+            if login is not None:
+                checks[name] = login
+            members.append(self._broker(cluster, i, name, (host, port), admin.get(name), password, common))
+            self._scrape(platform, name, "broker", metrics)
+
+        def logged_in(member: JavaService, ran: pulumi.Resource) -> BrokerLogins | None:
+            if member.name not in checks:
+                return None
+            logins.append(self._logins(sec, member.name, checks[member.name], ran, certs, password,
+                                       admin_address, admin, names[0]))
+            return logins[-1]
+        brokers = platform.run_set(ServiceSet(ServiceGroup.brokers(self.alias), tuple(members)),
+                                   first_after=after, then=logged_in, opts=pulumi.ResourceOptions(parent=self))
+        return brokers, logins, addresses
 
     def _broker(self, cluster, i: int, name: str, address: tuple[str, int], admin: tuple | None, password,
                 common: _NodeCommon) -> JavaService:
