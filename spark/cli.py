@@ -225,6 +225,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "own --py-files instead")
     parser.add_argument("--master", metavar="URL",
                         help="Spark master (default local[2]; under spark-submit, spark-submit's)")
+    parser.add_argument("--executor-memory", metavar="SIZE",
+                        help="a cluster master's executors: spark.executor.memory (default: the cluster's)")
+    parser.add_argument("--executor-cores", type=int, metavar="N",
+                        help="a cluster master's executors: spark.executor.cores (default: the cluster's)")
+    parser.add_argument("--max-cores", type=int, metavar="N",
+                        help="a standalone master: spark.cores.max, the job's cores in all (default: the cluster's)")
+    parser.add_argument("--executor-wait-seconds", type=float, default=60, metavar="S",
+                        help="a cluster master: how long the job waits for its first executor before it fails "
+                             "(default 60; Spark itself would wait for ever)")
     parser.add_argument("--driver-memory", default="1g", metavar="SIZE",
                         help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
                              "the job's memory does not grow with the data, so this rarely needs raising). "
@@ -262,8 +271,11 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         if (args.sample_size < 0 or args.poll_seconds <= 0
                 or (args.shuffle_partitions is not None and args.shuffle_partitions < 1)):
             raise BadInput(["--sample-size >= 0, --poll-seconds > 0, --shuffle-partitions >= 1"])
-        if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", args.driver_memory):
-            raise BadInput([f"--driver-memory: {args.driver_memory!r} is not a JVM size like 1g or 1536m"])
+        for flag, size in (("--driver-memory", args.driver_memory), ("--executor-memory", args.executor_memory)):
+            if size is not None and not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", size):
+                raise BadInput([f"{flag}: {size!r} is not a JVM size like 1g or 1536m"])
+        if any(n is not None and n < 1 for n in (args.executor_cores, args.max_cores)) or args.executor_wait_seconds <= 0:
+            raise BadInput(["--executor-cores >= 1, --max-cores >= 1, --executor-wait-seconds > 0"])
     except BadInput as exc:
         for problem in exc.problems:
             print(f"bad input: {problem}", file=sys.stderr)

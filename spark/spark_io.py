@@ -55,15 +55,68 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
         options = driver_java_options(args, source_records)
         if options:
             builder = builder.config("spark.driver.extraJavaOptions", options)
-        if master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind loopback only, from JVM start
+        for key, value in executor_settings(args).items():
+            builder = builder.config(key, value)
+        if master.startswith("local") or _on_loopback(master):
+            # Bind loopback only, from JVM start: a cluster on this machine reaches the driver there too.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = (builder.config("spark.driver.host", "127.0.0.1")
                        .config("spark.driver.bindAddress", "127.0.0.1"))
     elif args.master:
         builder = builder.master(args.master)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as error:
+        if under_submit or master.startswith("local") or "stopped SparkContext" not in str(error):
+            raise
+        raise NoExecutors(
+            f"{master} ended the application as it started: its executors failed on the workers (a worker's log "
+            "says why, e.g. its Java, SPARK_HOME or PYSPARK_PYTHON); fix: mend the workers, then run again") from None
     spark.sparkContext.setLogLevel("WARN")
+    if not under_submit and not master.startswith("local"):
+        try:
+            wait_for_executors(spark, master, args)
+        except Exception:
+            stop_spark(spark, "jvm")
+            raise
     return spark, "session" if under_submit else "jvm"
+
+
+def executor_settings(args: argparse.Namespace) -> dict[str, str]:
+    """A cluster's executors as the job asks for them (none set: the cluster's defaults)."""
+    settings = {"spark.executor.memory": getattr(args, "executor_memory", None),
+                "spark.executor.cores": getattr(args, "executor_cores", None),
+                "spark.cores.max": getattr(args, "max_cores", None)}
+    return {key: str(value) for key, value in settings.items() if value is not None}
+
+
+def _on_loopback(master: str) -> bool:
+    hosts = [part.rsplit(":", 1)[0] for part in master.split("://", 1)[-1].split(",")]
+    return all(host in ("127.0.0.1", "localhost") for host in hosts)
+
+
+class NoExecutors(RuntimeError):
+    """The cluster started no executor for the job in time: it never would (too little free memory
+    or cores on every worker), or its workers are gone. Spark itself would wait for ever."""
+
+
+def wait_for_executors(spark, master: str, args: argparse.Namespace) -> int:
+    """Wait until the cluster gave the job at least one executor; returns how many it has."""
+    import time
+    bound = float(getattr(args, "executor_wait_seconds", None) or 60)
+    tracker, deadline = spark.sparkContext._jsc.sc(), time.monotonic() + bound
+    while True:
+        executors = tracker.getExecutorMemoryStatus().size() - 1  # the driver is listed too
+        if executors > 0:
+            return executors
+        if time.monotonic() > deadline:
+            asked = executor_settings(args)
+            raise NoExecutors(
+                f"no executor of {master} started within {bound:.0f} s (asked: "
+                f"{', '.join(f'{k}={v}' for k, v in asked.items()) or 'the cluster defaults'}): every worker lacks "
+                "the free memory or cores asked for, or none is alive; fix: lower validation.executor_memory or "
+                "validation.executor_cores, or add workers to the cluster")
+        time.sleep(0.5)
 
 
 def stop_spark(spark, how: str = "jvm") -> None:

@@ -207,6 +207,14 @@ def _validation_problems(t: Topology) -> Iterator[str]:
                    f"fix: use one of {', '.join(names)}")
     if v.flows is not None and not v.flows:
         yield f"{_path(('validation', 'flows'))}: empty; fix: name flows, or remove it to validate all"
+    if v.master.startswith("local"):
+        for name in ("executor_memory", "executor_cores", "max_cores"):
+            if getattr(v, name) is not None:
+                yield (f"{_path(('validation', name))}: sizes a cluster's executors, and `{v.master}` runs the job "
+                       f"in its driver; fix: remove it, or set validation.master to a cluster's master")
+    if not v.master.startswith("local") and not capabilities(t.platform).runs_job_in_program:
+        yield (f"{_path(('validation', 'master'))}: {v.master}: on {t.platform} the job runs in a container "
+               f"with `local[*]`; fix: remove it, or use platform {' or '.join(offering('runs_job_in_program'))}")
     if v.schedule is not None and not capabilities(t.platform).scheduled_jobs:
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")

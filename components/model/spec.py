@@ -572,6 +572,25 @@ class Tolerance(_Model):
         "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))
 
 
+SPARK_MASTERS = {
+    "local": r"local(\[([1-9][0-9]*|\*)\])?",
+    "standalone": r"spark://[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*",
+}
+
+
+def spark_master_problem(master: str) -> str | None:
+    """What is wrong with a validation master, with the fix; None: a master the job runs on."""
+    if any(re.fullmatch(form, master) for form in SPARK_MASTERS.values()):
+        return None
+    scheme = master.split("://", 1)[0] if "://" in master else None
+    unsupported = {"sc": "Spark Connect", "k8s": "Spark on Kubernetes", "yarn": "YARN", "mesos": "Mesos"}
+    if scheme in unsupported or master == "yarn":
+        return (f"{master!r}: {unsupported.get(scheme, 'YARN')} is not a master the job runs on here; fix: "
+                f"`local[N]`, or a standalone master `spark://host:port`")
+    return (f"{master!r} is not a Spark master; fix: `local[N]` (N cores, or `*`), or a standalone master "
+            f"`spark://host:port` (several: `spark://h1:7077,h2:7077`)")
+
+
 class Validation(_Model):
     """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
     once the flows are RUNNING; its report is the stack output `validation`."""
@@ -594,7 +613,22 @@ class Validation(_Model):
         "validation again on the next up; it also re-runs whenever its inputs change."))
     driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
         "Heap of the Spark driver (which runs the local executors); the job's memory does not grow with N."))
-    master: str = Field("local[2]", min_length=1, description="Spark master (local platform; docker runs local[*]).")
+    master: str = Field("local[2]", min_length=1, examples=["local[2]", "spark://spark-master.example.com:7077"],
+                        description=(
+        "Where the job's Spark runs (local platform; docker and kubernetes run it in a container, `local[*]`): "
+        "`local[N]` in the job's own JVM, or a standalone cluster's master `spark://host:port` (several: "
+        "`spark://h1:7077,h2:7077`), whose executors must reach the flows' clusters and this machine (the "
+        "driver runs here). A master that does not answer fails the run before the job starts."))
+    executor_memory: str | None = Field(None, pattern=r"^[1-9][0-9]*[kmgt]$", examples=["2g"], description=(
+        "A cluster master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
+        "An executor no worker has room for never starts: the job fails after `executor_wait_seconds`."))
+    executor_cores: int | None = Field(None, ge=1, le=1024, description=(
+        "A cluster master's executors: the cores of each (spark.executor.cores); default the cluster's."))
+    max_cores: int | None = Field(None, ge=1, le=100000, description=(
+        "A standalone master: the job's cores in all (spark.cores.max); default every free core of the cluster."))
+    executor_wait_seconds: float = Field(60, gt=0, le=3600, description=(
+        "A cluster master: how long the job waits for its first executor before it fails naming what it asked "
+        "for (Spark itself would wait for ever)."))
     jvm_options: list[str] = Field(default_factory=list, examples=[["-XX:TieredStopAtLevel=1"]], description=(
         "Options for the Spark driver's JVM (which runs the local executors), after mirrorstack's own, so they "
         "win; the same kinds as `resources.jvm_options`. On local the job picks C1 by itself for fewer than "
@@ -608,6 +642,14 @@ class Validation(_Model):
     @classmethod
     def _plain_jvm_options(cls, options: list[str]) -> list[str]:
         return plain_jvm_options(options, heap_field="validation.driver_memory")
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        problem = spark_master_problem(master)
+        if problem:
+            raise ValueError(problem)
+        return master
 
 
 # An image reference: [registry[:port]/]path[:tag][@digest]; what `docker pull` accepts.

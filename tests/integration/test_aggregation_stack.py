@@ -12,6 +12,7 @@ from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
+from tests.support.spark_cluster import StandaloneCluster
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def _wait_connector_state(connect_url: str, name: str, state: str, timeout: floa
         time.sleep(0.5)
 
 
-def test_aggregation_stack_end_to_end(aggregation):
+def test_aggregation_stack_end_to_end(aggregation, tmp_path):
     project = aggregation
     up = project.run("up", "--yes", "--skip-preview", timeout=900)
     assert "identity policy: us->central, uk->central merge same-named topics into central" in up.stdout
@@ -169,6 +170,26 @@ def test_aggregation_stack_end_to_end(aggregation):
         assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"],
                 counts["out_of_order"]) == (RECORDS + 2 * HELD, RECORDS + 2 * HELD, 0, 0, 0), (flow, counts)
         assert counts["failover"] == {}  # no consumer group has committed on us or uk
+
+    # the same validation on a real Spark standalone cluster (a master, two workers): the same report
+    started = time.monotonic()
+    cluster = StandaloneCluster(tmp_path / "spark-cluster", workers=2, cores=1, memory="1g").start()
+    try:
+        for key, value in (("master", cluster.master_url), ("executor_memory", "512m"), ("executor_cores", "1")):
+            project.run("config", "set", "--path", f"mirrorstack:topology.validation.{key}", value)
+        up = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=on-a-cluster",
+                         timeout=900)
+        assert f"validating 2 flow(s) with Spark ({cluster.master_url})" in up.stdout, up.stdout[-3000:]
+        on_cluster = project.outputs()["validation"]
+        keys = ("passed", "status", "extras", "records_checked", "failures", "flows")
+        assert {k: on_cluster[k] for k in keys} == {k: validation[k] for k in keys}
+        apps = cluster.applications()
+        assert [app["state"] for app in apps] == ["FINISHED"], apps  # the job's, ended with it
+        # both workers ran an executor of it (each one's work folder for the application)
+        assert all((tmp_path / "spark-cluster" / f"worker-{i}" / apps[0]["id"]).is_dir() for i in (0, 1))
+    finally:
+        cluster.stop()
+    print(f"validated on a standalone cluster: {time.monotonic() - started:.0f}s")
 
     # destroying the flows deletes their connectors (Connect still runs to tell)
     urns = [r["urn"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]

@@ -44,6 +44,7 @@ from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_val
 from tests.support.kafka_clients import committed_offsets, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
+from tests.support.spark_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.integration
 
@@ -692,6 +693,62 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     assert run.returncode == 2 and "flows[0].policy" in run.stderr and "flows[0].source_bootstrap" in run.stderr
     assert bad_left == []
     assert all(_processes_with_env(marker) == [] for marker in markers.values())
+
+
+def test_a_standalone_cluster_reports_what_local_does_and_an_executor_no_worker_fits_fails_in_time(
+        spark, tmp_path, kafka_a, kafka_b):
+    """The job on a real standalone cluster (a master and two workers from PySpark's own jars): the
+    same counts as local[2] on the same copy, 3 records deleted from it; its executors ran on both
+    workers. An executor bigger than any worker fails the run within its bound, naming the field,
+    and leaves neither the driver nor the application running."""
+    cluster = StandaloneCluster(tmp_path / "spark-cluster", workers=2, cores=1, memory="1g").start()
+    try:
+        topic, remote, src = setup_pair(kafka_a, kafka_b, "standalone", count=400)
+        gone = middle(src, 3, step=97)
+        copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if m not in gone])
+        cfg = json.dumps(config(kafka_a, kafka_b, topic, wait_seconds=3))
+        package = tmp_path / ZIP_NAME
+        package.write_bytes(job_zip())
+        jars = ",".join(str(j) for j in toolchain.spark_kafka_jars())
+        markers = {run: f"vj-standalone-{run}-{uuid.uuid4().hex}" for run in ("fits", "too-big")}
+
+        def on_cluster(run: str, *flags: str):
+            out = tmp_path / f"{run}-report.json"
+            done = subprocess.run(
+                [sys.executable, str(PROJECT / "spark" / "validate_replication.py"), "--master", cluster.master_url,
+                 "--jars", jars, "--py-files", str(package), "--config-json", cfg, "--out", str(out),
+                 "--poll-seconds", "1", *flags],
+                env={**os.environ, "VALIDATION_TEST_MARKER": markers[run], "PYTHONPATH": str(PROJECT)},
+                capture_output=True, text=True, timeout=600)
+            return done, (json.loads(out.read_text()) if out.is_file() else None), _processes_with_env(markers[run])
+
+        with ThreadPoolExecutor(2) as pool:
+            fits = pool.submit(on_cluster, "fits", "--executor-memory", "512m", "--executor-cores", "1")
+            too_big = pool.submit(on_cluster, "too-big", "--executor-memory", "4g", "--executor-wait-seconds", "5")
+            local_code, local_report = validate(spark, tmp_path, json.loads(cfg))
+        (run, report, left), (big, big_report, big_left) = fits.result(), too_big.result()
+
+        assert local_code == 1 and counts(local_report["groups"][0]) == exact(400, target_records=397, matched=397,
+                                                                            missing=3)
+        assert run.returncode == 1, run.stderr[-3000:]
+        assert [counts(g) for g in report["groups"]] == [counts(g) for g in local_report["groups"]]
+        assert report["failures"] == local_report["failures"]
+        assert {(s["partition"], s["source_offset"]) for s in report["groups"][0]["samples"]["missing"]} == \
+            {(m.partition, m.offset) for m in gone}
+        app_ids = {app["id"] for app in cluster.applications()}
+        # each worker launched an executor of the application that ran the job (its work folder)
+        ran_on = [{p.name for p in (tmp_path / "spark-cluster" / f"worker-{i}").iterdir()} & app_ids for i in (0, 1)]
+        assert all(len(apps) == 1 for apps in ran_on) and ran_on[0] == ran_on[1], ran_on
+        assert left == []
+
+        assert big.returncode == 3 and big_report["exit_code"] == 3, big.stderr[-3000:]
+        said = big_report["error"]
+        assert f"no executor of {cluster.master_url} started within 5 s" in said and said in big.stderr, said
+        assert "spark.executor.memory=4g" in said and "validation.executor_memory" in said
+        assert big_left == []  # the driver's JVM stopped with the job
+        assert [app for app in requests.get(f"{cluster.ui_url}/json/", timeout=5).json()["activeapps"]] == []
+    finally:
+        cluster.stop()
 
 
 def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spark, tmp_path, kafka_a, kafka_b):

@@ -31,7 +31,11 @@ from mirrorstack import naming
 from mirrorstack.platforms.descriptions import JobOutput, SparkJob
 
 # Inputs whose change means a new run.
-RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options")
+RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options", "cluster")
+# What a cluster master's executors are asked for: CLI flag of the job per key of the `cluster` input.
+CLUSTER_FLAGS = {"executor_memory": "--executor-memory", "executor_cores": "--executor-cores",
+                 "max_cores": "--max-cores", "executor_wait_seconds": "--executor-wait-seconds"}
+MASTER_ANSWER_SECONDS = 5
 
 
 class ValidationFailed(RuntimeError):
@@ -62,9 +66,13 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     report_file.unlink(missing_ok=True)
     package = workdir / zip_name  # built here, from the same tree the job's hash was taken of
     package.write_bytes(make_zip())
+    cluster = props.get("cluster") or {}
+    if cluster:
+        _master_answers(props["master"])
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
             "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else []),
+            *(arg for key, flag in CLUSTER_FLAGS.items() if key in cluster for arg in (flag, _plain(cluster[key]))),
             *_java_options(props.get("java_options"))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), *filter(None, [os.environ.get("PYTHONPATH")])])}
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
@@ -97,6 +105,26 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     _progress(f"{props['name']}: validation {outcome}, {summary['records_checked']} record(s) checked, "
               f"in {time.monotonic() - started:.0f}s")
     return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
+
+
+def _master_answers(master: str) -> None:
+    """Before the job starts: a cluster master that does not answer fails the run at once, naming the
+    field (Spark's own client retries for a minute, then says only that no master answered)."""
+    import socket
+    hosts = master.split("://", 1)[1].split(",")
+    for host_port in hosts:
+        host, _, port = host_port.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=MASTER_ANSWER_SECONDS).close()
+            return
+        except OSError as exc:
+            error = exc
+    raise RuntimeError(f"validation.master {master}: nothing answers at {', '.join(hosts)} ({error}); "
+                       "fix: start the master, or correct validation.master")
+
+
+def _plain(value) -> str:
+    return str(_whole_numbers(value))
 
 
 def _whole_numbers(value):
@@ -154,10 +182,14 @@ class LocalSparkJob(Resource, module="local", name="LocalSparkJob"):
 
     def __init__(self, name: str, *, job: SparkJob, config: pulumi.Input[dict], workdir: str,
                  jars: str, report_only: bool, run_id: str, driver_memory: str, master: str,
-                 timeout_seconds: int, java_options: list[str] = (), opts: pulumi.ResourceOptions | None = None):
+                 timeout_seconds: int, java_options: list[str] = (), cluster: dict | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        """`cluster`: what a cluster master's executors are asked for (CLUSTER_FLAGS' keys)."""
         resource_name, opts = naming.scoped(name, opts, dynamic=True)
         # only when set: a stack deployed before the input existed sees no change (no re-run)
         extra = {"java_options": " ".join(java_options)} if java_options else {}
+        if cluster:
+            extra["cluster"] = cluster
         provider = LocalSparkJobProvider(job.output, job.make_zip, job.zip_name)
         super().__init__(provider, resource_name, {**extra,
             "name": name, "job_file": str(job.entry), "job_sha256": job.sha256, "config": config,
