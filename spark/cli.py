@@ -37,6 +37,13 @@ Input (`--config FILE` or `--config-json TEXT`)
      "tolerance": {"missing": 0, "duplicates": 0, "extras": 0, "out_of_order": 0,
                    "in_flight": "wait-rate", "lost": 0, "purged": 0}}
 
+Where it runs (`--master`): `local[N]` in a JVM this process starts; a
+standalone master `spark://host:port` (executors sized by --executor-memory,
+--executor-cores, --max-cores); a Spark Connect server `sc://host:port`,
+where the same DataFrame code runs on the server's Spark (which must have the
+spark-sql-kafka jars) while offsets are read here with confluent_kafka; or
+spark-submit's master. A master that does not answer fails at once (exit 3).
+
 Client settings are Java Kafka client properties; they are passed to Spark's
 Kafka source as `kafka.<key>` options (and, translated, to confluent_kafka when
 that reads offsets on the driver: PEM trust/key stores and a SCRAM or PLAIN
@@ -190,7 +197,7 @@ from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator
 from .report import summary_text
-from .spark_io import build_spark, stop_spark
+from .spark_io import KafkaSourceMissing, build_spark, is_connect, stop_spark
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -224,7 +231,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "executors import its functions; under spark-submit pass spark-submit's "
                              "own --py-files instead")
     parser.add_argument("--master", metavar="URL",
-                        help="Spark master (default local[2]; under spark-submit, spark-submit's)")
+                        help="Spark master: local[N] (the default, local[2]), a standalone spark://host:port, or a "
+                             "Spark Connect server sc://host:port (it needs the spark-sql-kafka jars; offsets are "
+                             "read here with confluent_kafka); under spark-submit, spark-submit's")
     parser.add_argument("--executor-memory", metavar="SIZE",
                         help="a cluster master's executors: spark.executor.memory (default: the cluster's)")
     parser.add_argument("--executor-cores", type=int, metavar="N",
@@ -248,6 +257,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "bad input and errors still exit 2 and 3")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser.parse_args(argv)
+
+
+def connect_problem(args: argparse.Namespace, config: Config) -> str | None:
+    """What a Spark Connect run cannot do: size executors (the server's own settings do), or read
+    offsets through Spark (no JVM here): they are read with confluent_kafka, in this process."""
+    sized = [flag for flag, value in (("--executor-memory", args.executor_memory),
+                                      ("--executor-cores", args.executor_cores), ("--max-cores", args.max_cores))
+             if value is not None]
+    if sized:
+        return (f"{', '.join(sized)}: a Spark Connect server ({args.master}) runs the job on its own executors, "
+                "sized by its own settings; fix: remove them")
+    if args.offsets_via == "spark" or not KafkaClientOffsets.usable(config):
+        return (f"--master {args.master}: over Spark Connect the job reads offsets here with confluent_kafka, and "
+                "--offsets-via spark was asked or a client setting has no librdkafka equivalent (e.g. a JKS store); "
+                "fix: PEM stores and a SCRAM or PLAIN sasl.jaas.config, or a master the job drives (local[N], spark://)")
+    return None
 
 
 def hide_secrets(text: str, config: Config) -> str:
@@ -282,6 +307,11 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return EXIT_BAD_INPUT
 
     offsets_via = args.offsets_via
+    if args.master and is_connect(args.master):
+        problem = connect_problem(args, config)
+        if problem:
+            print(f"bad input: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if offsets_via == "auto":
         offsets_via = "kafka-client" if KafkaClientOffsets.usable(config) else "spark"
     elif offsets_via == "kafka-client" and not KafkaClientOffsets.usable(config):
@@ -311,7 +341,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - reported, exit 3
         message = hide_secrets(f"{type(exc).__name__}: {exc}", config)
-        if "kafka" in message.lower() and "data source" in message.lower():
+        if "kafka" in message.lower() and "data source" in message.lower() and not isinstance(exc, KafkaSourceMissing):
             message += " (the spark-sql-kafka jars are missing: pass --jars)"
         if "OutOfMemoryError" in message or "SparkContext was shut down" in message:
             message += " (the driver ran out of heap: raise --driver-memory or --shuffle-partitions)"

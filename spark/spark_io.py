@@ -1,4 +1,4 @@
-"""Spark I/O: the session (own JVM, or spark-submit's), batch reads of Kafka
+"""Spark I/O: the session (own JVM, spark-submit's, or a Spark Connect server's), batch reads of Kafka
 topics, and records reduced to the match key (partition, timestamp, hash of
 key, value and headers)."""
 from __future__ import annotations
@@ -32,7 +32,8 @@ def driver_java_options(args: argparse.Namespace, source_records: int | None) ->
 def build_spark(args: argparse.Namespace, source_records: int | None = None):
     """(session, how to end it): "jvm" when this process launched Spark's JVM
     (stop the session and the JVM), "session" under spark-submit (stop the
-    session; spark-submit owns the JVM), "none" for a session that was already
+    session; spark-submit owns the JVM), "remote" for a Spark Connect session
+    (end it; the server runs on), "none" for a session that was already
     running. Under spark-submit the launcher's settings win. `source_records`:
     the job's size when known, which picks the driver's JIT."""
     from pyspark import SparkContext
@@ -40,6 +41,10 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
 
     if SparkContext._active_spark_context is not None:
         return SparkSession.builder.getOrCreate(), "none"
+    if args.master and is_connect(args.master):
+        return connect_session(args.master), "remote"
+    if args.master and not args.master.startswith("local"):
+        master_answers(args.master)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None
     builder = SparkSession.builder.appName("mirrorstack-validate-replication")
     if args.jars:  # the control plane passes them (spark-sql-kafka and its dependencies)
@@ -90,9 +95,71 @@ def executor_settings(args: argparse.Namespace) -> dict[str, str]:
     return {key: str(value) for key, value in settings.items() if value is not None}
 
 
+CONNECT_PORT = 15002  # Spark Connect's default
+MASTER_ANSWER_SECONDS = 5
+
+
+def is_connect(master: str) -> bool:
+    return master.startswith("sc://")
+
+
+def master_endpoints(master: str) -> list[tuple[str, int]]:
+    """(host, port) of each address in a cluster master's URL: `spark://h:p[,h:p]` or `sc://h[:p][/]`."""
+    scheme, rest = master.split("://", 1)
+    if scheme == "sc":
+        host, _, port = rest.split("/", 1)[0].partition(":")
+        return [(host, int(port or CONNECT_PORT))]
+    return [(host, int(port)) for host, _, port in (part.rpartition(":") for part in rest.split(","))]
+
+
 def _on_loopback(master: str) -> bool:
-    hosts = [part.rsplit(":", 1)[0] for part in master.split("://", 1)[-1].split(",")]
-    return all(host in ("127.0.0.1", "localhost") for host in hosts)
+    return all(host in ("127.0.0.1", "localhost") for host, _ in master_endpoints(master))
+
+
+class MasterUnreachable(RuntimeError):
+    """Nothing answers at the master's address: Spark's own client would retry for a minute or more."""
+
+
+def master_answers(master: str) -> None:
+    """Before any JVM or session: one address of the master answering TCP is enough."""
+    import socket
+    error = None
+    for host, port in master_endpoints(master):
+        try:
+            socket.create_connection((host, port), timeout=MASTER_ANSWER_SECONDS).close()
+            return
+        except OSError as exc:
+            error = exc
+    where = ", ".join(f"{host}:{port}" for host, port in master_endpoints(master))
+    raise MasterUnreachable(f"validation.master (--master) {master}: nothing answers at {where} ({error}); "
+                            "fix: start it, or correct validation.master")
+
+
+class KafkaSourceMissing(RuntimeError):
+    """The Spark that runs the job has no Kafka data source (spark-sql-kafka and its dependencies)."""
+
+
+def connect_session(master: str):
+    """A Spark Connect session; the server must have the Kafka data source (its own jars: a client
+    cannot add a data source to a running server)."""
+    from pyspark.sql import SparkSession
+    master_answers(master)
+    spark = SparkSession.builder.remote(master).getOrCreate()
+    try:
+        # Analysing a Kafka read resolves the data source without contacting any broker.
+        spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "x").load().schema
+    except Exception as error:
+        if "failed to find data source: kafka" not in str(error).lower():
+            spark.stop()
+            raise
+        version = spark.version
+        spark.stop()
+        raise KafkaSourceMissing(
+            f"the Spark Connect server at {master} (validation.master) has no Kafka data source; fix: start it "
+            f"with --packages org.apache.spark:spark-sql-kafka-0-10_2.13:{version}, or with --jars naming "
+            "spark-sql-kafka, spark-token-provider-kafka, kafka-clients and commons-pool2 "
+            "(make spark-kafka puts them in .tools/spark-kafka)") from None
+    return spark
 
 
 class NoExecutors(RuntimeError):

@@ -16,6 +16,7 @@ from mirrorstack.model.cycles import cycle_flows, returning_copy, simple_cycles
 from mirrorstack.model.expansion import FlowOrigin
 from mirrorstack.model.java_regex import JavaRegexError, check_java_regex
 from mirrorstack.model.paths import ALIAS, PROVIDER_REFERENCE
+from mirrorstack.model.spark_masters import master_kind
 from mirrorstack.model.regex_reach import MAX_TOPIC, can_match_a_topic, matches_only_empty, matches_only_too_long
 from mirrorstack.model.paths import field_path as _path
 from mirrorstack.model.users import super_user_names
@@ -207,17 +208,24 @@ def _validation_problems(t: Topology) -> Iterator[str]:
                    f"fix: use one of {', '.join(names)}")
     if v.flows is not None and not v.flows:
         yield f"{_path(('validation', 'flows'))}: empty; fix: name flows, or remove it to validate all"
-    if v.master.startswith("local"):
-        for name in ("executor_memory", "executor_cores", "max_cores"):
-            if getattr(v, name) is not None:
-                yield (f"{_path(('validation', name))}: sizes a cluster's executors, and `{v.master}` runs the job "
-                       f"in its driver; fix: remove it, or set validation.master to a cluster's master")
-    if not v.master.startswith("local") and not capabilities(t.platform).runs_job_in_program:
-        yield (f"{_path(('validation', 'master'))}: {v.master}: on {t.platform} the job runs in a container "
-               f"with `local[*]`; fix: remove it, or use platform {' or '.join(offering('runs_job_in_program'))}")
+    yield from _master_problems(t, v)
     if v.schedule is not None and not capabilities(t.platform).scheduled_jobs:
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")
+
+
+def _master_problems(t: Topology, v) -> Iterator[str]:
+    """Executor settings only where they size something; each cluster master only where it can run."""
+    kind = master_kind(v.master)
+    sized_by = {"standalone": ("executor_memory", "executor_cores", "max_cores")}.get(kind, ())
+    runs = {"local": "in its driver", "connect": "on the server's own executors", "standalone": ""}[kind]
+    for name in ("executor_memory", "executor_cores", "max_cores"):
+        if getattr(v, name) is not None and name not in sized_by:
+            yield (f"{_path(('validation', name))}: sizes a cluster's executors, and `{v.master}` runs the job {runs}; "
+                   "fix: remove it, or set validation.master to a cluster master it sizes")
+    if kind in ("standalone", "connect") and not capabilities(t.platform).runs_job_in_program:
+        yield (f"{_path(('validation', 'master'))}: {v.master}: on {t.platform} the job runs in a container "
+               f"with `local[*]`; fix: remove it, or use platform {' or '.join(offering('runs_job_in_program'))}")
 
 
 def _image_problems(t: Topology) -> Iterator[str]:

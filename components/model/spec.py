@@ -24,6 +24,7 @@ from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
 from mirrorstack.model.rules import rule_problems
+from mirrorstack.model.spark_masters import spark_master_problem
 from mirrorstack.model.strict import StrictModel as _Model
 from mirrorstack.model.users import USER_NAME
 from mirrorstack.model.kubernetes import KubernetesSettings
@@ -572,25 +573,6 @@ class Tolerance(_Model):
         "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))
 
 
-SPARK_MASTERS = {
-    "local": r"local(\[([1-9][0-9]*|\*)\])?",
-    "standalone": r"spark://[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*",
-}
-
-
-def spark_master_problem(master: str) -> str | None:
-    """What is wrong with a validation master, with the fix; None: a master the job runs on."""
-    if any(re.fullmatch(form, master) for form in SPARK_MASTERS.values()):
-        return None
-    scheme = master.split("://", 1)[0] if "://" in master else None
-    unsupported = {"sc": "Spark Connect", "k8s": "Spark on Kubernetes", "yarn": "YARN", "mesos": "Mesos"}
-    if scheme in unsupported or master == "yarn":
-        return (f"{master!r}: {unsupported.get(scheme, 'YARN')} is not a master the job runs on here; fix: "
-                f"`local[N]`, or a standalone master `spark://host:port`")
-    return (f"{master!r} is not a Spark master; fix: `local[N]` (N cores, or `*`), or a standalone master "
-            f"`spark://host:port` (several: `spark://h1:7077,h2:7077`)")
-
-
 class Validation(_Model):
     """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
     once the flows are RUNNING; its report is the stack output `validation`."""
@@ -613,21 +595,23 @@ class Validation(_Model):
         "validation again on the next up; it also re-runs whenever its inputs change."))
     driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
         "Heap of the Spark driver (which runs the local executors); the job's memory does not grow with N."))
-    master: str = Field("local[2]", min_length=1, examples=["local[2]", "spark://spark-master.example.com:7077"],
-                        description=(
+    master: str = Field("local[2]", min_length=1, examples=[
+        "local[2]", "spark://spark-master.example.com:7077", "sc://spark-connect.example.com:15002"], description=(
         "Where the job's Spark runs (local platform; docker and kubernetes run it in a container, `local[*]`): "
-        "`local[N]` in the job's own JVM, or a standalone cluster's master `spark://host:port` (several: "
+        "`local[N]` in the job's own JVM; a standalone cluster's master `spark://host:port` (several: "
         "`spark://h1:7077,h2:7077`), whose executors must reach the flows' clusters and this machine (the "
-        "driver runs here). A master that does not answer fails the run before the job starts."))
+        "driver runs here); or a Spark Connect server `sc://host:port` (default port 15002), which must have "
+        "the spark-sql-kafka jars and reach the flows' clusters (the job reads offsets here, with "
+        "confluent_kafka). A master that does not answer fails the run before the job starts."))
     executor_memory: str | None = Field(None, pattern=r"^[1-9][0-9]*[kmgt]$", examples=["2g"], description=(
-        "A cluster master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
+        "A `spark://` master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
         "An executor no worker has room for never starts: the job fails after `executor_wait_seconds`."))
     executor_cores: int | None = Field(None, ge=1, le=1024, description=(
-        "A cluster master's executors: the cores of each (spark.executor.cores); default the cluster's."))
+        "A `spark://` master's executors: the cores of each (spark.executor.cores); default the cluster's."))
     max_cores: int | None = Field(None, ge=1, le=100000, description=(
         "A standalone master: the job's cores in all (spark.cores.max); default every free core of the cluster."))
     executor_wait_seconds: float = Field(60, gt=0, le=3600, description=(
-        "A cluster master: how long the job waits for its first executor before it fails naming what it asked "
+        "A `spark://` master: how long the job waits for its first executor before it fails naming what it asked "
         "for (Spark itself would wait for ever)."))
     jvm_options: list[str] = Field(default_factory=list, examples=[["-XX:TieredStopAtLevel=1"]], description=(
         "Options for the Spark driver's JVM (which runs the local executors), after mirrorstack's own, so they "

@@ -3,16 +3,18 @@ us and uk mirrored into central with the identity policy."""
 import json
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 import pytest
 import requests
 
+from mirrorstack import toolchain
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
-from tests.support.spark_cluster import StandaloneCluster
+from tests.support.spark_cluster import ConnectServer, StandaloneCluster
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -171,10 +173,14 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
                 counts["out_of_order"]) == (RECORDS + 2 * HELD, RECORDS + 2 * HELD, 0, 0, 0), (flow, counts)
         assert counts["failover"] == {}  # no consumer group has committed on us or uk
 
-    # the same validation on a real Spark standalone cluster (a master, two workers): the same report
+    # the same validation on a real Spark standalone cluster (a master, two workers), then through a
+    # Spark Connect server: the same report
     started = time.monotonic()
-    cluster = StandaloneCluster(tmp_path / "spark-cluster", workers=2, cores=1, memory="1g").start()
+    cluster = StandaloneCluster(tmp_path / "spark-cluster", workers=2, cores=1, memory="1g")
+    server = ConnectServer(tmp_path / "spark-connect", jars=toolchain.spark_kafka_jars())
     try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda spark: spark.start(), (cluster, server)))
         for key, value in (("master", cluster.master_url), ("executor_memory", "512m"), ("executor_cores", "1")):
             project.run("config", "set", "--path", f"mirrorstack:topology.validation.{key}", value)
         up = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=on-a-cluster",
@@ -187,9 +193,21 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
         assert [app["state"] for app in apps] == ["FINISHED"], apps  # the job's, ended with it
         # both workers ran an executor of it (each one's work folder for the application)
         assert all((tmp_path / "spark-cluster" / f"worker-{i}" / apps[0]["id"]).is_dir() for i in (0, 1))
+        print(f"validated on a standalone cluster: {time.monotonic() - started:.0f}s")
+
+        started = time.monotonic()
+        project.run("config", "set", "--path", "mirrorstack:topology.validation.master", server.url)
+        for key in ("executor_memory", "executor_cores"):  # a Connect server sizes its own executors
+            project.run("config", "rm", "--path", f"mirrorstack:topology.validation.{key}")
+        up = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=over-connect",
+                         timeout=900)
+        assert f"validating 2 flow(s) with Spark ({server.url})" in up.stdout, up.stdout[-3000:]
+        over_connect = project.outputs()["validation"]
+        assert {k: over_connect[k] for k in keys} == {k: validation[k] for k in keys}
+        print(f"validated through a Spark Connect server: {time.monotonic() - started:.0f}s")
     finally:
         cluster.stop()
-    print(f"validated on a standalone cluster: {time.monotonic() - started:.0f}s")
+        server.stop()
 
     # destroying the flows deletes their connectors (Connect still runs to tell)
     urns = [r["urn"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]

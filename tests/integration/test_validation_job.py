@@ -38,13 +38,15 @@ from mirrorstack.mirror.connectors import mirror_connector_configs
 from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.mirror.provider import MirrorMaker2Provider
 from mirrorstack.model.spec import load_topology
+from mirrorstack.platforms.local import launcher
 from mirrorstack.spark.checkpoints import checkpoints_frame
 from mirrorstack.spark.cli import main
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from tests.support.kafka_clients import committed_offsets, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
-from tests.support.spark_cluster import StandaloneCluster
+from tests.support.ports import free_ports
+from tests.support.spark_cluster import ConnectServer, StandaloneCluster
 
 pytestmark = pytest.mark.integration
 
@@ -695,6 +697,19 @@ def test_cli_runs_standalone_and_stops_its_jvm(tmp_path, kafka_a, kafka_b):
     assert all(_processes_with_env(marker) == [] for marker in markers.values())
 
 
+def assert_reported_as_local(run: subprocess.CompletedProcess, report: dict, local: tuple[int, dict],
+                             gone: list[Msg]) -> None:
+    """A run elsewhere reported what local[2] did on a 400-record copy missing `gone`."""
+    local_code, local_report = local
+    assert local_code == 1 and counts(local_report["groups"][0]) == exact(
+        400, target_records=400 - len(gone), matched=400 - len(gone), missing=len(gone))
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert [counts(g) for g in report["groups"]] == [counts(g) for g in local_report["groups"]]
+    assert report["failures"] == local_report["failures"]
+    assert {(s["partition"], s["source_offset"]) for s in report["groups"][0]["samples"]["missing"]} == \
+        {(m.partition, m.offset) for m in gone}
+
+
 def test_a_standalone_cluster_reports_what_local_does_and_an_executor_no_worker_fits_fails_in_time(
         spark, tmp_path, kafka_a, kafka_b):
     """The job on a real standalone cluster (a master and two workers from PySpark's own jars): the
@@ -728,13 +743,7 @@ def test_a_standalone_cluster_reports_what_local_does_and_an_executor_no_worker_
             local_code, local_report = validate(spark, tmp_path, json.loads(cfg))
         (run, report, left), (big, big_report, big_left) = fits.result(), too_big.result()
 
-        assert local_code == 1 and counts(local_report["groups"][0]) == exact(400, target_records=397, matched=397,
-                                                                            missing=3)
-        assert run.returncode == 1, run.stderr[-3000:]
-        assert [counts(g) for g in report["groups"]] == [counts(g) for g in local_report["groups"]]
-        assert report["failures"] == local_report["failures"]
-        assert {(s["partition"], s["source_offset"]) for s in report["groups"][0]["samples"]["missing"]} == \
-            {(m.partition, m.offset) for m in gone}
+        assert_reported_as_local(run, report, (local_code, local_report), gone)
         app_ids = {app["id"] for app in cluster.applications()}
         # each worker launched an executor of the application that ran the job (its work folder)
         ran_on = [{p.name for p in (tmp_path / "spark-cluster" / f"worker-{i}").iterdir()} & app_ids for i in (0, 1)]
@@ -749,6 +758,62 @@ def test_a_standalone_cluster_reports_what_local_does_and_an_executor_no_worker_
         assert [app for app in requests.get(f"{cluster.ui_url}/json/", timeout=5).json()["activeapps"]] == []
     finally:
         cluster.stop()
+
+
+def test_a_spark_connect_server_reports_what_local_does_and_its_bad_inputs_are_named(
+        spark, tmp_path, kafka_a, kafka_b):
+    """The job through a real Spark Connect server (PySpark's own jars, spark-sql-kafka on its
+    classpath): its DataFrame code runs on the server, so the job's process needs no Java, and the
+    counts equal local[2]'s on the same copy, 3 records deleted from it. A server without the Kafka
+    data source, an address where nothing answers, executor sizes and offsets through Spark each fail
+    naming the field and the fix, and leave nothing of the job running."""
+    servers = [ConnectServer(tmp_path / "connect", jars=toolchain.spark_kafka_jars()),
+               ConnectServer(tmp_path / "connect-bare", memory="512m")]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(ConnectServer.start, servers))
+    try:
+        topic, remote, src = setup_pair(kafka_a, kafka_b, "connect", count=400)
+        gone = middle(src, 3, step=97)
+        copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if m not in gone])
+        cfg = json.dumps(config(kafka_a, kafka_b, topic, wait_seconds=3))
+        (silent_port,) = free_ports(1)
+        markers: dict[str, str] = {}
+
+        def through(run: str, master: str, *flags: str):
+            out, markers[run] = tmp_path / f"{run}-report.json", f"vj-connect-{run}-{uuid.uuid4().hex}"
+            done = subprocess.run(
+                [sys.executable, str(PROJECT / "spark" / "validate_replication.py"), "--master", master,
+                 "--config-json", cfg, "--out", str(out), "--poll-seconds", "1", *flags],
+                # no Java for this process: a JVM started here instead of on the server fails the run
+                env={**os.environ, "VALIDATION_TEST_MARKER": markers[run], "JAVA_HOME": "/nonexistent/java"},
+                capture_output=True, text=True, timeout=300)
+            return done, (json.loads(out.read_text()) if out.is_file() else None)
+
+        with ThreadPoolExecutor(3) as pool:
+            runs = {run: pool.submit(through, run, *how) for run, how in {
+                "connect": (servers[0].url,), "bare": (servers[1].url,),
+                "silent": (f"sc://127.0.0.1:{silent_port}",),
+                "sized": (servers[0].url, "--executor-memory", "2g"),
+                "jvm-offsets": (servers[0].url, "--offsets-via", "spark")}.items()}
+            local_code, local_report = validate(spark, tmp_path, json.loads(cfg))
+        (run, report), (bare, bare_report), (silent, silent_report), (sized, _), (jvm, _) = (
+            runs[r].result() for r in ("connect", "bare", "silent", "sized", "jvm-offsets"))
+
+        assert_reported_as_local(run, report, (local_code, local_report), gone)
+
+        assert bare.returncode == 3, bare.stderr[-3000:]
+        said = bare_report["error"]
+        assert f"the Spark Connect server at {servers[1].url} (validation.master) has no Kafka data source" in said
+        assert "fix: start it with --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4." in said, said
+        assert silent.returncode == 3 and f"nothing answers at 127.0.0.1:{silent_port}" in silent_report["error"]
+        assert "fix: start it, or correct validation.master" in silent_report["error"]
+        assert sized.returncode == 2 and "--executor-memory: a Spark Connect server" in sized.stderr, sized.stderr
+        assert jvm.returncode == 2 and "over Spark Connect the job reads offsets here" in jvm.stderr, jvm.stderr
+        assert all(_processes_with_env(marker) == [] for marker in markers.values())
+        assert all(server.handle is not None and launcher.is_alive(server.handle) for server in servers)
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spark, tmp_path, kafka_a, kafka_b):

@@ -1,6 +1,6 @@
-"""A real Spark standalone cluster on 127.0.0.1: a master and its workers,
-started from the pinned PySpark's own jars (its `jars/`, as SPARK_HOME), each a
-process of ours stopped by its own PID."""
+"""Real Spark servers on 127.0.0.1, started from the pinned PySpark's own jars
+(its `jars/`, as SPARK_HOME), each a process of ours stopped by its own PID: a
+standalone cluster (a master and its workers) and a Spark Connect server."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,6 +28,19 @@ def scala_version() -> str:
     return core.name.split("_", 1)[1].split("-", 1)[0]
 
 
+def spark_env() -> dict[str, str]:
+    import os
+    import sys
+    # SPARK_HOME: where a worker finds the jars its executors start with; the executors'
+    # Python is this one (the job's package ships on --py-files, its dependencies are here).
+    # SPARK_SCALA_VERSION: what a distribution's launch scripts set; without it a worker's
+    # launcher looks for a source build and starts no executor ("Cannot find any build directories").
+    # JAVA_HOME: the Java the launch scripts start (the toolchain's).
+    java_home = Path(toolchain.java_binary()).resolve().parent.parent
+    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST, "JAVA_HOME": str(java_home),
+            "SPARK_SCALA_VERSION": scala_version(), "PYSPARK_PYTHON": sys.executable}
+
+
 class StandaloneCluster:
     """`workers` workers of `cores` cores and `memory` each (what executors may take)."""
 
@@ -50,14 +63,7 @@ class StandaloneCluster:
         return [toolchain.java_binary(), f"-Xmx{DAEMON_HEAP}", "-cp", f"{home}/jars/*", main, *args]
 
     def _env(self) -> dict[str, str]:
-        import os
-        import sys
-        # SPARK_HOME: where a worker finds the jars its executors start with; the executors'
-        # Python is this one (the job's package ships on --py-files, its dependencies are here).
-        # SPARK_SCALA_VERSION: what a distribution's launch scripts set; without it a worker's
-        # launcher looks for a source build and starts no executor ("Cannot find any build directories").
-        return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST,
-                "SPARK_SCALA_VERSION": scala_version(), "PYSPARK_PYTHON": sys.executable}
+        return spark_env()
 
     def alive_workers(self) -> list[dict]:
         state = requests.get(f"{self.ui_url}/json/", timeout=5).json()
@@ -86,3 +92,49 @@ class StandaloneCluster:
         for handle in reversed(self.handles):  # workers first: each stops its executors
             launcher.stop(handle)
         self.handles.clear()
+
+
+CONNECT_SERVER_MAIN = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ConnectServer:
+    """A Spark Connect server (Spark 4's remote protocol) running `local[cores]` in its own JVM, with
+    `jars` on its classpath (none: a server without the Kafka data source)."""
+
+    def __init__(self, base_dir: Path, *, jars: list[Path] = (), cores: int = 2, memory: str = "1g"):
+        self.base_dir = Path(base_dir)
+        self.jars, self.cores, self.memory = list(jars), cores, memory
+        (self.port,) = free_ports(1)
+        self.handle: launcher.ProcessHandle | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{HOST}:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> ConnectServer:
+        import socket
+        # spark-submit (not plain java): its launcher adds the JVM module options Arrow needs on Java 17,
+        # and it exec's the server's JVM, so the PID is the server's.
+        argv = [str(spark_home() / "bin" / "spark-submit"), "--master", f"local[{self.cores}]",
+                "--driver-memory", self.memory, "--class", CONNECT_SERVER_MAIN,
+                *(["--jars", ",".join(map(str, self.jars))] if self.jars else []),
+                "--conf", f"spark.connect.grpc.binding.address={HOST}",
+                "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                "--conf", "spark.ui.enabled=false", "spark-internal"]
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.handle = launcher.start(f"spark-connect-{self.port}", argv, log_file=self.base_dir / "server.log",
+                                     env=spark_env())
+
+        def answers() -> bool:
+            try:
+                socket.create_connection((HOST, self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        launcher.wait_until_healthy(self.handle, answers, timeout=timeout, what=f"Spark Connect server {self.url}")
+        return self
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            launcher.stop(self.handle)
+            self.handle = None

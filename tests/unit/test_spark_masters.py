@@ -1,7 +1,7 @@
 """Where the validation job's Spark runs: the masters the model accepts, the
 platforms that run the job in the program (the only ones a cluster master can
 serve), what the local platform asks a cluster's executors for, and a master
-that does not answer failing the run before the job starts."""
+that does not answer failing the job before any JVM or session starts."""
 from __future__ import annotations
 
 import argparse
@@ -12,22 +12,23 @@ import pytest
 from mirrorstack.model.capabilities import capabilities, offering
 from mirrorstack.model.spec import Topology, Validation
 from mirrorstack.platforms.local.platform import _cluster
-from mirrorstack.platforms.local.spark_job import _master_answers
-from mirrorstack.spark.spark_io import _on_loopback, executor_settings
+from mirrorstack.spark.spark_io import MasterUnreachable, _on_loopback, executor_settings, master_answers, master_endpoints
 
 PLATFORMS = ("local", "docker", "kubernetes")
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "spark://127.0.0.1:7077",
-                                    "spark://m1.example.com:7077,m2.example.com:7077"])
+                                    "spark://m1.example.com:7077,m2.example.com:7077",
+                                    "sc://127.0.0.1:15002", "sc://spark-connect.example.com", "sc://connect:15002/"])
 def test_the_masters_the_job_runs_on_are_accepted(master):
     assert Validation(master=master).master == master
 
 
+@pytest.mark.parametrize("master", ["spark://m:7077", "sc://m:15002"])
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_a_cluster_master_only_where_the_job_runs_in_the_program(platform):
+def test_a_cluster_master_only_where_the_job_runs_in_the_program(platform, master):
     data = {"platform": platform, "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],
-            "validation": {"master": "spark://m:7077"},
+            "validation": {"master": master},
             "images": {"kafka": "r/kafka:1", "spark": "r/spark:1"}}
     try:
         Topology.model_validate(data)
@@ -35,13 +36,14 @@ def test_a_cluster_master_only_where_the_job_runs_in_the_program(platform):
     except ValueError as error:
         said = str(error)
     refused = not capabilities(platform).runs_job_in_program
-    assert ("validation.master: spark://m:7077: on " in said) == refused, said
+    assert (f"validation.master: {master}: on " in said) == refused, said
     if refused:
         assert f"use platform {' or '.join(offering('runs_job_in_program'))}" in said
 
 
 def test_a_cluster_is_asked_only_what_is_set_and_local_is_asked_nothing():
     assert _cluster(Validation()) is None  # a stack deployed before sees no new input
+    assert _cluster(Validation(master="sc://m:15002")) is None  # a Spark Connect server sizes its own
     assert _cluster(Validation(master="spark://m:7077")) == {"executor_wait_seconds": 60}
     asked = _cluster(Validation(master="spark://m:7077", executor_memory="2g", executor_cores=1, max_cores=4,
                                 executor_wait_seconds=30))
@@ -50,19 +52,27 @@ def test_a_cluster_is_asked_only_what_is_set_and_local_is_asked_nothing():
     assert executor_settings(args) == {"spark.executor.memory": "2g", "spark.executor.cores": "1"}
 
 
+def test_the_addresses_of_a_master():
+    assert master_endpoints("spark://m1:7077,10.0.0.2:7078") == [("m1", 7077), ("10.0.0.2", 7078)]
+    assert master_endpoints("sc://connect") == [("connect", 15002)]  # Spark Connect's default port
+    assert master_endpoints("sc://connect:443/") == [("connect", 443)]
+
+
 def test_the_driver_binds_loopback_only_for_a_master_on_this_machine():
     assert _on_loopback("spark://127.0.0.1:7077") and _on_loopback("spark://localhost:7077,127.0.0.1:7078")
     assert not _on_loopback("spark://127.0.0.1:7077,spark-master.example.com:7077")
 
 
-def test_a_master_that_does_not_answer_fails_before_the_job_naming_the_field():
+@pytest.mark.parametrize("scheme", ["spark", "sc"])
+def test_a_master_that_does_not_answer_fails_before_the_job_naming_the_field(scheme):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(RuntimeError, match=rf"validation.master spark://127.0.0.1:{port}: nothing answers at "
-                                           rf"127.0.0.1:{port} .*; fix: start the master, or correct validation.master"):
-        _master_answers(f"spark://127.0.0.1:{port}")
+    with pytest.raises(MasterUnreachable, match=rf"validation.master \(--master\) {scheme}://127.0.0.1:{port}: nothing "
+                                                rf"answers at 127.0.0.1:{port} .*; fix: start it, or correct validation.master"):
+        master_answers(f"{scheme}://127.0.0.1:{port}")
     with socket.socket() as listening:  # one of several answering is enough
         listening.bind(("127.0.0.1", 0))
         listening.listen()
-        _master_answers(f"spark://127.0.0.1:{port},127.0.0.1:{listening.getsockname()[1]}")
+        master_answers(f"spark://127.0.0.1:{port},127.0.0.1:{listening.getsockname()[1]}")
+        master_answers(f"sc://127.0.0.1:{listening.getsockname()[1]}")

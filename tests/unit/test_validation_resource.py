@@ -162,13 +162,16 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"jvm_options": ["-Dkafka.password=x"]}, "validation.jvm_options: '-Dkafka.password' looks like a"),
     ({"master": "spark://master"}, "validation.master: 'spark://master' is not a Spark master; fix: `local[N]`"),
     ({"master": "local[0]"}, "validation.master: 'local[0]' is not a Spark master"),
-    ({"master": "sc://connect:15002"}, "validation.master: 'sc://connect:15002': Spark Connect is not a master the "
-                                       "job runs on here; fix: `local[N]`, or a standalone master"),
+    ({"master": "sc://connect:15002/;token=abc"}, "validation.master: 'sc://connect:15002/;token=abc': a Spark "
+                                                 "Connect endpoint is `sc://host` or `sc://host:port`"),
+    ({"master": "sc://"}, "validation.master: 'sc://': a Spark Connect endpoint is"),
     ({"master": "k8s://https://api:6443"}, "validation.master: 'k8s://https://api:6443': Spark on Kubernetes"),
     ({"executor_memory": "1G"}, "validation.executor_memory"),
     ({"executor_memory": "2g"}, "validation.executor_memory: sizes a cluster's executors, and `local[2]` runs the "
-                                "job in its driver; fix: remove it, or set validation.master"),
+                                "job in its driver; fix: remove it, or set validation.master to a cluster master"),
     ({"max_cores": 2}, "validation.max_cores: sizes a cluster's executors"),
+    ({"master": "sc://connect:15002", "executor_cores": 1}, "validation.executor_cores: sizes a cluster's executors, "
+     "and `sc://connect:15002` runs the job on the server's own executors; fix: remove it"),
     ({"executor_cores": 0}, "validation.executor_cores"),
     ({"max_cores": 0}, "validation.max_cores"),
     ({"executor_wait_seconds": 0}, "validation.executor_wait_seconds"),

@@ -162,8 +162,9 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
 
 
 def _cluster(settings) -> dict | None:
-    """What a cluster master's executors are asked for (None on `local[N]`: nothing to ask)."""
-    if settings.master.startswith("local"):
+    """What a standalone master's executors are asked for (None elsewhere: `local[N]` runs them in its
+    driver, a Spark Connect server sizes its own)."""
+    if not settings.master.startswith("spark://"):
         return None
     asked = {key: getattr(settings, key) for key in CLUSTER_FLAGS}
     return {key: value for key, value in asked.items() if value is not None}
