@@ -78,21 +78,24 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
             f"{master} ended the application as it started: its executors failed on the workers (a worker's log "
             "says why, e.g. its Java, SPARK_HOME or PYSPARK_PYTHON); fix: mend the workers, then run again") from None
     spark.sparkContext.setLogLevel("WARN")
-    if not under_submit and not master.startswith("local"):
+    ending = "session" if under_submit else "jvm"
+    running_on = spark.sparkContext.master  # spark-submit's, under it
+    if not running_on.startswith("local"):
         try:
-            wait_for_executors(spark, master, args)
+            wait_for_executors(spark, running_on, args)
         except Exception:
-            stop_spark(spark, "jvm")
+            stop_spark(spark, ending)
             raise
-    return spark, "session" if under_submit else "jvm"
+    return spark, ending
+
+
+EXECUTOR_KEYS = ("spark.executor.memory", "spark.executor.cores", "spark.cores.max")
 
 
 def executor_settings(args: argparse.Namespace) -> dict[str, str]:
     """A cluster's executors as the job asks for them (none set: the cluster's defaults)."""
-    settings = {"spark.executor.memory": getattr(args, "executor_memory", None),
-                "spark.executor.cores": getattr(args, "executor_cores", None),
-                "spark.cores.max": getattr(args, "max_cores", None)}
-    return {key: str(value) for key, value in settings.items() if value is not None}
+    values = (getattr(args, name, None) for name in ("executor_memory", "executor_cores", "max_cores"))
+    return {key: str(value) for key, value in zip(EXECUTOR_KEYS, values) if value is not None}
 
 
 CONNECT_PORT = 15002  # Spark Connect's default
@@ -177,12 +180,13 @@ def wait_for_executors(spark, master: str, args: argparse.Namespace) -> int:
         if executors > 0:
             return executors
         if time.monotonic() > deadline:
-            asked = executor_settings(args)
+            conf = spark.sparkContext.getConf()  # what spark-submit or this job asked for
+            asked = {key: conf.get(key) for key in (*EXECUTOR_KEYS, "spark.executor.instances") if conf.get(key)}
             raise NoExecutors(
                 f"no executor of {master} started within {bound:.0f} s (asked: "
-                f"{', '.join(f'{k}={v}' for k, v in asked.items()) or 'the cluster defaults'}): every worker lacks "
-                "the free memory or cores asked for, or none is alive; fix: lower validation.executor_memory or "
-                "validation.executor_cores, or add workers to the cluster")
+                f"{', '.join(f'{k}={v}' for k, v in asked.items()) or 'the cluster defaults'}): no worker (or "
+                "node) has the free memory or cores asked for, or none is alive; fix: lower "
+                "validation.executor_memory or validation.executor_cores, or add workers (nodes) to the cluster")
         time.sleep(0.5)
 
 

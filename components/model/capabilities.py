@@ -30,6 +30,9 @@ class Capabilities:
     kubernetes_section: bool = False  # reads the topology's `kubernetes:` section (storage, pods, NetworkPolicy)
     needs_extra: bool = False  # its Python client is an extra of the package (pip install 'mirrorstack[name]')
     runs_job_in_program: bool = False  # the validation job runs inside `up` (needs the `spark` extra there)
+    # runs the validation job's driver in the cluster, which starts its executors as pods (`validation.master:
+    # k8s://https://kubernetes.default.svc`, Spark's Kubernetes scheduler)
+    spark_executor_pods: bool = False
     # runs a Grafana server when `monitoring.grafana` asks (a generated admin password); False: Grafana's
     # dashboards and datasource are always written as files for a Grafana of the user's (no server, no URL)
     serves_grafana: bool = True
@@ -59,7 +62,8 @@ BUILT_IN: dict[str, RegisteredPlatform] = {p.name: p for p in (
                                               runs_containers=True, needs_extra=True),
                        "mirrorstack.platforms.factories:docker"),
     RegisteredPlatform("kubernetes", Capabilities(node_ports=True, scheduled_jobs=True, uploads_files=False,
-                                                  runs_containers=True, kubernetes_section=True, needs_extra=True),
+                                                  runs_containers=True, kubernetes_section=True, needs_extra=True,
+                                                  spark_executor_pods=True),
                        "mirrorstack.platforms.factories:kubernetes"),
 )}
 _registered: dict[str, RegisteredPlatform] = dict(BUILT_IN)

@@ -217,13 +217,20 @@ def _validation_problems(t: Topology) -> Iterator[str]:
 def _master_problems(t: Topology, v) -> Iterator[str]:
     """Executor settings only where they size something; each cluster master only where it can run."""
     kind = master_kind(v.master)
-    sized_by = {"standalone": ("executor_memory", "executor_cores", "max_cores")}.get(kind, ())
-    runs = {"local": "in its driver", "connect": "on the server's own executors", "standalone": ""}[kind]
-    for name in ("executor_memory", "executor_cores", "max_cores"):
+    sized_by = {"standalone": ("executor_memory", "executor_cores", "max_cores"),
+                "kubernetes": ("executor_memory", "executor_cores", "executor_instances")}.get(kind, ())
+    runs = {"local": "in its driver", "connect": "on the server's own executors", "standalone": "on a standalone "
+            "cluster, which executor_instances does not size (max_cores does)", "kubernetes": "as executor pods, "
+            "which max_cores does not size (executor_instances does)"}[kind]
+    for name in ("executor_memory", "executor_cores", "max_cores", "executor_instances"):
         if getattr(v, name) is not None and name not in sized_by:
             yield (f"{_path(('validation', name))}: sizes a cluster's executors, and `{v.master}` runs the job {runs}; "
                    "fix: remove it, or set validation.master to a cluster master it sizes")
-    if kind in ("standalone", "connect") and not capabilities(t.platform).runs_job_in_program:
+    can = capabilities(t.platform)
+    if kind == "kubernetes" and not can.spark_executor_pods:
+        yield (f"{_path(('validation', 'master'))}: {v.master}: executor pods need the job's driver in a cluster; "
+               f"fix: use platform {' or '.join(offering('spark_executor_pods'))}, or another master")
+    elif kind in ("standalone", "connect") and not can.runs_job_in_program:
         yield (f"{_path(('validation', 'master'))}: {v.master}: on {t.platform} the job runs in a container "
                f"with `local[*]`; fix: remove it, or use platform {' or '.join(offering('runs_job_in_program'))}")
 

@@ -24,7 +24,7 @@ from mirrorstack.model.deprecations import Deprecation, renamed_key
 from mirrorstack.model.expansion import SHORTHAND, FlowOrigin, expand_flows
 from mirrorstack.model.messages import TopologyError, validation_problems
 from mirrorstack.model.rules import rule_problems
-from mirrorstack.model.spark_masters import spark_master_problem
+from mirrorstack.model.spark_masters import master_kind, spark_master_problem
 from mirrorstack.model.strict import StrictModel as _Model
 from mirrorstack.model.users import USER_NAME
 from mirrorstack.model.kubernetes import KubernetesSettings
@@ -602,12 +602,16 @@ class Validation(_Model):
         "`spark://h1:7077,h2:7077`), whose executors must reach the flows' clusters and this machine (the "
         "driver runs here); or a Spark Connect server `sc://host:port` (default port 15002), which must have "
         "the spark-sql-kafka jars and reach the flows' clusters (the job reads offsets here, with "
-        "confluent_kafka). A master that does not answer fails the run before the job starts."))
+        "confluent_kafka); or, on kubernetes, `k8s://https://kubernetes.default.svc`: the Job's pod is the "
+        "driver and starts `executor_instances` executor pods (Spark's Kubernetes scheduler, with a "
+        "ServiceAccount and Role of their own). A master that does not answer fails the run before the job starts."))
     executor_memory: str | None = Field(None, pattern=r"^[1-9][0-9]*[kmgt]$", examples=["2g"], description=(
         "A `spark://` master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
         "An executor no worker has room for never starts: the job fails after `executor_wait_seconds`."))
     executor_cores: int | None = Field(None, ge=1, le=1024, description=(
         "A `spark://` master's executors: the cores of each (spark.executor.cores); default the cluster's."))
+    executor_instances: int | None = Field(None, ge=1, le=1000, description=(
+        "A `k8s://` master: how many executor pods the driver starts (spark.executor.instances); default 2."))
     max_cores: int | None = Field(None, ge=1, le=100000, description=(
         "A standalone master: the job's cores in all (spark.cores.max); default every free core of the cluster."))
     executor_wait_seconds: float = Field(60, gt=0, le=3600, description=(
@@ -626,6 +630,11 @@ class Validation(_Model):
     @classmethod
     def _plain_jvm_options(cls, options: list[str]) -> list[str]:
         return plain_jvm_options(options, heap_field="validation.driver_memory")
+
+    @property
+    def runs_executor_pods(self) -> bool:
+        """The driver (the Job's pod) starts its executors as pods: a `k8s://` master."""
+        return master_kind(self.master) == "kubernetes"
 
     @field_validator("master")
     @classmethod

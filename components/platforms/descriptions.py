@@ -202,19 +202,38 @@ class JobOutput(NamedTuple):
     report_summary: Callable[[dict], dict]            # its report file's summary (status, passed, failures...)
 
 
+# A driver pod's own name and IP, in its container's environment: spark-submit's line names them as
+# $(POD_NAME) and $(POD_IP), which Kubernetes fills in.
+POD_NAME_ENV, POD_IP_ENV = "POD_NAME", "POD_IP"
+
+
+@dataclass(frozen=True)
+class ExecutorPods:
+    """Where a Spark job's executor pods go (a `k8s://` master): the namespace, their image, the pod
+    template file as the driver sees it, and the CPU each requests."""
+    namespace: str
+    image: str
+    template_path: str
+    cpu_request: str
+
+
 @dataclass(frozen=True)
 class SparkJob:
     """A PySpark job run once per change of its inputs: `entry` (spark-submit's
     main file) and its package (`zip_bytes`, named `zip_name`, on --py-files;
     `make_zip` builds it again where the job runs on this machine),
-    `submit_argv(settings, *, job_path, config_path, jars, py_files)` the
-    spark-submit line in an image, and `output`, how its output is read."""
+    `submit_argv(settings, *, job_path, config_path, jars, py_files, executor_pods)`
+    the spark-submit line in an image, and `output`, how its output is read."""
     entry: Path
     zip_bytes: bytes
     zip_name: str
     make_zip: Callable[[], bytes]
     submit_argv: Callable[..., list[str]]
     output: JobOutput
+    # Executor pods (`submit_argv(..., executor_pods=ExecutorPods)`): their container's command file,
+    # and the RBAC rules the driver needs to start them.
+    executor_script: str = ""
+    driver_rules: tuple[dict, ...] = ()
 
     @property
     def entry_text(self) -> str:

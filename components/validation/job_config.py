@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mirrorstack.validation.executor_pods import executor_pods_argv
+
 
 def validation_job_config(topology, servers: dict[str, str],
                           clients: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
@@ -89,13 +91,16 @@ SPARK_HOME_IN_IMAGE = "/opt/spark"
 
 
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),
-                      py_files: list[str] = ()) -> list[str]:
-    """spark-submit in a container (docker, kubernetes): local[*] inside it, the
-    offsets read through Spark's own Kafka client (no confluent_kafka there);
+                      py_files: list[str] = (), executor_pods=None) -> list[str]:
+    """spark-submit in a container (docker, kubernetes): local[*] inside it, or with
+    `executor_pods` (descriptions.ExecutorPods) the `k8s://` master, executors as pods;
+    the offsets read through Spark's own Kafka client (no confluent_kafka there);
     `jars`: spark-sql-kafka and its deps, files in the container (nothing is
     fetched at run time); `py_files`: the job's package zip, on the driver's (and
     executors') sys.path."""
-    argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master", "local[*]",
+    argv = [f"{SPARK_HOME_IN_IMAGE}/bin/spark-submit", "--master",
+            settings.master if executor_pods else "local[*]",
+            *(executor_pods_argv(settings, executor_pods) if executor_pods else []),
             "--driver-memory", settings.driver_memory, "--conf", "spark.ui.enabled=false"]
     if settings.jvm_options:  # spark-submit starts the driver's JVM: the job cannot pick its JIT
         argv += ["--driver-java-options", " ".join(settings.jvm_options)]
@@ -104,6 +109,8 @@ def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[s
     if jars:
         argv += ["--jars", ",".join(jars)]
     argv += [job_path, "--config", config_path, "--offsets-via", "spark", "--poll-seconds", "5"]
+    if executor_pods:
+        argv += ["--executor-wait-seconds", f"{settings.executor_wait_seconds:g}"]
     if settings.report_only:
         argv.append("--report-only")
     return argv

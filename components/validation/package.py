@@ -20,6 +20,7 @@ from pathlib import Path
 from mirrorstack import spark
 from mirrorstack.platforms.descriptions import SparkJob
 from mirrorstack.shipping import project_imports
+from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT
 from mirrorstack.validation.job_config import spark_submit_argv
 from mirrorstack.validation.outcome import JOB_OUTPUT
 
@@ -73,4 +74,5 @@ def job_package() -> SparkJob:
     """The validation job as a platform runs it: its main file, its package, its
     spark-submit line in an image and how its output reads."""
     return SparkJob(entry=ENTRY_SCRIPT, zip_bytes=job_zip(), zip_name=ZIP_NAME, make_zip=job_zip,
-                    submit_argv=spark_submit_argv, output=JOB_OUTPUT)
+                    submit_argv=spark_submit_argv, output=JOB_OUTPUT,
+                    executor_script=EXECUTOR_SCRIPT, driver_rules=DRIVER_RULES)

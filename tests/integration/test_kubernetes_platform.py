@@ -43,6 +43,7 @@ DEPLOYER = pki.CLIENTS["deployer"][0]  # a user with only the docs' deployer rol
 NODE_PORTS = {"us": 31090, "uk": 31091, "central": 31092}  # central's second broker: 31093
 BROKERS = {"us": 1, "uk": 1, "central": 2}  # two in central: a roll under acks=all traffic
 RECORDS = 300  # per region and round: a few batches per partition
+K8S_MASTER = "k8s://https://kubernetes.default.svc"  # the validation job's executors as pods
 # A tenth of a core requested per broker and controller: 7 JVMs, Prometheus and the Spark Job fit the 2-core
 # node; every JVM on C1 only (tests/support/stacks.py).
 TOPOLOGY = {
@@ -215,6 +216,47 @@ class Steady(threading.Thread):
         return self.delivered
 
 
+def _produce_rogue(bootstrap: str, topic: str, count: int) -> None:
+    """Records written straight into a target topic, no flow's copies."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, key=f"rogue-{i}".encode(), value=f"rogue-{i}".encode())
+    assert producer.flush(30) == 0
+
+
+class _PodsSeen:
+    """The pods matching a label selector while it watches (polled: a pod may live a few seconds)."""
+
+    def __init__(self, namespace: str, selector: str):
+        self.namespace, self.selector = namespace, selector
+        self.seen: dict[str, dict] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def start(self) -> "_PodsSeen":
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.wait(1):
+            listed = json.loads(kube.kubectl("get", "pods", "--namespace", self.namespace, "-l", self.selector,
+                                             "-o", "json", expect=None, timeout=30) or "{}")
+            for pod in listed.get("items", []):
+                self.seen[pod["metadata"]["name"]] = {"labels": pod["metadata"].get("labels", {}),
+                                                      "phase": pod["status"].get("phase")}
+
+    def stop(self) -> dict[str, dict]:
+        self._stop.set()
+        self._thread.join(60)
+        return self.seen
+
+
+def _summary_counts(namespace: str = NAMESPACE) -> list[str]:
+    """The validation Job's per-topic count lines (its log's summary)."""
+    log = kube.kubectl("logs", "--namespace", namespace, "job/validation-job", timeout=60)
+    return [line.strip() for line in log.splitlines() if re.search(r"source \d+  target \d+  matched", line)]
+
+
 def _set_topology(project, change, stack: str = "aggregation") -> None:
     """Change the stack file's topology in place."""
     stack_file = project.dir / "stacks" / f"Pulumi.{stack}.yaml"
@@ -347,6 +389,43 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     assert first["created"] >= paying_since and first["ready"][1] <= second["created"], (paying_since, first, second)
     _validated(2 * RECORDS + 50, at_least=True)  # the snapshot came while records still flowed
     assert set(more) <= _arrived(outside["central"], "orders", set(more))
+
+    # the same records validated by a driver whose executors are pods (Spark's Kubernetes scheduler;
+    # the driver's own ServiceAccount and Role, made by the same deployer), then by local[*] in the
+    # Job's pod: the same counts. Records written straight into central are extras in both runs
+    # (report-only: reported, `up` goes on): the check can fail.
+    _produce_rogue(outside["central"], "orders", 3)
+    executors = _PodsSeen(NAMESPACE, "spark-role=executor").start()
+    _set_topology(project, lambda t: t["validation"].update(
+        master=K8S_MASTER, executor_instances=2, executor_memory="512m",
+        report_only=True, run_id="executor-pods"))
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    seen = executors.stop()
+    on_pods = project.outputs()["validation"], _summary_counts()
+    assert len(seen) >= 2 and all(pod["labels"].get("app.kubernetes.io/component") == "executor"
+                                  for pod in seen.values()), seen
+    assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", "spark-role=executor", "-o", "name") == ""
+    def local_again(topology: dict) -> None:
+        for key in ("master", "executor_instances", "executor_memory"):
+            del topology["validation"][key]
+        topology["validation"]["run_id"] = "local-again"
+    _set_topology(project, local_again)
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    in_the_pod = project.outputs()["validation"], _summary_counts()
+    assert on_pods[1] == in_the_pod[1] and on_pods[1], (on_pods, in_the_pod)
+    for validation, _ in (on_pods, in_the_pod):
+        assert validation["status"] == "failed" and validation["failures"] == [
+            f for f in validation["failures"] if "extras 3 > tolerance 0" in f] != [], validation
+
+    # executors no node has room for: Spark would wait for ever; the job fails within
+    # executor_wait_seconds naming the field, and its executor pods go with it
+    _set_topology(project, lambda t: t["validation"].update(
+        master=K8S_MASTER, executor_memory="64g", executor_wait_seconds=15, run_id="too-big"))
+    too_big = project.run("up", "--yes", "--skip-preview", timeout=900, check=False)
+    said = too_big.stdout + too_big.stderr
+    assert too_big.returncode != 0 and f"no executor of {K8S_MASTER}" in said, said[-4000:]
+    assert "started within 15 s" in said and "spark.executor.memory=64g" in said and "validation.executor_memory" in said
+    assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", "spark-role=executor", "-o", "name") == ""
 
     # destroy leaves no object of the stack. Once in a loaded suite run (run 14) the first destroy
     # failed after 27 s, cause not captured: say what it said, and a second destroy (as a person would

@@ -19,26 +19,40 @@ PLATFORMS = ("local", "docker", "kubernetes")
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "spark://127.0.0.1:7077",
                                     "spark://m1.example.com:7077,m2.example.com:7077",
-                                    "sc://127.0.0.1:15002", "sc://spark-connect.example.com", "sc://connect:15002/"])
+                                    "sc://127.0.0.1:15002", "sc://spark-connect.example.com", "sc://connect:15002/",
+                                    "k8s://https://kubernetes.default.svc", "k8s://https://kubernetes.default.svc:443"])
 def test_the_masters_the_job_runs_on_are_accepted(master):
     assert Validation(master=master).master == master
+
+
+def said_of(platform: str, validation: dict) -> str:
+    """What the model says of a topology on `platform` with `validation` ("" when it accepts it)."""
+    data = {"platform": platform, "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],
+            "validation": validation, "images": {"kafka": "r/kafka:1", "spark": "r/spark:1"}}
+    try:
+        Topology.model_validate(data)
+    except ValueError as error:
+        return str(error)
+    return ""
 
 
 @pytest.mark.parametrize("master", ["spark://m:7077", "sc://m:15002"])
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_a_cluster_master_only_where_the_job_runs_in_the_program(platform, master):
-    data = {"platform": platform, "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],
-            "validation": {"master": master},
-            "images": {"kafka": "r/kafka:1", "spark": "r/spark:1"}}
-    try:
-        Topology.model_validate(data)
-        said = ""
-    except ValueError as error:
-        said = str(error)
+    said = said_of(platform, {"master": master})
     refused = not capabilities(platform).runs_job_in_program
     assert (f"validation.master: {master}: on " in said) == refused, said
     if refused:
         assert f"use platform {' or '.join(offering('runs_job_in_program'))}" in said
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_executor_pods_only_where_the_driver_runs_in_the_cluster(platform):
+    said = said_of(platform, {"master": "k8s://https://kubernetes.default.svc", "executor_instances": 3,
+                              "executor_memory": "512m"})
+    refused = not capabilities(platform).spark_executor_pods
+    assert ("executor pods need the job's driver in a cluster; fix: use platform kubernetes" in said) == refused, said
+    assert refused == (platform != "kubernetes")
 
 
 def test_a_cluster_is_asked_only_what_is_set_and_local_is_asked_nothing():

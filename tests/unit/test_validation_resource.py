@@ -165,7 +165,16 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"master": "sc://connect:15002/;token=abc"}, "validation.master: 'sc://connect:15002/;token=abc': a Spark "
                                                  "Connect endpoint is `sc://host` or `sc://host:port`"),
     ({"master": "sc://"}, "validation.master: 'sc://': a Spark Connect endpoint is"),
-    ({"master": "k8s://https://api:6443"}, "validation.master: 'k8s://https://api:6443': Spark on Kubernetes"),
+    ({"master": "k8s://https://api:6443"}, "validation.master: 'k8s://https://api:6443': the job's driver runs in "
+                                           "the stack's own cluster and starts its executors there, through the API "
+                                           "server's in-cluster name; fix: `k8s://https://kubernetes.default.svc`"),
+    ({"master": "k8s://https://kubernetes.default.svc"}, "validation.master: k8s://https://kubernetes.default.svc: "
+     "executor pods need the job's driver in a cluster; fix: use platform kubernetes"),
+    ({"executor_instances": 3}, "validation.executor_instances: sizes a cluster's executors, and `local[2]` runs "
+                                "the job in its driver"),
+    ({"master": "spark://m:7077", "executor_instances": 3}, "validation.executor_instances: sizes a cluster's "
+     "executors, and `spark://m:7077` runs the job on a standalone cluster, which executor_instances does not size "
+     "(max_cores does)"),
     ({"executor_memory": "1G"}, "validation.executor_memory"),
     ({"executor_memory": "2g"}, "validation.executor_memory: sizes a cluster's executors, and `local[2]` runs the "
                                 "job in its driver; fix: remove it, or set validation.master to a cluster master"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from mirrorstack.model.kubernetes import KubernetesNetworkPolicy
+from mirrorstack.platforms.descriptions import POD_IP_ENV, POD_NAME_ENV
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.platforms.containers import IMAGE_DATA_DIR, IMAGE_KAFKA_UID, dns_label
 
@@ -83,3 +84,22 @@ class Files(dict):
     def __init__(self, data: dict[str, str], paths: dict[str, str]):
         super().__init__(data)
         self.paths = paths
+
+
+# The validation job's files for executor pods, beside its main file in the job's ConfigMap.
+EXECUTOR_SCRIPT, EXECUTOR_POD = "executor.sh", "executor-pod.json"
+
+
+def pod_identity_env() -> list[dict]:
+    """The pod's own name and IP in its environment (a Spark driver names them to its executors)."""
+    return [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+
+
+def executor_pod_template(labels: dict, security: dict, mounts: list, volumes: list, command: list[str]) -> dict:
+    """The pod Spark's Kubernetes scheduler makes each executor from: the driver's security, files
+    and client folders; Spark adds the image, resources, its settings and the argument `executor`."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": labels}, "spec": {
+        "securityContext": security, "volumes": volumes,
+        "containers": [{"name": "executor", "command": command, "volumeMounts": mounts,
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}

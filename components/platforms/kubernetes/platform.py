@@ -59,13 +59,14 @@ from mirrorstack.platforms.containers import (
     IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
-from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, PythonModuleService, Ran, Service,
-                                                ServiceSet, SparkJob)
+from mirrorstack.platforms.descriptions import (ExecutorPods, ImageService, Images, JavaService, PythonModuleService,
+                                                Ran, Service, ServiceSet, SparkJob)
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.manifests import (
-    APPUSER, DATA_DIR, DATA_MOUNT, NODE_IP_ENV, SECRET_MODE, SECRETS_DIR, ZONE_ENV, ZONE_LABEL,
-    Files, data_claim, group_labels, mebibytes, network_policy, secret_keys, spread_apart,
+    APPUSER, DATA_DIR, DATA_MOUNT, EXECUTOR_POD, EXECUTOR_SCRIPT, NODE_IP_ENV, SECRET_MODE, SECRETS_DIR, ZONE_ENV,
+    ZONE_LABEL, Files, data_claim, executor_pod_template, group_labels, mebibytes, network_policy, pod_identity_env,
+    secret_keys, spread_apart,
 )
 from mirrorstack.platforms.kubernetes.job_run import ValidationJobRun
 from mirrorstack.platforms.kubernetes.rollout import AWAIT_OBSERVED, DeploymentRollout, StatefulSetRollout
@@ -455,14 +456,34 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         secret = self._create(k8s.core.v1.Secret, {
             "apiVersion": "v1", "kind": "Secret", "metadata": meta(f"{label}-flows"), "type": "Opaque",
             "stringData": {"flows.json": flows_json}}, child)
-        # The main file beside the package's zip (binary data), given to --py-files.
+        pod_security = {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True,
+                        "fsGroup": SPARK_UID, "seccompProfile": {"type": "RuntimeDefault"}}
+        mounts = [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
+                  {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
+                  {"name": "tmp", "mountPath": "/tmp"}, *client_mounts]
+        volumes = [{"name": "job", "configMap": {"name": f"{label}-job"}},
+                   {"name": "flows", "secret": {"secretName": f"{label}-flows", "defaultMode": 0o400}},
+                   {"name": "tmp", "emptyDir": {}}, *client_volumes]
+        # Executors read no flows (the driver alone does): everything else they have as it has.
+        unflowed = lambda items: [item for item in items if item["name"] != "flows"]  # noqa: E731
+        # The main file beside the package's zip (binary data), given to --py-files; with executor
+        # pods, their container's command and the pod template Spark makes them from.
+        job_files = {job.entry.name: job.entry_text}
+        executor_pods, driver_access = None, []
+        if settings.runs_executor_pods:
+            executor_pods = ExecutorPods(self.namespace, self.images.of("spark"), f"{JOB_DIR}/job/{EXECUTOR_POD}",
+                                         JOB_CPU_REQUEST)
+            job_files |= {EXECUTOR_SCRIPT: job.executor_script, EXECUTOR_POD: json.dumps(executor_pod_template(
+                {**labels, "app.kubernetes.io/component": "executor"}, pod_security, unflowed(mounts), unflowed(volumes),
+                ["bash", f"{JOB_DIR}/job/{EXECUTOR_SCRIPT}"]), indent=2)}
+            driver_access = self._driver_access(f"{label}-driver", job.driver_rules, meta, child)
         files = self._create(k8s.core.v1.ConfigMap, {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{label}-job"),
-            "data": {job.entry.name: job.entry_text},
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{label}-job"), "data": job_files,
             "binaryData": {job.zip_name: base64.b64encode(job.zip_bytes).decode()}}, child)
         argv = job.submit_argv(settings, job_path=f"{JOB_DIR}/job/{job.entry.name}",
                                py_files=[f"{JOB_DIR}/job/{job.zip_name}"],
-                               config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars())
+                               config_path=f"{JOB_DIR}/flows/flows.json", jars=image_spark_jars(),
+                               executor_pods=executor_pods)
         memory = f"{mebibytes(settings.driver_memory) + 768}Mi"  # heap + off-heap, Python worker
         checksum = flows_json.apply(lambda text: hashlib.sha256(f"{text}{job.sha256}".encode()).hexdigest())
         pod = {
@@ -471,22 +492,20 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "spec": {
                 "restartPolicy": "Never",
                 # fsGroup: the 0400 Secret files (flows, client folders) are group-readable for the job.
-                "securityContext": {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True,
-                                    "fsGroup": SPARK_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": pod_security,
+                **({"serviceAccountName": f"{label}-driver"} if executor_pods else {}),
                 "containers": [{
                     "name": "validate", "image": self.images.of("spark"),
                     "imagePullPolicy": "IfNotPresent", "command": argv,
                     # Spark in local mode uses what CPU the node has free; the request only places
                     # the pod (a whole core kept it Pending on a small, busy node).
                     "resources": {"requests": {"cpu": JOB_CPU_REQUEST, "memory": memory}, "limits": {"memory": memory}},
-                    "volumeMounts": [{"name": "job", "mountPath": f"{JOB_DIR}/job", "readOnly": True},
-                                     {"name": "flows", "mountPath": f"{JOB_DIR}/flows", "readOnly": True},
-                                     {"name": "tmp", "mountPath": "/tmp"}, *client_mounts],
+                    **({"env": pod_identity_env()} if executor_pods else {}),
+                    "volumeMounts": mounts,
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
-                "volumes": [{"name": "job", "configMap": {"name": f"{label}-job"}},
-                            {"name": "flows", "secret": {"secretName": f"{label}-flows", "defaultMode": 0o400}},
-                            {"name": "tmp", "emptyDir": {}}, *client_volumes]}}
-        depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files, *(s for _, _, _, s in clients)])
+                "volumes": volumes}}
+        depends = pulumi.ResourceOptions(depends_on=[namespace, secret, files, *driver_access,
+                                                     *(s for _, _, _, s in clients)])
         # The provider returns once the Job is made (AWAIT_OBSERVED); ValidationJobRun waits for it.
         job_obj = self._create(k8s.batch.v1.Job, {
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {**meta(label), "annotations": AWAIT_OBSERVED},
@@ -508,6 +527,20 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                                 context=pulumi.Config("kubernetes").get("context"), where=where, fields=fields,
                                 timeout_seconds=JOB_TIMEOUT_SECONDS, output=job.output,
                                 opts=pulumi.ResourceOptions(parent=opts.parent if opts else None))
+
+    def _driver_access(self, name: str, rules, meta, opts) -> list:
+        """A Spark driver's own ServiceAccount, with a Role holding `rules` in the namespace only."""
+        account = self._create(k8s.core.v1.ServiceAccount, {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name)}, opts)
+        role = self._create(k8s.rbac.v1.Role, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(name),
+            "rules": [dict(rule) for rule in rules]}, opts)
+        binding = self._create(k8s.rbac.v1.RoleBinding, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": self.namespace}]},
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[account, role])))
+        return [account, role, binding]
 
     # -------------------------------------------------------------- monitoring services
 

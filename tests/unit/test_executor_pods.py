@@ -1,0 +1,104 @@
+"""The validation job with its executors as pods (`validation.master:
+k8s://https://kubernetes.default.svc`), under Pulumi mocks: the driver's own
+ServiceAccount and Role (only what Spark's driver does), made before the Job and
+its CronJob; the driver's spark-submit line; the executors' pod template and
+command in the job's ConfigMap, with the driver's security and files."""
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+
+from mirrorstack.platforms.containers import JOB_DIR
+from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
+from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
+from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT
+from tests.support.mocked_runs import manifests_of
+from tests.support.pulumi_mocks import deploy, stack_topology
+
+STACK, JOB, IMAGE = "aggregation", "validation-job", "registry.example.com/mirrorstack/spark:1"
+NAMESPACE = f"mirrorstack-{STACK}"
+MASTER = "k8s://https://kubernetes.default.svc"
+
+
+@pytest.fixture(scope="module")
+def run():
+    topology = stack_topology(STACK, platform="kubernetes", images={"spark": IMAGE}, validation={
+        "master": MASTER, "executor_instances": 3, "executor_memory": "512m", "executor_cores": 1,
+        "executor_wait_seconds": 90, "schedule": "0 * * * *"})
+    return deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes, images=topology.images), topology)
+
+
+def conf(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+
+
+def test_the_driver_has_its_own_account_holding_only_what_spark_needs(run):
+    mocks, built = run
+    name = f"{JOB}-driver"
+    (account,) = manifests_of(built, "ServiceAccount").values()
+    (role,) = manifests_of(built, "Role").values()
+    (binding,) = manifests_of(built, "RoleBinding").values()
+    assert account["metadata"]["name"] == role["metadata"]["name"] == binding["metadata"]["name"] == name
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "configmaps"],
+                              "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]}]
+    assert role["rules"] == [dict(r) for r in DRIVER_RULES]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+    job, cron = manifests_of(built, "Job")[JOB], manifests_of(built, "CronJob")[f"{JOB}-cron"]
+    for pod in (job["spec"]["template"], cron["spec"]["jobTemplate"]["spec"]["template"]):
+        assert pod["spec"]["serviceAccountName"] == name
+    # the Job waits for the account and its rights (a driver without them could start no executor)
+    needed = {(r.typ, r.registered_name) for r in mocks.resources
+              if r.typ.startswith(("kubernetes:rbac", "kubernetes:core/v1:ServiceAccount"))}
+    assert len(needed) == 3
+    for typ in ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob"):
+        (made,) = [r for r in mocks.resources if r.typ == typ]
+        assert needed <= mocks.dependencies[(typ, made.registered_name)], typ
+
+
+def test_the_driver_asks_for_executor_pods_of_the_stacks_image(run):
+    _, built = run
+    container = manifests_of(built, "Job")[JOB]["spec"]["template"]["spec"]["containers"][0]
+    argv = container["command"]
+    assert argv[argv.index("--master") + 1] == MASTER and argv[argv.index("--deploy-mode") + 1] == "client"
+    settings = conf(argv)
+    assert settings["spark.kubernetes.namespace"] == NAMESPACE
+    assert settings["spark.kubernetes.container.image"] == IMAGE
+    assert settings["spark.executor.instances"] == "3"
+    assert settings["spark.kubernetes.executor.podTemplateFile"] == f"{JOB_DIR}/job/executor-pod.json"
+    # Kubernetes fills in $(NAME) from the container's environment: the driver's own pod and IP
+    assert (settings["spark.kubernetes.driver.pod.name"], settings["spark.driver.host"]) == ("$(POD_NAME)", "$(POD_IP)")
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]} == {
+        "POD_NAME": "metadata.name", "POD_IP": "status.podIP"}
+    assert argv[argv.index("--executor-memory") + 1] == "512m" and argv[argv.index("--executor-cores") + 1] == "1"
+    assert argv[argv.index("--executor-wait-seconds") + 1] == "90"
+
+
+def test_executors_are_made_from_a_template_with_the_drivers_security_and_files(run):
+    _, built = run
+    files = manifests_of(built, "ConfigMap")[f"{JOB}-job"]["data"]
+    assert files["executor.sh"] == EXECUTOR_SCRIPT
+    template = json.loads(files["executor-pod.json"])
+    kubernetes_validate.validate(template, desired_version=KUBERNETES_VERSION, strict=True)
+    driver = manifests_of(built, "Job")[JOB]["spec"]["template"]["spec"]
+    assert template["spec"]["securityContext"] == driver["securityContext"]
+    (executor,) = template["spec"]["containers"]
+    assert executor["command"] == ["bash", f"{JOB_DIR}/job/executor.sh"]
+    # the job's files and /tmp as the driver has them; not the flows (the driver alone reads them)
+    assert {m["mountPath"] for m in executor["volumeMounts"]} == \
+        {m["mountPath"] for m in driver["containers"][0]["volumeMounts"]} - {f"{JOB_DIR}/flows"}
+    assert "flows" not in {v["name"] for v in template["spec"]["volumes"]}
+    assert template["metadata"]["labels"]["app.kubernetes.io/component"] == "executor"
+
+
+def test_without_executor_pods_the_job_has_no_account_and_runs_local(run):
+    topology = stack_topology(STACK, platform="kubernetes", images={"spark": IMAGE})
+    _, built = deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes, images=topology.images), topology)
+    assert not manifests_of(built, "ServiceAccount") and not manifests_of(built, "Role")
+    pod = manifests_of(built, "Job")[JOB]["spec"]["template"]["spec"]
+    assert "serviceAccountName" not in pod and "env" not in pod["containers"][0]
+    argv = pod["containers"][0]["command"]
+    assert argv[argv.index("--master") + 1] == "local[*]" and "--deploy-mode" not in argv
+    assert "executor.sh" not in manifests_of(built, "ConfigMap")[f"{JOB}-job"]["data"]
