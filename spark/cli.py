@@ -44,6 +44,15 @@ where the same DataFrame code runs on the server's Spark (which must have the
 spark-sql-kafka jars) while offsets are read here with confluent_kafka; or
 spark-submit's master. A master that does not answer fails at once (exit 3).
 
+Where the report goes: `--out FILE`, the summary on stdout, and, with
+`"report_to": {"bootstrap": "host:port", "client": {...}, "topic": "..."}` in
+the input, one record on that topic (default
+`mirrorstack-validation-reports.internal`, made when missing): key
+`--report-key` (default a random one), value the report's JSON (trimmed of
+per-partition details beyond 900 kB). A report that cannot be written there
+fails the run (exit 3); a run that could not run reports its error there too.
+The control plane finds a job's report there wherever the job ran.
+
 Client settings are Java Kafka client properties; they are passed to Spark's
 Kafka source as `kafka.<key>` options (and, translated, to confluent_kafka when
 that reads offsets on the driver: PEM trust/key stores and a SCRAM or PLAIN
@@ -189,6 +198,7 @@ import argparse
 import json
 import re
 import sys
+import uuid
 from pathlib import Path
 
 from mirrorstack.mm2.client_settings import Secret, jaas_login
@@ -197,6 +207,7 @@ from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator
 from .report import summary_text
+from .report_channel import ReportNotSent, send_report
 from .spark_io import KafkaSourceMissing, build_spark, is_connect, stop_spark
 
 
@@ -252,6 +263,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "e.g. a class-data archive; under spark-submit pass its --driver-java-options instead")
     parser.add_argument("--shuffle-partitions", type=int, default=None, metavar="N",
                         help="spark.sql.shuffle.partitions for the comparison (default: one per 400,000 rows, at least 2)")
+    parser.add_argument("--report-key", metavar="KEY",
+                        help="the key of the report's record on the config's `report_to` topic (default: a new "
+                             "random one, printed)")
     parser.add_argument("--report-only", action="store_true",
                         help="exit 0 when the validation fails (the report still says FAILED); "
                              "bad input and errors still exit 2 and 3")
@@ -320,6 +334,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return EXIT_BAD_INPUT
 
     ending = "none"
+    report_key = args.report_key or uuid.uuid4().hex
     try:
         validator = Validator(config, spark, offsets_via, args.poll_seconds, args.sample_size, log,
                               args.shuffle_partitions)
@@ -335,6 +350,9 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         if offsets_via == "spark":
             validator.config = resolve_topics(config, lambda b, c: jvm_topic_sizes(spark, b, c), log)
         report = validator.run(snap)
+        if config.report_to is not None:
+            send_report(config.report_to, report_key, report, spark)
+            log(f"report sent to topic {config.report_to.topic} at {config.report_to.bootstrap} (key {report_key})")
     except BadInput as exc:
         for problem in exc.problems:
             print(f"bad input: {problem}", file=sys.stderr)
@@ -346,9 +364,14 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         if "OutOfMemoryError" in message or "SparkContext was shut down" in message:
             message += " (the driver ran out of heap: raise --driver-memory or --shuffle-partitions)"
         print(f"error: the validation could not run: {message}", file=sys.stderr)
+        error_report = {"passed": False, "exit_code": EXIT_ERROR, "error": message}
         if args.out:
-            Path(args.out).write_text(json.dumps({"passed": False, "exit_code": EXIT_ERROR, "error": message},
-                                                 indent=2) + "\n")
+            Path(args.out).write_text(json.dumps(error_report, indent=2) + "\n")
+        if config.report_to is not None and not isinstance(exc, ReportNotSent):
+            try:  # the control plane learns why, wherever the job ran
+                send_report(config.report_to, report_key, error_report, spark)
+            except ReportNotSent as unsent:
+                print(f"error: {unsent}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         if spark is not None:

@@ -21,6 +21,9 @@ from typing import Any, Callable
 
 from mirrorstack.mm2.client_settings import resolve_reference
 from mirrorstack.mm2.flows import FlowDescription, FlowSelection, ReplicationPolicy
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC
+
+from .report_channel import ReportTo
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
 POLICIES = ("default", "identity")
@@ -38,7 +41,7 @@ FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "po
 DESCRIBED_KEYS = {"flow", "source_bootstrap", "target_bootstrap", "source_client", "target_client", "groups_required"}
 WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
 
-TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records"}
+TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records", "report_to"}
 # Spark's Kafka source sets these itself and rejects them as options.
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
                            "enable.auto.commit", "interceptor.classes", "key.serializer",
@@ -164,6 +167,8 @@ class Config:
     # Fewer records checked than this fails the run (0: a run that checked
     # nothing is reported as `nothing-checked`: not a pass, and not a failure).
     min_records: int = 0
+    # Where the report also goes, as a record (report_channel.py); None: only --out and stdout.
+    report_to: ReportTo | None = None
 
     @property
     def has_patterns(self) -> bool:
@@ -437,11 +442,29 @@ def parse_config(data: Any, wait_override: float | None = None) -> Config:
         problems.append("window_seconds: must be a positive number of seconds, or null for the whole history")
         window = None
     min_records = _non_negative_int(data.get("min_records", 0), "min_records", problems, allow_null=False) or 0
+    report_to = _report_to(data.get("report_to"), problems)
     groups = group_flows(flows, problems) if not problems else []
     if problems:
         raise BadInput(problems)
     return Config(flows, groups, float(wait), tolerance,
-                  None if window is None else float(window), min_records)
+                  None if window is None else float(window), min_records, report_to)
+
+
+def _report_to(raw: Any, problems: list[str]) -> ReportTo | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append("report_to: must be an object with `bootstrap` (and `client`, `topic`)")
+        return None
+    for key in sorted(set(raw) - {"bootstrap", "client", "topic"}):
+        problems.append(f"report_to.{key}: unknown field (known: bootstrap, client, topic)")
+    bootstrap = _check_bootstrap(raw.get("bootstrap"), "report_to.bootstrap", problems)
+    client = _check_client(raw.get("client"), "report_to.client", problems)
+    topic = raw.get("topic", REPORT_TOPIC)
+    if not isinstance(topic, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
+        problems.append(f"report_to.topic: {topic!r} is not a Kafka topic name")
+        return None
+    return ReportTo(bootstrap, client, topic) if bootstrap else None
 
 
 def load_config(args: argparse.Namespace) -> Config:

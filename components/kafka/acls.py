@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mirrorstack.mm2.connectors import connector_names
 from mirrorstack.mm2.flows import HEARTBEATS, FlowDescription, FlowSelection
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 from mirrorstack.model.users import NODE_PRINCIPAL
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -198,6 +199,10 @@ def topology_acls(topology, aliases: list[str], principals: dict[str, str],
                   connect_kafka=topology.connect[flow.connect].kafka,
                   connect_group=group_ids[flow.connect], validated=flow.name in validated,
                   transactional=any(f.exactly_once for f in flows[flow.connect]))
+    reports_to = topology.validation_reports_to()
+    if reports_to in sets:  # the validation job writes its report there, and `up` reads it
+        _adder(sets[reports_to], principals[reports_to], "validation")(
+            "TOPIC", [("LITERAL", REPORT_TOPIC)], ["CREATE", "WRITE", "READ", "DESCRIBE"], "its report")
     for name, principal in topology.principals.items():
         if principal.cluster in sets:
             principal_acls(sets[principal.cluster], name, principal)

@@ -830,6 +830,12 @@ class Topology(_Model):
         names = self.validation.flows
         return [f for f in self.flows if names is None or f.name in names]
 
+    def validation_reports_to(self) -> str | None:
+        """The cluster the validation job writes its report to (mirrorstack.mm2.validation_reports):
+        the first validated flow's target; None without validation."""
+        validated = self.validated_flows()
+        return validated[0].target if validated else None
+
     def failover_flow(self, source: str, target: str) -> Flow | None:
         return next((f for f in self.flows if (f.source, f.target) == (source, target)), None)
 

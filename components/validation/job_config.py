@@ -43,7 +43,12 @@ def validation_job_config(topology, servers: dict[str, str],
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
         flows.append(entry)
-    return {"flows": flows, "wait_seconds": settings.wait_seconds, **window_seconds(settings.window),
+    # The report also as a record on the first target (the channel that works wherever the job runs).
+    reports_to = topology.validation_reports_to()
+    report_to = {"bootstrap": servers[reports_to],
+                 **({"client": dict(clients[reports_to])} if clients.get(reports_to) else {})}
+    return {"flows": flows, "report_to": report_to, "wait_seconds": settings.wait_seconds,
+            **window_seconds(settings.window),
             "min_records": settings.min_records,
             # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
             "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}

@@ -12,7 +12,10 @@ Pure: no pulumi."""
 from __future__ import annotations
 
 import re
+import time
 
+from mirrorstack.mm2.client_settings import librdkafka_config, resolve_reference
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC, read_report_value
 from mirrorstack.platforms.descriptions import JobOutput
 from mirrorstack.validation.job_config import validation_summary
 
@@ -54,7 +57,51 @@ def printed_outcome(lines: list[str]) -> dict | None:
             "failures": [m.group(1) for m in map(_FAIL.match, summary[1:]) if m], "summary": summary}
 
 
+class ReportUnreadable(LookupError):
+    """The report's cluster cannot be read from here (a client setting librdkafka lacks)."""
+
+
+def read_report(report_to: dict, key: str, timeout: float) -> dict | None:
+    """The report the job wrote with `key` to its `report_to` topic (mirrorstack.mm2.validation_reports),
+    waiting up to `timeout` seconds for it; None when none came."""
+    import uuid
+
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    problems: list[str] = []
+    client = {k: resolve_reference(str(v), f"report_to.client.{k}", problems)
+              for k, v in (report_to.get("client") or {}).items()}
+    conf = librdkafka_config(report_to["bootstrap"], client)
+    if conf is None or problems:
+        raise ReportUnreadable(f"{report_to['bootstrap']}: {'; '.join(problems) or 'Java-only client settings'}")
+    partition = TopicPartition(report_to.get("topic", REPORT_TOPIC), 0)
+    consumer = Consumer({**conf, "group.id": f"mirrorstack-validate-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "log_level": 2})
+    deadline, read_to = time.monotonic() + timeout, 0
+    try:
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(partition, timeout=5, cached=False)
+            except KafkaException:  # no such topic yet
+                low = high = 0
+            if high > read_to:  # only what came since the last look
+                consumer.assign([TopicPartition(partition.topic, 0, max(low, read_to))])
+                while read_to < high:
+                    message = consumer.poll(5)
+                    if message is None:
+                        break
+                    if message.error() is None:
+                        read_to = message.offset() + 1
+                        if message.key() == key.encode():
+                            return read_report_value(message.value())
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(1)
+    finally:
+        consumer.close()
+
+
 # What a platform is handed to run the job and say how it went (descriptions.SparkJob.output).
 JOB_OUTPUT = JobOutput(failed_exit=EXIT_FAILED, is_progress=is_progress, printed_outcome=printed_outcome,
                        failed_message=failed_message, could_not_run_message=could_not_run_message,
-                       report_summary=validation_summary)
+                       report_summary=validation_summary, read_report=read_report)

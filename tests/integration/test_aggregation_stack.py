@@ -10,8 +10,9 @@ import pytest
 import requests
 
 from mirrorstack import toolchain
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 from tests.support import connect_rest
-from tests.support.kafka_clients import consume, create_topic, produce, wait_for_count
+from tests.support.kafka_clients import consume, create_topic, end_offsets, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
 from tests.support.spark_cluster import ConnectServer, StandaloneCluster
@@ -204,6 +205,13 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
         assert f"validating 2 flow(s) with Spark ({server.url})" in up.stdout, up.stdout[-3000:]
         over_connect = project.outputs()["validation"]
         assert {k: over_connect[k] for k in keys} == {k: validation[k] for k in keys}
+        # `up` took each report from the topic the job wrote it to on central (the first flow's target)
+        central = out["clusters"]["central"]
+        sent = consume(central, REPORT_TOPIC, expected=end_offsets(central, REPORT_TOPIC), timeout=60)
+        assert len(sent) >= 4 and len({r.key for r in sent}) == len(sent)  # one record per run, each its own key
+        last = json.loads(sent[-1].value)
+        assert (last["passed"], last["failures"], last["records_checked"]) == (
+            over_connect["passed"], over_connect["failures"], over_connect["records_checked"])
         print(f"validated through a Spark Connect server: {time.monotonic() - started:.0f}s")
     finally:
         cluster.stop()

@@ -35,6 +35,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorstack import toolchain
 from mirrorstack.mirror.connectors import mirror_connector_configs
+from mirrorstack.platforms.local import spark_job
+from mirrorstack.platforms.local.spark_job import LocalSparkJobProvider
+from mirrorstack.validation.outcome import JOB_OUTPUT
 from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.mirror.provider import MirrorMaker2Provider
 from mirrorstack.model.spec import load_topology
@@ -42,7 +45,7 @@ from mirrorstack.platforms.local import launcher
 from mirrorstack.spark.checkpoints import checkpoints_frame
 from mirrorstack.spark.cli import main
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
-from tests.support.kafka_clients import committed_offsets, create_topic
+from tests.support.kafka_clients import committed_offsets, consume, create_topic
 from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
 from tests.support.ports import free_ports
@@ -775,7 +778,10 @@ def test_a_spark_connect_server_reports_what_local_does_and_its_bad_inputs_are_n
         topic, remote, src = setup_pair(kafka_a, kafka_b, "connect", count=400)
         gone = middle(src, 3, step=97)
         copy_records(kafka_b.bootstrap_servers, remote, [m for m in src if m not in gone])
-        cfg = json.dumps(config(kafka_a, kafka_b, topic, wait_seconds=3))
+        # the report also as a record on the target, the channel the control plane reads wherever the job ran
+        reports = f"vj-reports-{uuid.uuid4().hex[:8]}"
+        cfg = json.dumps(config(kafka_a, kafka_b, topic, wait_seconds=3,
+                                report_to={"bootstrap": kafka_b.bootstrap_servers, "topic": reports}))
         (silent_port,) = free_ports(1)
         markers: dict[str, str] = {}
 
@@ -783,7 +789,7 @@ def test_a_spark_connect_server_reports_what_local_does_and_its_bad_inputs_are_n
             out, markers[run] = tmp_path / f"{run}-report.json", f"vj-connect-{run}-{uuid.uuid4().hex}"
             done = subprocess.run(
                 [sys.executable, str(PROJECT / "spark" / "validate_replication.py"), "--master", master,
-                 "--config-json", cfg, "--out", str(out), "--poll-seconds", "1", *flags],
+                 "--config-json", cfg, "--out", str(out), "--poll-seconds", "1", "--report-key", run, *flags],
                 # no Java for this process: a JVM started here instead of on the server fails the run
                 env={**os.environ, "VALIDATION_TEST_MARKER": markers[run], "JAVA_HOME": "/nonexistent/java"},
                 capture_output=True, text=True, timeout=300)
@@ -811,9 +817,58 @@ def test_a_spark_connect_server_reports_what_local_does_and_its_bad_inputs_are_n
         assert jvm.returncode == 2 and "over Spark Connect the job reads offsets here" in jvm.stderr, jvm.stderr
         assert all(_processes_with_env(marker) == [] for marker in markers.values())
         assert all(server.handle is not None and launcher.is_alive(server.handle) for server in servers)
+        # on the topic: the reports written through the server's Kafka sink and the local session's (under a
+        # key of its own), and the errors of the runs that could not run (no session: through confluent_kafka);
+        # bad input sends nothing
+        sent = {r.key.decode(): json.loads(r.value) for r in consume(kafka_b.bootstrap_servers, reports, expected=4)}
+        assert {key: sent.pop(key, None) for key in ("connect", "bare", "silent")} == {
+            "connect": report, "bare": bare_report, "silent": silent_report}
+        assert list(sent.values()) == [local_report]
     finally:
         for server in servers:
             server.stop()
+
+
+def test_up_takes_the_report_from_its_topic_and_fails_in_time_when_none_comes(tmp_path, kafka_b, monkeypatch):
+    """The local platform's job resource reads the report the job sent to its topic (as it would from a
+    job that ran elsewhere), not the job's --out file; a job that ends without sending one fails the
+    run within the bound, naming where the job ran and the topic. Stand-in job files: the provider's
+    channel, not Spark, is under test."""
+    monkeypatch.setattr(spark_job, "REPORT_WAIT_SECONDS", 3)
+    reports = f"vj-reports-{uuid.uuid4().hex[:8]}"
+    report_to = {"bootstrap": kafka_b.bootstrap_servers, "topic": reports}
+    on_topic = {**PASSED, "records_checked": 7, "flows": [{"name": "a->b", "topics": []}]}
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, sys\nfrom confluent_kafka import Producer\n"
+        "arg = lambda name: sys.argv[sys.argv.index(name) + 1]\n"
+        f"json.dump({FAILED_FILE!r}, open(arg('--out'), 'w'))  # what --out says is not what up reports\n"
+        "if 'send' in sys.argv[0]:\n"
+        f"    producer = Producer({{'bootstrap.servers': {kafka_b.bootstrap_servers!r}}})\n"
+        f"    producer.produce({reports!r}, key=arg('--report-key').encode(), value=json.dumps({on_topic!r}).encode())\n"
+        "    assert producer.flush(30) == 0\n")
+    sending = tmp_path / "send_job.py"
+    sending.write_text(job.read_text())
+    provider = LocalSparkJobProvider(JOB_OUTPUT, job_zip, ZIP_NAME)
+
+    def props(job_file: Path, name: str) -> dict:
+        return {"name": name, "job_file": str(job_file), "job_sha256": "x", "workdir": str(tmp_path / name),
+                "config": {"flows": [{"name": "a->b"}], "report_to": report_to}, "jars": "",
+                "python": sys.executable, "report_only": "false", "run_id": "", "driver_memory": "1g",
+                "master": "spark://spark-master.example.com:7077", "timeout_seconds": "60"}
+
+    outs = provider.create(props(sending, "sends")).outs
+    assert (outs["passed"], outs["report"]["records_checked"]) == (True, 7)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as silent:
+        provider.create(props(job, "silent"))
+    assert time.monotonic() - started < 30
+    assert (f"silent: the validation job on spark://spark-master.example.com:7077 ended (exit 0) without a report on "
+            f"topic {reports} at {kafka_b.bootstrap_servers} within 3s") in str(silent.value)
+
+
+PASSED = {"status": "passed", "passed": True, "failures": [], "duration_seconds": 1.0, "groups": []}
+FAILED_FILE = {**PASSED, "status": "failed", "passed": False, "failures": ["from the file"], "flows": []}
 
 
 def test_a_window_reads_only_recent_records_and_nothing_selected_is_no_pass(spark, tmp_path, kafka_a, kafka_b):

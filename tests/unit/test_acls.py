@@ -10,6 +10,7 @@ import yaml
 from mirrorstack.kafka.acls import Acl, AclSet, authorizer_settings, client_principal, connect_acls, external_plan, \
     external_principal, flow_acls, keyed, lines_of, principal_acls, resource_names, topology_acls
 from mirrorstack.model.spec import ClientSecurity, TopologyError, load_topology
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 from mirrorstack.model.users import NODE_PRINCIPAL, USER_NAME
 from tests.support.stacks import REPO
 
@@ -272,3 +273,16 @@ def test_state_written_as_a_list_is_rewritten_as_a_map_by_an_update_that_changes
     assert provider.update("id", olds, news).outs["acls"] == keyed(lines)
     said = capsys.readouterr().err
     assert f"edge ACLs: 0 added, 0 removed, {len(lines)} kept by this stack" in said, said
+
+
+def test_the_validation_report_topic_is_granted_on_the_cluster_the_report_goes_to_only():
+    topology = load_topology(_secure())
+    reports_to = topology.validation_reports_to()
+    planned = _planned()
+    report_acls = {alias: {line for line in lines if REPORT_TOPIC in line} for alias, lines in planned.items()}
+    assert report_acls[reports_to] == {
+        f"allow User:mirrorstack {op} on TOPIC {REPORT_TOPIC} (LITERAL) for validation: its report"
+        for op in ("CREATE", "WRITE", "READ", "DESCRIBE")}
+    assert not any(lines for alias, lines in report_acls.items() if alias != reports_to)
+    without = _planned(validation=None)
+    assert not any(REPORT_TOPIC in line for lines in without.values() for line in lines)

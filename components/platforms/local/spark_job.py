@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from mirrorstack.platforms.descriptions import JobOutput, SparkJob
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options", "cluster")
 # What a cluster master's executors are asked for: CLI flag of the job per key of the `cluster` input.
+# How long a job that ended has to show its report on its topic (it wrote it before it exited).
+REPORT_WAIT_SECONDS = 30
 CLUSTER_FLAGS = {"executor_memory": "--executor-memory", "executor_cores": "--executor-cores",
                  "max_cores": "--max-cores", "executor_wait_seconds": "--executor-wait-seconds"}
 
@@ -66,7 +69,9 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     package = workdir / zip_name  # built here, from the same tree the job's hash was taken of
     package.write_bytes(make_zip())
     cluster = props.get("cluster") or {}
+    report_key = uuid.uuid4().hex  # this run's report, wherever the job sends it
     argv = [props["python"], props["job_file"], "--config", str(config_file), "--out", str(report_file),
+            "--report-key", report_key,
             "--driver-memory", props["driver_memory"], "--master", props["master"], "--poll-seconds", "5",
             "--py-files", str(package), *(["--jars", props["jars"]] if props.get("jars") else []),
             *(arg for key, flag in CLUSTER_FLAGS.items() if key in cluster for arg in (flag, _plain(cluster[key]))),
@@ -87,11 +92,12 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         pump.join(5)
-        raise RuntimeError(f"{props['name']}: the validation job ran over {props['timeout_seconds']}s and was "
-                           "stopped; last output:\n" + "\n".join(lines[-20:])) from None
+        raise RuntimeError(f"{props['name']}: the validation job on {props['master']} ran over "
+                           f"{props['timeout_seconds']}s and was stopped; last output:\n" + "\n".join(lines[-20:])
+                           ) from None
     pump.join(5)
     code = proc.returncode
-    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    report = _report(props, output, report_key, report_file, code, lines)
     if code not in (0, output.failed_exit) or not report:
         raise RuntimeError(output.could_not_run_message(props["name"], code, lines))
     summary = output.report_summary(report)
@@ -102,6 +108,26 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     _progress(f"{props['name']}: validation {outcome}, {summary['records_checked']} record(s) checked, "
               f"in {time.monotonic() - started:.0f}s")
     return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
+
+
+def _report(props, output: JobOutput, key: str, report_file: Path, code: int, lines: list[str]) -> dict:
+    """The report of a job that ran (exit 0 or failed_exit) from where its config sends it (read as
+    a managed service's run would be), else (it could not run, or that channel cannot be read from
+    here) its --out file."""
+    report_to = props["config"].get("report_to")
+    if report_to and output.read_report is not None and code in (0, output.failed_exit):
+        try:
+            report = output.read_report(report_to, key, REPORT_WAIT_SECONDS)
+        except LookupError:
+            report = False
+        if report is None:
+            raise RuntimeError(
+                f"{props['name']}: the validation job on {props['master']} ended (exit {code}) without a report on "
+                f"topic {report_to.get('topic', 'its report topic')} at {report_to['bootstrap']} within "
+                f"{REPORT_WAIT_SECONDS}s; last output:\n" + "\n".join(lines[-20:]))
+        if report:
+            return report
+    return json.loads(report_file.read_text()) if report_file.is_file() else {}
 
 
 def _plain(value) -> str:
