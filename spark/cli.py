@@ -208,7 +208,8 @@ from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator
 from .report import summary_text
 from .report_channel import ReportNotSent, send_report
-from .spark_io import KafkaSourceMissing, build_spark, is_connect, stop_spark
+from .masters import is_connect
+from .spark_io import KafkaSourceMissing, build_spark, stop_spark
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

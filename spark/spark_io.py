@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from .masters import is_connect, master_answers, on_loopback
+
 
 # Rows per Spark task, for reads (Kafka partitions split) and shuffles: keeps each
 # task's sort and window buffers small, so the heap needed does not grow with N.
@@ -62,7 +64,7 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
             builder = builder.config("spark.driver.extraJavaOptions", options)
         for key, value in executor_settings(args).items():
             builder = builder.config(key, value)
-        if master.startswith("local") or _on_loopback(master):
+        if master.startswith("local") or on_loopback(master):
             # Bind loopback only, from JVM start: a cluster on this machine reaches the driver there too.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = (builder.config("spark.driver.host", "127.0.0.1")
@@ -96,46 +98,6 @@ def executor_settings(args: argparse.Namespace) -> dict[str, str]:
     """A cluster's executors as the job asks for them (none set: the cluster's defaults)."""
     values = (getattr(args, name, None) for name in ("executor_memory", "executor_cores", "max_cores"))
     return {key: str(value) for key, value in zip(EXECUTOR_KEYS, values) if value is not None}
-
-
-CONNECT_PORT = 15002  # Spark Connect's default
-MASTER_ANSWER_SECONDS = 5
-
-
-def is_connect(master: str) -> bool:
-    return master.startswith("sc://")
-
-
-def master_endpoints(master: str) -> list[tuple[str, int]]:
-    """(host, port) of each address in a cluster master's URL: `spark://h:p[,h:p]` or `sc://h[:p][/]`."""
-    scheme, rest = master.split("://", 1)
-    if scheme == "sc":
-        host, _, port = rest.split("/", 1)[0].partition(":")
-        return [(host, int(port or CONNECT_PORT))]
-    return [(host, int(port)) for host, _, port in (part.rpartition(":") for part in rest.split(","))]
-
-
-def _on_loopback(master: str) -> bool:
-    return all(host in ("127.0.0.1", "localhost") for host, _ in master_endpoints(master))
-
-
-class MasterUnreachable(RuntimeError):
-    """Nothing answers at the master's address: Spark's own client would retry for a minute or more."""
-
-
-def master_answers(master: str) -> None:
-    """Before any JVM or session: one address of the master answering TCP is enough."""
-    import socket
-    error = None
-    for host, port in master_endpoints(master):
-        try:
-            socket.create_connection((host, port), timeout=MASTER_ANSWER_SECONDS).close()
-            return
-        except OSError as exc:
-            error = exc
-    where = ", ".join(f"{host}:{port}" for host, port in master_endpoints(master))
-    raise MasterUnreachable(f"validation.master (--master) {master}: nothing answers at {where} ({error}); "
-                            "fix: start it, or correct validation.master")
 
 
 class KafkaSourceMissing(RuntimeError):

@@ -12,7 +12,8 @@ import pytest
 from mirrorstack.model.capabilities import capabilities, offering
 from mirrorstack.model.spec import Topology, Validation
 from mirrorstack.platforms.local.platform import _cluster
-from mirrorstack.spark.spark_io import MasterUnreachable, _on_loopback, executor_settings, master_answers, master_endpoints
+from mirrorstack.spark.masters import MasterUnreachable, master_answers, master_endpoints, on_loopback
+from mirrorstack.spark.spark_io import executor_settings
 
 PLATFORMS = ("local", "docker", "kubernetes")
 
@@ -73,8 +74,8 @@ def test_the_addresses_of_a_master():
 
 
 def test_the_driver_binds_loopback_only_for_a_master_on_this_machine():
-    assert _on_loopback("spark://127.0.0.1:7077") and _on_loopback("spark://localhost:7077,127.0.0.1:7078")
-    assert not _on_loopback("spark://127.0.0.1:7077,spark-master.example.com:7077")
+    assert on_loopback("spark://127.0.0.1:7077") and on_loopback("spark://localhost:7077,127.0.0.1:7078")
+    assert not on_loopback("spark://127.0.0.1:7077,spark-master.example.com:7077")
 
 
 @pytest.mark.parametrize("scheme", ["spark", "sc"])
