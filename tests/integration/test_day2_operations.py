@@ -145,6 +145,11 @@ class _Watch(threading.Thread):
                 try:
                     if requests.get(url, timeout=1).status_code == 200:
                         up.add(name)
+                except requests.Timeout:
+                    # a slow answer is no restart (a worker's /health waits on a rebalance the other's
+                    # restart started): as in the sample before
+                    if self.samples and name in self.samples[-1][2]:
+                        up.add(name)
                 except requests.RequestException:
                     pass
             self.samples.append((time.monotonic(), brokers if brokers is not None else set(), up))
