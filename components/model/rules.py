@@ -209,6 +209,15 @@ def _validation_problems(t: Topology) -> Iterator[str]:
     if v.flows is not None and not v.flows:
         yield f"{_path(('validation', 'flows'))}: empty; fix: name flows, or remove it to validate all"
     yield from _master_problems(t, v)
+    if v.submit == "yourself":
+        if not capabilities(t.platform).runs_job_in_program:
+            yield (f"{_path(('validation', 'submit'))}: `up` reads the report of a job you submit from the "
+                   f"flows' clusters, which it reaches on {' or '.join(offering('runs_job_in_program'))} only; "
+                   f"fix: remove it (on {t.platform} `up` runs the job itself)")
+        if v.master != "local[2]" or v.schedule is not None:
+            field = "master" if v.master != "local[2]" else "schedule"
+            yield (f"{_path(('validation', field))}: the job you submit runs where your spark-submit says, when "
+                   "you say; fix: remove it, or remove validation.submit")
     if v.schedule is not None and not capabilities(t.platform).scheduled_jobs:
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")

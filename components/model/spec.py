@@ -623,6 +623,15 @@ class Validation(_Model):
         "250,000 source records; on docker and kubernetes spark-submit starts the JVM before the job knows its "
         "size, so a small check runs on C2 unless `-XX:TieredStopAtLevel=1` is set here (measured: 0.51x the "
         "CPU at 1,000 records, 1.6x at 2 million). Changing them runs the job again."))
+    submit: Literal["up", "yourself"] = Field("up", description=(
+        "`up`: `pulumi up` runs the job (where `master` says). `yourself`: `up` hands the job out instead, for a "
+        "Spark mirrorstack does not run (EMR, Dataproc, Databricks, your own spark-submit): its files in "
+        "`.mirrorstack/<stack>/validation-job-submit/` and the exact spark-submit command in the stack output "
+        "`validation.submit`; the job writes its report to its topic on the first validated target, and a later "
+        "`up` reads it there (and fails on a failed validation, as ever). local only."))
+    report_within_hours: float = Field(24, gt=0, le=720, description=(
+        "`submit: yourself`: an `up` this long after the command was handed out that finds no report from it "
+        "fails, naming the command and the topic; a new `run_id` hands out a new command."))
     schedule: str | None = Field(None, pattern=r"^(@\w+|\S+( \S+){4})$", examples=["0 * * * *"], description=(
         "kubernetes only: also run it as a CronJob on this cron schedule (continuous checks)."))
 

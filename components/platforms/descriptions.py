@@ -237,6 +237,9 @@ class SparkJob:
     # and the RBAC rules the driver needs to start them.
     executor_script: str = ""
     driver_rules: tuple[dict, ...] = ()
+    # The spark-submit line for a Spark the platform does not run (keyword arguments: job_file,
+    # config_file, zip_file, report_key, spark_version).
+    hand_out_argv: Callable[..., list[str]] | None = None
 
     @property
     def entry_text(self) -> str:

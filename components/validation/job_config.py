@@ -119,3 +119,12 @@ def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[s
     if settings.report_only:
         argv.append("--report-only")
     return argv
+
+
+def handed_out_argv(*, job_file: str, config_file: str, zip_file: str, report_key: str,
+                    spark_version: str) -> list[str]:
+    """The spark-submit line for a Spark mirrorstack does not run (validation.submit: yourself): the
+    Kafka source by Maven coordinate (what a managed service fetches), the job's package on --py-files,
+    its report to the input's report_to under `report_key`. Its master is the cluster's own."""
+    return ["spark-submit", "--packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
+            "--py-files", zip_file, job_file, "--config", config_file, "--report-key", report_key]

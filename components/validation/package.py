@@ -21,7 +21,7 @@ from mirrorstack import spark
 from mirrorstack.platforms.descriptions import SparkJob
 from mirrorstack.shipping import project_imports
 from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT
-from mirrorstack.validation.job_config import spark_submit_argv
+from mirrorstack.validation.job_config import handed_out_argv, spark_submit_argv
 from mirrorstack.validation.outcome import JOB_OUTPUT
 
 PACKAGE_DIR = Path(spark.__file__).parent
@@ -75,4 +75,4 @@ def job_package() -> SparkJob:
     spark-submit line in an image and how its output reads."""
     return SparkJob(entry=ENTRY_SCRIPT, zip_bytes=job_zip(), zip_name=ZIP_NAME, make_zip=job_zip,
                     submit_argv=spark_submit_argv, output=JOB_OUTPUT,
-                    executor_script=EXECUTOR_SCRIPT, driver_rules=DRIVER_RULES)
+                    executor_script=EXECUTOR_SCRIPT, driver_rules=DRIVER_RULES, hand_out_argv=handed_out_argv)

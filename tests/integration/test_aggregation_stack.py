@@ -2,6 +2,8 @@
 us and uk mirrored into central with the identity policy."""
 import json
 import re
+import shlex
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
@@ -11,11 +13,12 @@ import requests
 
 from mirrorstack import toolchain
 from mirrorstack.mm2.validation_reports import REPORT_TOPIC
+from mirrorstack.versions import spark_version
 from tests.support import connect_rest
 from tests.support.kafka_clients import consume, create_topic, end_offsets, produce, wait_for_count
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
-from tests.support.spark_cluster import ConnectServer, StandaloneCluster
+from tests.support.spark_cluster import ConnectServer, StandaloneCluster, spark_env, spark_home
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -216,6 +219,31 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
     finally:
         cluster.stop()
         server.stop()
+
+    # handed out instead of run (a Spark mirrorstack does not run): `up` gives the files and the exact
+    # spark-submit line and waits for nothing; the job, submitted as a user would (here with the jars
+    # on --jars: no Maven Central), sends its report to its topic; the next `up` takes it: the same report
+    started = time.monotonic()
+    project.run("config", "rm", "--path", "mirrorstack:topology.validation.master")
+    project.run("config", "set", "--path", "mirrorstack:topology.validation.submit", "yourself")
+    up = project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=handed-out",
+                     timeout=600)
+    handed = project.outputs()["validation"]
+    submit = handed["submit"]
+    assert (handed["status"], handed["passed"]) == ("awaiting-report", False), handed
+    assert submit["command"] in up.stderr + up.stdout and submit["report_cluster"] == out["clusters"]["central"]
+    argv = shlex.split(submit["command"])
+    assert argv[:3] == ["spark-submit", "--packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version()}"]
+    argv[:3] = [str(spark_home() / "bin" / "spark-submit"), "--jars",
+                ",".join(str(j) for j in toolchain.spark_kafka_jars())]
+    submitted = subprocess.run(argv, cwd=submit["directory"], env=spark_env(), capture_output=True, text=True,
+                               timeout=600)
+    assert submitted.returncode == 1 and "replication check FAILED" in submitted.stdout, submitted.stderr[-3000:]
+    project.run("up", "--yes", "--skip-preview", timeout=600)
+    taken = project.outputs()["validation"]
+    assert {k: taken[k] for k in keys} == {k: validation[k] for k in keys} and taken["submit"] == submit
+    project.run("preview", "--expect-no-changes", timeout=300)  # taken once: nothing more to do
+    print(f"handed out, submitted, taken: {time.monotonic() - started:.0f}s")
 
     # destroying the flows deletes their connectors (Connect still runs to tell)
     urns = [r["urn"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]

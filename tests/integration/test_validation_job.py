@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,9 @@ from confluent_kafka.admin import AdminClient
 from mirrorstack import toolchain
 from mirrorstack.mirror.connectors import mirror_connector_configs
 from mirrorstack.platforms.local import spark_job
+from mirrorstack.platforms.local.handed_out_job import HandedOutJobProvider
 from mirrorstack.platforms.local.spark_job import LocalSparkJobProvider
+from mirrorstack.validation.job_config import handed_out_argv
 from mirrorstack.validation.outcome import JOB_OUTPUT
 from mirrorstack.validation.package import ZIP_NAME, job_zip
 from mirrorstack.mirror.provider import MirrorMaker2Provider
@@ -865,6 +868,52 @@ def test_up_takes_the_report_from_its_topic_and_fails_in_time_when_none_comes(tm
     assert time.monotonic() - started < 30
     assert (f"silent: the validation job on spark://spark-master.example.com:7077 ended (exit 0) without a report on "
             f"topic {reports} at {kafka_b.bootstrap_servers} within 3s") in str(silent.value)
+
+
+def test_a_handed_out_job_is_taken_once_it_reports_and_fails_up_when_it_never_does(tmp_path, kafka_b):
+    """validation.submit: yourself, at its provider: the files and the spark-submit line handed out; an `up`
+    before the report came changes nothing; the report sent under the handed-out key is taken by the next;
+    one past the bound with no report fails, naming the command and the topic."""
+    reports = f"vj-reports-{uuid.uuid4().hex[:8]}"
+    provider = HandedOutJobProvider(JOB_OUTPUT, job_zip, ZIP_NAME, handed_out_argv)
+
+    def handed_out(name: str, within: float) -> dict:
+        return provider.create({
+            "name": name, "job_file": str(PROJECT / "spark" / "validate_replication.py"), "job_sha256": "x",
+            "config": {"flows": [{"name": "a->b"}], "report_to": {"bootstrap": kafka_b.bootstrap_servers,
+                                                                   "topic": reports}},
+            "workdir": str(tmp_path / name), "run_id": "", "report_only": "false",
+            "report_within_seconds": str(within), "spark_version": "4.2.0"}).outs
+
+    outs = handed_out("taken", 600)
+    submit = outs["submit"]
+    assert (outs["report"]["status"], submit["report_topic"]) == ("awaiting-report", reports)
+    assert shlex.split(submit["command"]) == [
+        "spark-submit", "--packages", "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0", "--py-files", ZIP_NAME,
+        "validate_replication.py", "--config", "flows.json", "--report-key", submit["report_key"]]
+    folder = Path(submit["directory"])
+    assert (folder / ZIP_NAME).read_bytes() == job_zip() and (folder / "validate_replication.py").is_file()
+    assert (folder / "flows.json").stat().st_mode & 0o777 == 0o600
+    assert provider.diff("taken", outs, outs).changes is False  # nothing came yet: nothing to do
+    producer = Producer({"bootstrap.servers": kafka_b.bootstrap_servers})
+    producer.produce(reports, key=submit["report_key"].encode(), value=json.dumps(
+        {**PASSED, "records_checked": 5, "flows": [{"name": "a->b", "topics": []}]}).encode())
+    assert producer.flush(30) == 0
+    assert provider.diff("taken", outs, outs).changes is True
+    taken = provider.update("taken", outs, outs).outs
+    assert (taken["report"]["status"], taken["report"]["records_checked"], taken["report"]["submit"]) == (
+        "passed", 5, submit)
+    assert provider.diff("taken", taken, taken).changes is False
+
+    late = handed_out("late", 2)
+    deadline = time.monotonic() + 30
+    while not provider.diff("late", late, late).changes:
+        assert time.monotonic() < deadline
+    with pytest.raises(RuntimeError) as silent:
+        provider.update("late", late, late)
+    said = str(silent.value)
+    assert f"has not reported to topic {reports} at {kafka_b.bootstrap_servers} within 2s" in said
+    assert f"fix: submit it (from {late['submit']['directory']}: {late['submit']['command']})" in said
 
 
 PASSED = {"status": "passed", "passed": True, "failures": [], "duration_seconds": 1.0, "groups": []}

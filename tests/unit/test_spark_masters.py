@@ -91,3 +91,11 @@ def test_a_master_that_does_not_answer_fails_before_the_job_naming_the_field(sch
         listening.listen()
         master_answers(f"spark://127.0.0.1:{port},127.0.0.1:{listening.getsockname()[1]}")
         master_answers(f"sc://127.0.0.1:{listening.getsockname()[1]}")
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_job_to_submit_yourself_only_where_up_reaches_the_clusters(platform):
+    said = said_of(platform, {"submit": "yourself"})
+    refused = not capabilities(platform).runs_job_in_program
+    assert ("validation.submit: `up` reads the report of a job you submit from the flows' clusters" in said) == \
+        refused, said

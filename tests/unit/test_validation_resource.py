@@ -184,6 +184,10 @@ def test_validation_flows_selects_and_checkpoints_off_means_no_failover():
     ({"executor_cores": 0}, "validation.executor_cores"),
     ({"max_cores": 0}, "validation.max_cores"),
     ({"executor_wait_seconds": 0}, "validation.executor_wait_seconds"),
+    ({"submit": "yourself", "master": "spark://m:7077"}, "validation.master: the job you submit runs where your "
+                                                         "spark-submit says, when you say; fix: remove it"),
+    ({"submit": "later"}, "validation.submit"),
+    ({"report_within_hours": 0}, "validation.report_within_hours"),
 ])
 def test_bad_validation_settings_name_the_field(validation, expected):
     with pytest.raises(TopologyError) as info:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pulumi
 
-from mirrorstack import toolchain
+from mirrorstack import toolchain, versions
 from mirrorstack.platforms.base import (UnsupportedService, default_port_base, fill_dir, hashed_host_port,
                                         no_node_ports, python_service_config, run_in_turn)
 from mirrorstack.platforms.descriptions import (JavaService, ProcessService, PythonModuleService, Ran, Service,
@@ -20,6 +20,7 @@ from mirrorstack.platforms.java_service import JavaRuntime, java_service
 from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
+from mirrorstack.platforms.local.handed_out_job import HandedOutSparkJob
 from mirrorstack.platforms.local.spark_job import CLUSTER_FLAGS, LocalSparkJob
 
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
@@ -116,7 +117,14 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
     def run_job(self, name: str, *, job: SparkJob, config, settings,
                 uses_clients: list[str] = (), opts: pulumi.ResourceOptions | None = None) -> LocalSparkJob:
         """Run the validation job with this project's PySpark; `report` is its summary.
-        (`uses_clients`' folders are on this host already.)"""
+        (`uses_clients`' folders are on this host already.) With `submit: yourself`, hand it
+        out instead: its files and spark-submit line, its report read by a later `up`."""
+        if settings.submit == "yourself":
+            return HandedOutSparkJob(
+                # not the run job's folder: that one goes when a stack switches from it to this
+                name, job=job, config=config, workdir=str(self.base_dir / f"{name}-submit"), run_id=settings.run_id,
+                report_only=settings.report_only, report_within_seconds=settings.report_within_hours * 3600,
+                spark_version=versions.spark_version(), opts=opts)
         return LocalSparkJob(
             name, job=job, config=config,
             workdir=str(self.base_dir / name), report_only=settings.report_only,

@@ -33,9 +33,9 @@ from mirrorstack.platforms.descriptions import JobOutput, SparkJob
 
 # Inputs whose change means a new run.
 RUN_KEYS = ("config", "run_id", "report_only", "driver_memory", "master", "job_sha256", "java_options", "cluster")
-# What a cluster master's executors are asked for: CLI flag of the job per key of the `cluster` input.
 # How long a job that ended has to show its report on its topic (it wrote it before it exited).
 REPORT_WAIT_SECONDS = 30
+# What a cluster master's executors are asked for: CLI flag of the job per key of the `cluster` input.
 CLUSTER_FLAGS = {"executor_memory": "--executor-memory", "executor_cores": "--executor-cores",
                  "max_cores": "--max-cores", "executor_wait_seconds": "--executor-wait-seconds"}
 
