@@ -200,9 +200,9 @@ class JobOutput(NamedTuple):
     failed_message: Callable[[str, str, list[str]], str]  # (name, where its report is, failures)
     could_not_run_message: Callable[..., str]         # (name, exit code, its lines, hint="")
     report_summary: Callable[[dict], dict]            # its report file's summary (status, passed, failures...)
-    # (where its config says it sends its report, the run's key, seconds to wait) -> the report, None when
-    # none came; LookupError: that channel cannot be read from here
-    read_report: Callable[[dict, str, float], dict | None] | None = None
+    # (where its config says it sends its report, the run's key, seconds to wait, since_ms=when the run
+    # began) -> the report, None when none came; LookupError: that channel cannot be read from here
+    read_report: Callable[..., dict | None] | None = None
 
 
 # A driver pod's own name and IP, in its container's environment: spark-submit's line names them as

@@ -61,9 +61,14 @@ class ReportUnreadable(LookupError):
     """The report's cluster cannot be read from here (a client setting librdkafka lacks)."""
 
 
-def read_report(report_to: dict, key: str, timeout: float) -> dict | None:
+# Records are stamped by the job's machine, whose clock may run behind ours.
+CLOCK_MARGIN_MS = 300_000
+
+
+def read_report(report_to: dict, key: str, timeout: float, since_ms: int | None = None) -> dict | None:
     """The report the job wrote with `key` to its `report_to` topic (mirrorstack.mm2.validation_reports),
-    waiting up to `timeout` seconds for it; None when none came."""
+    waiting up to `timeout` seconds for it; None when none came. `since_ms`: when the run began (only
+    records from then on are read, not the topic's history)."""
     import uuid
 
     from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -77,14 +82,16 @@ def read_report(report_to: dict, key: str, timeout: float) -> dict | None:
     partition = TopicPartition(report_to.get("topic", REPORT_TOPIC), 0)
     consumer = Consumer({**conf, "group.id": f"mirrorstack-validate-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "log_level": 2})
-    deadline, read_to = time.monotonic() + timeout, 0
+    deadline, read_to = time.monotonic() + timeout, None
     try:
         while True:
             try:
                 low, high = consumer.get_watermark_offsets(partition, timeout=5, cached=False)
             except KafkaException:  # no such topic yet
                 low = high = 0
-            if high > read_to:  # only what came since the last look
+            if read_to is None and high > 0:  # where this run's records can begin
+                read_to = low if since_ms is None else _offset_since(consumer, partition, since_ms, high)
+            if read_to is not None and high > read_to:  # only what came since the last look
                 consumer.assign([TopicPartition(partition.topic, 0, max(low, read_to))])
                 while read_to < high:
                     message = consumer.poll(5)
@@ -99,6 +106,13 @@ def read_report(report_to: dict, key: str, timeout: float) -> dict | None:
             time.sleep(1)
     finally:
         consumer.close()
+
+
+def _offset_since(consumer, partition, since_ms: int, high: int) -> int:
+    from confluent_kafka import TopicPartition
+    asked = TopicPartition(partition.topic, partition.partition, max(0, since_ms - CLOCK_MARGIN_MS))
+    (found,) = consumer.offsets_for_times([asked], timeout=5)
+    return found.offset if found.offset >= 0 else high  # none that recent: from the end
 
 
 # What a platform is handed to run the job and say how it went (descriptions.SparkJob.output).

@@ -9,6 +9,7 @@ import requests
 
 from mirrorstack import toolchain
 from mirrorstack.platforms.local import launcher
+from mirrorstack.spark.masters import master_answers
 from tests.support.ports import free_ports
 
 HOST = "127.0.0.1"
@@ -112,7 +113,6 @@ class ConnectServer:
         return f"sc://{HOST}:{self.port}"
 
     def start(self, timeout: float = 120.0) -> ConnectServer:
-        import socket
         # spark-submit (not plain java): its launcher adds the JVM module options Arrow needs on Java 17,
         # and it exec's the server's JVM, so the PID is the server's.
         argv = [str(spark_home() / "bin" / "spark-submit"), "--master", f"local[{self.cores}]",
@@ -124,14 +124,9 @@ class ConnectServer:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.handle = launcher.start(f"spark-connect-{self.port}", argv, log_file=self.base_dir / "server.log",
                                      env=spark_env())
-
-        def answers() -> bool:
-            try:
-                socket.create_connection((HOST, self.port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-        launcher.wait_until_healthy(self.handle, answers, timeout=timeout, what=f"Spark Connect server {self.url}")
+        # the job's own check (it raises until the server answers)
+        launcher.wait_until_healthy(self.handle, lambda: master_answers(self.url) is None, timeout=timeout,
+                                    what=f"Spark Connect server {self.url}")
         return self
 
     def stop(self) -> None:

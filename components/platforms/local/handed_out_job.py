@@ -13,7 +13,6 @@ the command and the topic.
 """
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import time
@@ -26,7 +25,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 
 from mirrorstack import naming
 from mirrorstack.platforms.descriptions import JobOutput, SparkJob
-from mirrorstack.platforms.local.spark_job import ValidationFailed, _progress, _whole_numbers
+from mirrorstack.platforms.local.spark_job import ValidationFailed, _progress, write_job_input
 
 # Inputs whose change hands out a new command.
 HAND_OUT_KEYS = ("config", "run_id", "job_sha256", "spark_version")
@@ -46,9 +45,7 @@ class HandedOutJobProvider(ResourceProvider):
             folder / self.zip_name
         job_file.write_text(Path(props["job_file"]).read_text())
         zip_file.write_bytes(self.make_zip())
-        config_file.touch(mode=0o600, exist_ok=True)  # client settings may carry credentials
-        config_file.chmod(0o600)
-        config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
+        write_job_input(config_file, props["config"])
         key = uuid.uuid4().hex
         argv = self.hand_out_argv(job_file=job_file.name, config_file=config_file.name, zip_file=zip_file.name,
                                   report_key=key, spark_version=props["spark_version"])
@@ -63,7 +60,8 @@ class HandedOutJobProvider(ResourceProvider):
                                                       "submit": submit}, "handed_out": time.time()}
 
     def _look(self, outs, timeout: float) -> dict | None:
-        return self.output.read_report(outs["config"]["report_to"], outs["submit"]["report_key"], timeout)
+        return self.output.read_report(outs["config"]["report_to"], outs["submit"]["report_key"], timeout,
+                                       since_ms=int(float(outs["handed_out"]) * 1000))
 
     def _overdue(self, outs) -> bool:
         return time.time() - float(outs["handed_out"]) > float(outs["report_within_seconds"])

@@ -61,10 +61,7 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     workdir = Path(props["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
     config_file, report_file = workdir / "flows.json", workdir / "report.json"
-    # 0600 before anything is written: client settings may carry credentials.
-    config_file.touch(mode=0o600, exist_ok=True)
-    config_file.chmod(0o600)
-    config_file.write_text(json.dumps(_whole_numbers(props["config"]), indent=2))
+    write_job_input(config_file, props["config"])
     report_file.unlink(missing_ok=True)
     package = workdir / zip_name  # built here, from the same tree the job's hash was taken of
     package.write_bytes(make_zip())
@@ -79,7 +76,7 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), *filter(None, [os.environ.get("PYTHONPATH")])])}
     _progress(f"{props['name']}: validating {len(props['config']['flows'])} flow(s) with Spark "
               f"({props['master']}); report: {report_file}")
-    started = time.monotonic()
+    started, started_ms = time.monotonic(), int(time.time() * 1000)
     lines: list[str] = []
     # Own session: on timeout the job and its Spark JVM stop together, by our own pid.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -97,7 +94,7 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
                            ) from None
     pump.join(5)
     code = proc.returncode
-    report = _report(props, output, report_key, report_file, code, lines)
+    report = _report(props, output, report_key, started_ms, report_file, code, lines)
     if code not in (0, output.failed_exit) or not report:
         raise RuntimeError(output.could_not_run_message(props["name"], code, lines))
     summary = output.report_summary(report)
@@ -110,14 +107,15 @@ def _run(props, output: JobOutput, make_zip: Callable[[], bytes], zip_name: str)
     return {**props, "report": summary, "passed": summary["passed"], "report_file": str(report_file)}
 
 
-def _report(props, output: JobOutput, key: str, report_file: Path, code: int, lines: list[str]) -> dict:
+def _report(props, output: JobOutput, key: str, started_ms: int, report_file: Path, code: int,
+            lines: list[str]) -> dict:
     """The report of a job that ran (exit 0 or failed_exit) from where its config sends it (read as
     a managed service's run would be), else (it could not run, or that channel cannot be read from
     here) its --out file."""
     report_to = props["config"].get("report_to")
     if report_to and output.read_report is not None and code in (0, output.failed_exit):
         try:
-            report = output.read_report(report_to, key, REPORT_WAIT_SECONDS)
+            report = output.read_report(report_to, key, REPORT_WAIT_SECONDS, since_ms=started_ms)
         except LookupError:
             report = False
         if report is None:
@@ -128,6 +126,13 @@ def _report(props, output: JobOutput, key: str, report_file: Path, code: int, li
         if report:
             return report
     return json.loads(report_file.read_text()) if report_file.is_file() else {}
+
+
+def write_job_input(path: Path, config: dict) -> None:
+    """The job's input, 0600 before anything is written: client settings may carry credentials."""
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(json.dumps(_whole_numbers(config), indent=2))
 
 
 def _plain(value) -> str:
