@@ -17,7 +17,11 @@ from .offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
 from .progress import WaitProgress, partitions_behind, why
 from .purged import purged_for_group
 from .report import group_failures
-from .spark_io import hashed_records, read_kafka, read_whole_topic, tasks_for
+from .spark_io import MATCH_KEY, hashed_records, read_kafka, read_whole_topic, tasks_for
+
+
+# The kinds of a record read on the target (the others are source records without a copy).
+TARGET_KINDS = ("matched", "duplicates", "extras")
 
 
 class Validator:
@@ -28,6 +32,7 @@ class Validator:
         self.poll_seconds, self.sample_size, self.log = poll_seconds, sample_size, log
         self.kafka = KafkaClientOffsets() if offsets_via == "kafka-client" else None
         self.persisted: list = []
+        self._cores: int | None = None
         # The window's start, fixed once: records at or after it (record timestamps,
         # which MM2 copies from the source) are checked on both sides.
         self.since_ms = (None if config.window_seconds is None
@@ -116,13 +121,22 @@ class Validator:
         rows = self.target_frame(group, hashed=False).groupBy("partition").agg(F.count("*").alias("n")).collect()
         return {r["partition"]: r["n"] for r in rows}
 
-    def target_frame(self, group: Group, hashed: bool = True, hint: int = 0):
+    def target_frame(self, group: Group, hashed: bool = True, hint: int = 0,
+                     ends: dict[int, int] | None = None):
         """The target topic's records, in the window: read from each partition's
-        first offset in it (Kafka's time index), then filtered on the timestamp."""
-        kw = {"minPartitions": str(tasks_for(hint))} if hashed else {}
+        first offset in it (Kafka's time index), then filtered on the timestamp;
+        up to `ends` ({partition: end offset}) when given, else to the end now."""
+        kw = {"minPartitions": str(tasks_for(hint, self.cores))} if hashed else {}
         starts = None if self.since_ms is None else self._since(group.target_bootstrap, group.target_client,
                                                                group.topic)
-        if self.since_ms is None or starts is None:  # whole history, or no such topic (an empty read)
+        if ends is not None:
+            first = starts or {}
+            raw = read_kafka(self.spark, group.target_bootstrap, group.target_client,
+                             assign=json.dumps({group.topic: sorted(ends)}),
+                             startingOffsets=json.dumps({group.topic: {str(p): first.get(p, -2) for p in ends}}),
+                             endingOffsets=json.dumps({group.topic: {str(p): e for p, e in ends.items()}}),
+                             includeHeaders="true" if hashed else "false", **kw)
+        elif self.since_ms is None or starts is None:  # whole history, or no such topic (an empty read)
             raw = read_whole_topic(self.spark, group.target_bootstrap, group.target_client, group.topic,
                                    headers=hashed, **kw)
         else:
@@ -134,6 +148,16 @@ class Validator:
             from pyspark.sql import functions as F
             return raw if self.since_ms is None else raw.where(F.expr("unix_millis(timestamp)") >= self.since_ms)
         return self._in_window(hashed_records(raw))
+
+    @property
+    def cores(self) -> int:
+        """The cores the job's tasks run on (1 where Spark Connect does not say)."""
+        if self._cores is None:
+            try:
+                self._cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+            except Exception:  # noqa: BLE001 - a Spark Connect session has no SparkContext
+                self._cores = 1
+        return self._cores
 
     def _persist(self, frame):
         from pyspark import StorageLevel
@@ -151,7 +175,7 @@ class Validator:
             assign=json.dumps({m.topic: sorted(ranges)}),
             startingOffsets=json.dumps({m.topic: {str(p): b for p, (b, _) in ranges.items()}}),
             endingOffsets=json.dumps({m.topic: {str(p): e for p, (_, e) in ranges.items()}}),
-            includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in ranges.values()))))
+            includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in ranges.values()), self.cores)))
         return self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src))
 
     def source_frame(self, group: Group, snap):
@@ -207,6 +231,43 @@ class Validator:
             time.sleep(max(0.0, min(self.poll_seconds, deadline - time.monotonic())))
 
     # -- one group
+    @staticmethod
+    def classify(source, target, timed_out: bool, moving: set[int]):
+        """Every record of both sides as (src, partition, s_offset, t_offset, partner, kind), in one
+        shuffle: both sides grouped on the match key, the k-th copy of a key paired with its k-th
+        source record (sources in (src, offset) order, copies in offset order). A copy without a
+        source record of its own is a duplicate of the key's first source record (`partner`, whose
+        `src` it counts for), or an extra where the key has none."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        mk = MATCH_KEY
+        sides = source.select(*mk, F.struct("src", "offset").alias("s"), F.lit(None).cast("long").alias("t")) \
+            .unionByName(target.select(*mk, F.lit(None).cast("struct<src:int,offset:long>").alias("s"),
+                                       F.col("offset").alias("t")))
+        # collect_list skips the nulls: each key's source records, and its copies, each in order.
+        keyed = sides.groupBy(*mk).agg(F.sort_array(F.collect_list("s")).alias("S"),
+                                       F.sort_array(F.collect_list("t")).alias("T"))
+        pairs = keyed.select("partition", F.get("S", 0).alias("first"),  # null where S is empty
+                             F.explode(F.arrays_zip("S", "T")).alias("pair"))
+        joined = pairs.select("partition", F.col("pair.S.src").alias("src"), F.col("pair.S.offset").alias("s_offset"),
+                              F.col("pair.T").alias("t_offset"), F.col("first.offset").alias("partner"),
+                              F.coalesce("pair.S.src", "first.src").alias("owner"))
+        has_s, has_t = F.col("s_offset").isNotNull(), F.col("t_offset").isNotNull()
+        if timed_out:  # after its partition's last match: in flight or stalled (the wait ran out)
+            last_matched = F.max(F.when(has_s & has_t, F.col("s_offset"))).over(Window.partitionBy("src", "partition"))
+            after_last = has_s & (F.col("s_offset") > F.coalesce(last_matched, F.lit(-1)))
+        else:
+            after_last = F.lit(False)
+        kind = (F.when(has_s & has_t, "matched")
+                .when(after_last & F.col("partition").isin(sorted(moving) or [-1]), "in_flight")
+                .when(after_last, "stalled")
+                .when(has_s, "missing")
+                .when(F.col("partner").isNotNull(), "duplicates")
+                .otherwise("extras"))
+        # A duplicate counts for the source of the record it copies (`owner`); extras have none.
+        return joined.select(F.col("owner").alias("src"), "partition", "s_offset", "t_offset", "partner",
+                             kind.alias("kind"))
+
     def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
                        timed_out: bool, waited: float, target_hint: int = 0,
                        moving: set[int] = frozenset(), in_flight_bound: int | None = None) -> dict:
@@ -218,27 +279,35 @@ class Validator:
 
         spark, n = self.spark, self.sample_size
         target_parts = self.target_partitions(group)
-        if self.kafka and target_parts is None:
-            target = spark.createDataFrame([], "partition int, offset long, ts long, h binary")
-        else:
-            target = self.target_frame(group, hint=target_hint)
         # Shuffles sized to the data (unless given): small sorts per task, flat memory.
-        spark.conf.set("spark.sql.shuffle.partitions",
-                       str(self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint)))
-        target = self._persist(target)
-        read = target.count()
-        if not self.kafka and self.since_ms is None:
-            observed = target.agg(F.max("partition")).first()[0]
-            target_parts = None if observed is None else int(observed) + 1
+        spark.conf.set("spark.sql.shuffle.partitions", str(
+            self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint, self.cores)))
+        # The target is read up to its end offsets now, before the sources' ends after the snapshot
+        # (below): every copy read then has its source record in that later read.
+        ends = None
+        if self.kafka and not group.reads_committed:  # (a transactional target: "latest" is its stable end)
+            marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
+            ends = None if marks is None else {p: high for p, (_, high) in marks.items()}
+        kept = ends is None  # read (and kept on disk) now
+        if self.kafka and target_parts is None:
+            target = spark.createDataFrame([], "partition int, offset long, ts long, h1 long, h2 long")
+        elif ends is not None:
+            target = self.target_frame(group, hint=target_hint, ends=ends)
+        else:  # the read itself fixes the ends
+            target = self._persist(self.target_frame(group, hint=target_hint))
+            target.count()
+            if not self.kafka and self.since_ms is None:
+                observed = target.agg(F.max("partition")).first()[0]
+                target_parts = None if observed is None else int(observed) + 1
 
-        mk = ["partition", "ts", "h"]
+        mk = MATCH_KEY
         # Copies of records the sources took after the snapshot (applications go on writing while
-        # the job runs) are no extras: set aside, checked by the next run. Read after the target,
-        # so every copy it holds has its source record in that read. The newest copies of a key
-        # go first (a copy of an identical record from before the snapshot stays).
+        # the job runs) are no extras: set aside, checked by the next run. The newest copies of a
+        # key go first (a copy of an identical record from before the snapshot stays).
         later = self.after_snapshot_frame(group, snap)
         after_snapshot = 0
         if later is not None:
+            target = target if kept else self._persist(target)
             newest_first = Window.partitionBy(*mk).orderBy(F.col("offset").desc())
             marked = (target.withColumn("newest", F.row_number().over(newest_first))
                       .join(later.groupBy(*mk).agg(F.count("*").alias("later")), on=mk, how="left"))
@@ -246,31 +315,9 @@ class Validator:
             after_snapshot = marked.where(aside).count()
             if after_snapshot:
                 target = self._persist(marked.where(~aside).drop("newest", "later"))
-        target_records = read - after_snapshot
-        src = source.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("src", "offset"))) \
-            .withColumnRenamed("offset", "s_offset")
-        tgt = target.withColumn("occ", F.row_number().over(Window.partitionBy(*mk).orderBy("offset"))) \
-            .withColumnRenamed("offset", "t_offset")
-        joined = src.join(tgt, on=mk + ["occ"], how="full_outer")
-        has_s, has_t = F.col("s_offset").isNotNull(), F.col("t_offset").isNotNull()
-        # (A struct of nulls is not null and sorts first: only source rows may be the partner.)
-        first = F.min(F.when(has_s, F.struct("src", "s_offset"))).over(Window.partitionBy(*mk))
-        joined = (joined
-                  .withColumn("partner", first["s_offset"])
-                  .withColumn("owner", F.coalesce("src", first["src"]))
-                  .withColumn("last_matched", F.max(F.when(has_s & has_t, F.col("s_offset")))
-                              .over(Window.partitionBy("src", "partition"))))
-        after_last = has_s & F.lit(timed_out) & (F.col("s_offset") > F.coalesce("last_matched", F.lit(-1)))
-        kind = (F.when(has_s & has_t, "matched")
-                .when(after_last & F.col("partition").isin(sorted(moving) or [-1]), "in_flight")
-                .when(after_last, "stalled")
-                .when(has_s, "missing")
-                .when(F.col("partner").isNotNull(), "duplicates")
-                .otherwise("extras"))
-        # A duplicate counts for the source of the record it copies (`owner`); extras have none.
-        classified = self._persist(joined.select(F.col("owner").alias("src"), "partition", "s_offset", "t_offset",
-                                                 "partner", kind.alias("kind")))
+        classified = self._persist(self.classify(source, target, timed_out, moving))
         counts = classified.groupBy("src", "partition", "kind").count().collect()
+        target_records = sum(r["count"] for r in counts if r["kind"] in TARGET_KINDS)
 
         def total(kind_name, src_id=None):
             if kind_name == "missing":  # a stalled record is missing too (why: in its sample)

@@ -1,5 +1,5 @@
 """Spark I/O: the session (own JVM, spark-submit's, or a Spark Connect server's), batch reads of Kafka
-topics, and records reduced to the match key (partition, timestamp, hash of
+topics, and records reduced to the match key (partition, timestamp, digests of
 key, value and headers)."""
 from __future__ import annotations
 
@@ -194,22 +194,26 @@ def read_whole_topic(spark, bootstrap: str, client: dict[str, str], topic: str, 
                       includeHeaders="true" if headers else "false", **options)
 
 
-def tasks_for(rows: int) -> int:
-    return max(2, -(-rows // ROWS_PER_TASK))
+def tasks_for(rows: int, cores: int = 1) -> int:
+    """Tasks of at most ROWS_PER_TASK rows, a multiple of the cores (no last wave on one core)."""
+    tasks = max(2, -(-rows // ROWS_PER_TASK))
+    return -(-tasks // cores) * cores
 
 
-HEADERS_SQL = ("coalesce(concat_ws(',', transform(headers, h -> concat(hex(h.key), ':', "
-               "coalesce(hex(h.value), '-')))), '')")
+# The match key's digests: two 64-bit xxHash values (128 bits) over the null flags, key, value and
+# headers (in order), in two argument orders. A false match needs two different records in one
+# partition and millisecond to agree on both. Spark's own hash expressions, no string built per
+# record: on 1M warm records 0.1 s of CPU against 0.8 s for the SHA-256 chain they replace.
+MATCH_KEY = ["partition", "ts", "h1", "h2"]
 
 
 def hashed_records(df):
-    """(partition, offset, ts, h): h = sha256 over sha256(key), sha256(value) and
-    sha256 of the headers (null key/value distinct from empty)."""
+    """(partition, offset, ts, h1, h2): h1, h2 = the record's digests (a null key or value is
+    distinct from an empty one)."""
     from pyspark.sql import functions as F
-    key_hash = F.coalesce(F.sha2(F.col("key"), 256), F.lit("-"))
-    value_hash = F.coalesce(F.sha2(F.col("value"), 256), F.lit("-"))
-    headers_hash = F.sha2(F.expr(HEADERS_SQL), 256)
+    no_key, no_value = F.isnull("key"), F.isnull("value")
     return df.select(
         F.col("partition").cast("int").alias("partition"), F.col("offset"),
         F.coalesce(F.expr("unix_millis(timestamp)"), F.lit(-1)).alias("ts"),
-        F.unhex(F.sha2(F.concat_ws("|", key_hash, value_hash, headers_hash), 256)).alias("h"))
+        F.xxhash64(no_key, "key", no_value, "value", "headers").alias("h1"),
+        F.xxhash64(F.lit(1), "headers", "value", no_value, "key", no_key).alias("h2"))

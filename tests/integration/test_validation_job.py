@@ -14,6 +14,7 @@ afterwards.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shlex
@@ -294,6 +295,28 @@ def test_two_swapped_records_are_out_of_order(spark, tmp_path, kafka_a, kafka_b)
     [sample] = group["samples"]["out_of_order"]
     assert (sample["partition"], sample["source_offset"], sample["previous_source_offset"]) == \
         (first.partition, first.offset, first.offset + 1)
+
+
+def test_the_match_key_tells_apart_what_differs_only_by_nulls_empties_or_places(spark):
+    """Records whose bytes differ only in where a value sits (key or value, which header), or in a
+    null against an empty value, get different digests; identical records the same."""
+    from spark.spark_io import hashed_records
+    from pyspark.sql import Row
+    ts = datetime.datetime(2026, 11, 29, tzinfo=datetime.timezone.utc)
+    variants = [(None, b"x", None), (b"x", None, None), (b"", b"x", None),
+                (None, b"x", [Row(key="a", value=None)]), (None, b"x", [Row(key="a", value=b"")]),
+                (None, b"x", [Row(key="a", value=b"1"), Row(key="b", value=b"2")]),
+                (None, b"x", [Row(key="b", value=b"2"), Row(key="a", value=b"1")]),
+                (b"ab", b"c", None), (b"a", b"bc", None)]
+    rows = [Row(key=k, value=v, headers=h, partition=0, offset=i, timestamp=ts) for i, (k, v, h) in
+            enumerate(variants + variants[:1] + [(None, b"x", [])])]
+    frame = spark.createDataFrame(rows, "key binary, value binary, headers array<struct<key:string,value:binary>>, "
+                                        "partition int, offset long, timestamp timestamp")
+    digests = [(r["h1"], r["h2"]) for r in hashed_records(frame).orderBy("offset").collect()]
+    # the same record again; no headers read as an empty list (Kafka has no null list of headers)
+    assert digests[-2] == digests[-1] == digests[0]
+    distinct = set(digests[:-2])
+    assert len(distinct) == len(variants), digests
 
 
 def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka_a, kafka_b):
