@@ -92,13 +92,15 @@ Method
    partition holds at least as many records as its sources' windows put there
    (per partition: while the sources take new records, one partition running
    ahead must not hide another behind); then read the target to its end.
-4. Records are matched on (partition, timestamp, sha256(key), sha256(value),
-   sha256 of headers) — never on offsets — with multiplicity: occurrences of a
-   match key are numbered (row_number by offset) on both sides and the two
-   sides are full-outer joined on (match key, occurrence). Only aggregates and
-   samples of at most --sample-size rows reach the driver. Reads split Kafka
-   partitions and shuffles use one task per ~400,000 rows, and the frames used
-   twice are cached on disk, so the heap needed does not grow with the data.
+4. Records are matched on (partition, timestamp, two 64-bit xxHash digests of
+   key, value and headers) — never on offsets — with multiplicity: both sides
+   are grouped on the match key in one shuffle, and a key's k-th copy (by
+   offset) is paired with its k-th source record (by source, then offset). The
+   target is read once, up to its end offsets when the wait ended. Only
+   aggregates and samples of at most --sample-size rows reach the driver. Reads
+   split Kafka partitions and shuffles use one task per ~400,000 rows (a
+   multiple of the cores), and the frames used twice are cached on disk, so the
+   heap needed does not grow with the data.
    - missing: source records in the window without a target partner; when
      the wait bound expired, those after the last matched source offset of
      their partition count as in_flight instead, but only if that target

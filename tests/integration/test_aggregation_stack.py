@@ -15,7 +15,8 @@ from mirrorstack import toolchain
 from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 from mirrorstack.versions import spark_version
 from tests.support import connect_rest
-from tests.support.kafka_clients import consume, create_topic, end_offsets, produce, wait_for_count
+from tests.support.kafka_clients import (consume, create_topic, delete_first_record, end_offsets, produce,
+                                         wait_for_count)
 from tests.support.leftovers import leftover_processes
 from tests.support.pulumi_cli import refreshed
 from tests.support.spark_cluster import ConnectServer, StandaloneCluster, spark_env, spark_home
@@ -157,7 +158,11 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
     # stalled run above shows for missing records; extras over tolerance: test_validation_job and
     # the resource's units.)
     started = time.monotonic()
-    produce(out["clusters"]["central"], "orders", 3, prefix="rogue")
+    rogue = produce(out["clusters"]["central"], "orders", 3, prefix="rogue")
+    # and a copy lost on central: its source record is missing in every run below (lost where a rogue
+    # record went, so the partition holds what its sources put there, and no run waits for it)
+    lost = delete_first_record(out["clusters"]["central"], "orders", rogue[0].partition)
+    lost_from = next(f"{region}->central" for region in ("us", "uk") if lost.value.startswith(region.encode()))
     project.run("config", "set", "--path", "mirrorstack:topology.validation.report_only", "true")
     project.run("config", "set", "--path", "mirrorstack:topology.flows[1].state", "running")
     project.run("up", "--yes", "--skip-preview", "--config", "mirrorstack:validationRunId=after-traffic",
@@ -167,14 +172,15 @@ def test_aggregation_stack_end_to_end(aggregation, tmp_path):
     assert {s["state"] for s in out_after["flows"]["uk->central"].values()} == {"RUNNING"}
     validation = out_after["validation"]
     assert (validation["passed"], validation["status"], validation["extras"]) == (False, "failed", 3), validation
-    assert [f for f in validation["failures"] if "extras 3 > tolerance 0" in f] == validation["failures"], \
-        validation["failures"]  # the rogue records, and nothing else
+    assert sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
+        "extras 3 > tolerance 0", "missing 1 > tolerance 0"], validation["failures"]  # nothing else
     assert validation["records_checked"] == 2 * (RECORDS + 2 * HELD)  # all in the default one-hour window
     for flow in ("us->central", "uk->central"):
-        counts = validation["flows"][flow]
+        counts, lost_here = validation["flows"][flow], int(flow == lost_from)
         assert counts["topics"] == ["orders"]
         assert (counts["source_records"], counts["matched"], counts["missing"], counts["duplicates"],
-                counts["out_of_order"]) == (RECORDS + 2 * HELD, RECORDS + 2 * HELD, 0, 0, 0), (flow, counts)
+                counts["out_of_order"]) == (RECORDS + 2 * HELD, RECORDS + 2 * HELD - lost_here, lost_here, 0, 0), \
+            (flow, counts)
         assert counts["failover"] == {}  # no consumer group has committed on us or uk
 
     # the same validation on a real Spark standalone cluster (a master, two workers), then through a

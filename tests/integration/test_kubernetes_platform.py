@@ -31,7 +31,7 @@ from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import (admin, consume, consume_group, consume_group_to_end, create_topic,
-                                         end_offsets, produce)
+                                         delete_first_record, end_offsets, produce)
 from tests.support.secured import private_key_bodies
 from tests.support.stacks import C1_ONLY, REPO, on_c1_only, on_platform, stack_project
 from tools.kube import layout, pki
@@ -216,12 +216,14 @@ class Steady(threading.Thread):
         return self.delivered
 
 
-def _produce_rogue(bootstrap: str, topic: str, count: int) -> None:
-    """Records written straight into a target topic, no flow's copies."""
-    producer = Producer({"bootstrap.servers": bootstrap})
+def _produce_rogue(bootstrap: str, topic: str, count: int) -> list[int]:
+    """Records written straight into a target topic, no flow's copies; their partitions."""
+    producer, partitions = Producer({"bootstrap.servers": bootstrap}), []
     for i in range(count):
-        producer.produce(topic, key=f"rogue-{i}".encode(), value=f"rogue-{i}".encode())
-    assert producer.flush(30) == 0
+        producer.produce(topic, key=f"rogue-{i}".encode(), value=f"rogue-{i}".encode(),
+                         on_delivery=lambda error, message: partitions.append(None if error else message.partition()))
+    assert producer.flush(30) == 0 and None not in partitions, partitions
+    return partitions
 
 
 class _PodsSeen:
@@ -392,9 +394,11 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
 
     # the same records validated by a driver whose executors are pods (Spark's Kubernetes scheduler;
     # the driver's own ServiceAccount and Role, made by the same deployer), then by local[*] in the
-    # Job's pod: the same counts. Records written straight into central are extras in both runs
-    # (report-only: reported, `up` goes on): the check can fail.
-    _produce_rogue(outside["central"], "orders", 3)
+    # Job's pod: the same counts. Records written straight into central are extras in both runs, and
+    # a copy deleted from central is missing in both (report-only: reported, `up` goes on): the check
+    # can fail. (Deleted where a rogue record went: the partition holds what its sources put there.)
+    rogue_partitions = _produce_rogue(outside["central"], "orders", 3)
+    delete_first_record(outside["central"], "orders", rogue_partitions[0])
     executors = _PodsSeen(NAMESPACE, "spark-role=executor").start()
     _set_topology(project, lambda t: t["validation"].update(
         master=K8S_MASTER, executor_instances=2, executor_memory="512m",
@@ -413,9 +417,10 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     project.run("up", "--yes", "--skip-preview", timeout=900)
     in_the_pod = project.outputs()["validation"], _summary_counts()
     assert on_pods[1] == in_the_pod[1] and on_pods[1], (on_pods, in_the_pod)
+    assert sum(int(re.search(r"missing (\d+)", line)[1]) for line in on_pods[1]) == 1, on_pods[1]
     for validation, _ in (on_pods, in_the_pod):
-        assert validation["status"] == "failed" and validation["failures"] == [
-            f for f in validation["failures"] if "extras 3 > tolerance 0" in f] != [], validation
+        assert validation["status"] == "failed" and sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
+            "extras 3 > tolerance 0", "missing 1 > tolerance 0"], validation
 
     # executors no node has room for: Spark would wait for ever; the job fails within
     # executor_wait_seconds naming the field, and its executor pods go with it

@@ -220,3 +220,27 @@ def consume_group_to_end(bootstrap: str, topic: str, group: str, timeout: float 
     finally:
         consumer.close()
     return records
+
+
+def delete_first_record(bootstrap: str, topic: str, partition: int = 0, client: dict | None = None) -> Record:
+    """Deletes the first record `partition` of `topic` holds (Kafka's DeleteRecords moves its log
+    start past it) and returns it: a record lost on a target, as a validation must find it."""
+    from confluent_kafka import TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, **(client or {})})
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        deadline, message = time.monotonic() + 30, None
+        while message is None or message.error():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}[{partition}]: no record at offset {low} within 30 s")
+            message = consumer.poll(1.0)
+        first = Record(message.partition(), message.offset(), message.key(), message.value())
+    finally:
+        consumer.close()
+    client_ = admin(bootstrap, client)  # must outlive the future
+    [future] = client_.delete_records([TopicPartition(topic, partition, first.offset + 1)],
+                                      request_timeout=30).values()
+    assert future.result(60).low_watermark == first.offset + 1
+    return first
