@@ -278,16 +278,16 @@ class Validator:
         from pyspark.sql import functions as F
 
         spark, n = self.spark, self.sample_size
-        target_parts = self.target_partitions(group)
+        marks = (self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
+                 if self.kafka else None)
+        target_parts = (None if marks is None else len(marks)) if self.kafka else self.target_partitions(group)
         # Shuffles sized to the data (unless given): small sorts per task, flat memory.
         spark.conf.set("spark.sql.shuffle.partitions", str(
             self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint, self.cores)))
         # The target is read up to its end offsets now, before the sources' ends after the snapshot
         # (below): every copy read then has its source record in that later read.
-        ends = None
-        if self.kafka and not group.reads_committed:  # (a transactional target: "latest" is its stable end)
-            marks = self.kafka.watermarks(group.target_bootstrap, group.target_client, group.topic)
-            ends = None if marks is None else {p: high for p, (_, high) in marks.items()}
+        # (a transactional target: "latest" is its stable end)
+        ends = None if marks is None or group.reads_committed else {p: high for p, (_, high) in marks.items()}
         kept = ends is None  # read (and kept on disk) now
         if self.kafka and target_parts is None:
             target = spark.createDataFrame([], "partition int, offset long, ts long, h1 long, h2 long")
