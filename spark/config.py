@@ -130,6 +130,10 @@ class FlowSpec:
         return self.selection.remote(topic)
 
 
+# Source topics feeding one target topic in a run: reconcile packs a member's number in 8 bits.
+MAX_MEMBERS = 256
+
+
 @dataclass(frozen=True)
 class Member:
     """One (flow, source topic) feeding a group; `src` numbers it within the group."""
@@ -402,6 +406,11 @@ def group_flows(flows: list[FlowSpec], problems: list[str]) -> list[Group]:
                         and other.topic == topic):
                     problems.append(f"flows[{flow.index}].topics[{j}]: {topic!r} from the same source already "
                                     f"feeds {key[1]!r} (flows[{other.flow.index}])")
+            if len(group.members) == MAX_MEMBERS:
+                problems.append(f"flows[{flow.index}].topics[{j}]: {topic!r} is one source topic too many for "
+                                f"{key[1]!r}: one run checks at most {MAX_MEMBERS} feeding a target topic; fix: "
+                                "validate the flows into it in separate runs")
+                continue
             group.members.append(Member(len(group.members), flow, topic))
     return list(groups.values())
 

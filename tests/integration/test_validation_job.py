@@ -319,6 +319,43 @@ def test_the_match_key_tells_apart_what_differs_only_by_nulls_empties_or_places(
     assert len(distinct) == len(variants), digests
 
 
+def test_keys_seen_once_and_keys_seen_often_pair_the_same_way(spark):
+    """The classification's two paths, side by side: keys seen at most once a side (counted in
+    fixed-width aggregates) and keys repeated on either side (paired in lists), for two sources
+    with offsets beyond 32 bits; and a wait that ran out (in flight, stalled)."""
+    from types import SimpleNamespace
+    from spark.reconcile import Validator
+    big = 1 << 40
+    key = {name: (int(name == "g"), 1_000 + i, i, -i) for i, name in enumerate("abcdefgh")}  # g: partition 1
+    source = [("a", 0, big), ("b", 1, big + 1), ("c", 0, 7), ("c", 0, 8), ("c", 1, 3), ("d", 1, 4),
+              ("e", 0, 9), ("e", 1, 5), ("f", 0, big + 2), ("g", 1, 6)]
+    target = [("a", 10), ("b", 11), ("c", 12), ("c", 13), ("d", 14), ("d", 15), ("d", 16), ("e", 17),
+              ("h", 18), ("h", 19)]
+    frame = spark.createDataFrame
+    src = frame([(*key[k], off, s) for k, s, off in source], "partition int, ts long, h1 long, h2 long, "
+                                                               "offset long, src int")
+    tgt = frame([(*key[k], off) for k, off in target], "partition int, ts long, h1 long, h2 long, offset long")
+    validator = Validator(SimpleNamespace(window_seconds=None), spark, "spark", 1.0, 10)
+    try:
+        got = sorted((r["kind"], r["src"], r["s_offset"], r["t_offset"], r["partner"])
+                     for r in validator.classify(src, tgt, timed_out=False, moving=set()).collect())
+        waited_out = {(r["src"], r["s_offset"]): r["kind"]
+                      for r in validator.classify(src, tgt, timed_out=True, moving={0}).collect()
+                      if r["kind"] in ("in_flight", "stalled")}
+    finally:
+        for kept in validator.persisted:
+            kept.unpersist()
+    assert got == sorted([
+        ("matched", 0, big, 10, None), ("matched", 1, big + 1, 11, None),  # seen once a side
+        ("matched", 0, 7, 12, 7), ("matched", 0, 8, 13, 7), ("missing", 1, 3, None, 7),  # c: 3 sources, 2 copies
+        ("matched", 1, 4, 14, 4), ("duplicates", 1, None, 15, 4), ("duplicates", 1, None, 16, 4),
+        ("matched", 0, 9, 17, 9), ("missing", 1, 5, None, 9),  # e: same record from both sources, one copy
+        ("missing", 0, big + 2, None, None), ("missing", 1, 6, None, None),
+        ("extras", None, None, 18, None), ("extras", None, None, 19, None)])
+    # after their source's last match in their partition: 0 took records during the wait, 1 did not
+    assert waited_out == {(0, big + 2): "in_flight", (1, 6): "stalled"}, waited_out
+
+
 def test_three_records_written_into_the_target_are_extras(spark, tmp_path, kafka_a, kafka_b):
     topic, remote, src = setup_pair(kafka_a, kafka_b, "extras")
     copy_records(kafka_b.bootstrap_servers, remote, src)

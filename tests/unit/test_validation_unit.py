@@ -93,6 +93,8 @@ def test_the_same_target_written_in_a_different_broker_order_is_one_group():
     ({"flows": [flow(name="a", policy="identity"), flow(name="b", policy="identity", target_client={"x": "1"})]},
      "flows[1].target_client: differs from flows[0].target_client"),
     ({"flows": [flow(name="a"), flow(name="b")]}, "flows[1].topics[0]: 'orders' from the same source already feeds"),
+    ({"flows": [flow(name=f"f{i}", source_bootstrap=f"s{i}:9092", policy="identity") for i in range(257)]},
+     "flows[256].topics[0]: 'orders' is one source topic too many for 'orders': one run checks at most 256"),
     ({"flows": [flow(topic_patterns=["o.*"])]}, "flows[0].topics: give topics or topic_patterns, not both"),
     ({"flows": [flow(topics=None, topic_patterns=["(o"])]}, "flows[0].topic_patterns[0]: '(o' is not a regex"),
     ({"flows": [flow(topics=None, topic_patterns=[])]}, "flows[0].topic_patterns: must be a non-empty list"),
