@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from .masters import is_connect, master_answers, on_loopback
@@ -15,20 +16,25 @@ from .masters import is_connect, master_answers, on_loopback
 ROWS_PER_TASK = 400_000
 
 
-# A validation of fewer source records than this runs its driver on C1 only: the job is short,
-# and most of its CPU went to C2 compiling code it hardly ran. benchmarks/spark_archive.py: C1
-# took 0.51x the CPU at 1,000 records, 0.75x at 300,000, 1.6x at 2 million; the lines cross near
-# 600,000, so the switch sits well below.
-QUICK_JIT_BELOW = 250_000
+# A validation of fewer source records than this runs its driver on C1 only: most of a short job's
+# CPU goes to C2 compiling code it hardly runs. The job on local[2], 2 cores (docs/measurements.md):
+# 1M records a side 18.7 s on C1 against 20.1 s on C2 (CPU 25 s against 31 s), 2M 30.8 s against
+# 25.6 s; the lines cross near 1.3M.
+QUICK_JIT_BELOW = 1_200_000
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+# The parallel collector for the driver's JVM (with local executors in it): the job is a batch
+# whose throughput counts, not its pauses. 1M records a side: 1.3 s less than G1; 10M: the same.
+THROUGHPUT_GC = "-XX:+UseParallelGC"
 
 
 def driver_java_options(args: argparse.Namespace, source_records: int | None) -> str:
-    """C1 only for a job of fewer than QUICK_JIT_BELOW source records (known
-    when the snapshot came before Spark), then --java-options, which win
-    (`-XX:TieredStopAtLevel=4` keeps C2)."""
+    """The parallel collector (unless --java-options picks a collector), C1 only for a job of fewer
+    than QUICK_JIT_BELOW source records (known when the snapshot came before Spark), then
+    --java-options, which win (`-XX:TieredStopAtLevel=4` keeps C2)."""
+    own = getattr(args, "java_options", None)
     quick = source_records is not None and source_records < QUICK_JIT_BELOW
-    return " ".join(filter(None, [C1_ONLY if quick else None, getattr(args, "java_options", None)]))
+    picks_gc = own is not None and re.search(r"-XX:\+Use\w+GC\b", own)  # two collectors: the JVM refuses
+    return " ".join(filter(None, [None if picks_gc else THROUGHPUT_GC, C1_ONLY if quick else None, own]))
 
 
 def build_spark(args: argparse.Namespace, source_records: int | None = None):
@@ -42,9 +48,9 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
     from pyspark.sql import SparkSession
 
     if SparkContext._active_spark_context is not None:
-        return kafka_reads_as_v2(SparkSession.builder.getOrCreate()), "none"
+        return job_settings(SparkSession.builder.getOrCreate()), "none"
     if args.master and is_connect(args.master):
-        return kafka_reads_as_v2(connect_session(args.master)), "remote"
+        return job_settings(connect_session(args.master)), "remote"
     if args.master and not args.master.startswith("local"):
         master_answers(args.master)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None
@@ -88,20 +94,24 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
         except Exception:
             stop_spark(spark, ending)
             raise
-    return kafka_reads_as_v2(spark), ending
+    return job_settings(spark), ending
 
 
 V1_SOURCES = "spark.sql.sources.useV1SourceList"
 
 
-def kafka_reads_as_v2(spark):
-    """Batch reads of Kafka through the DataSource V2 scan, which builds Spark's binary rows
-    directly; the V1 relation (Spark's default for kafka) turns every record into a JVM Row object
-    and back. 10M records a side: 69 s against 76 s, the same report."""
+def job_settings(spark):
+    """The session's settings for the job, on every Spark it runs on (runtime SQL settings).
+    - Kafka read through the DataSource V2 scan, which builds Spark's binary rows directly; the V1
+      relation (Spark's default for kafka) turns every record into a JVM Row object and back.
+    - Frames kept on disk uncompressed: they hold digests and offsets, which do not compress, and
+      gathering the compression statistics took 12 % of the CPU at 1M records.
+    10M records a side on local[2]: 76 s before both, 64.5 s after; the same report."""
     listed = spark.conf.get(V1_SOURCES, "") or ""
     kept = ",".join(name for name in listed.split(",") if name.strip().lower() != "kafka")
     if kept != listed:
         spark.conf.set(V1_SOURCES, kept)
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     return spark
 
 

@@ -620,9 +620,9 @@ class Validation(_Model):
     jvm_options: list[str] = Field(default_factory=list, examples=[["-XX:TieredStopAtLevel=1"]], description=(
         "Options for the Spark driver's JVM (which runs the local executors), after mirrorstack's own, so they "
         "win; the same kinds as `resources.jvm_options`. On local the job picks C1 by itself for fewer than "
-        "250,000 source records; on docker and kubernetes spark-submit starts the JVM before the job knows its "
-        "size, so a small check runs on C2 unless `-XX:TieredStopAtLevel=1` is set here (measured: 0.51x the "
-        "CPU at 1,000 records, 1.6x at 2 million). Changing them runs the job again."))
+        "1.2 million source records; on docker and kubernetes spark-submit starts the JVM before the job knows "
+        "its size, so a small check runs on C2 unless `-XX:TieredStopAtLevel=1` is set here (measured: 0.51x "
+        "the CPU at 1,000 records; the time at 1M records 0.93x, at 2M 1.2x). Changing them runs the job again."))
     submit: Literal["up", "yourself"] = Field("up", description=(
         "`up`: `pulumi up` runs the job (where `master` says). `yourself`: `up` hands the job out instead, for a "
         "Spark mirrorstack does not run (EMR, Dataproc, Databricks, your own spark-submit): its files in "

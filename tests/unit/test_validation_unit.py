@@ -12,8 +12,8 @@ from mirrorstack.mm2.flows import FlowSelection
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from mirrorstack.spark.reconcile import Validator
 from mirrorstack.spark.report import group_failures, summary_text
-from mirrorstack.spark.spark_io import (C1_ONLY, QUICK_JIT_BELOW, ROWS_PER_TASK, driver_java_options, read_kafka,
-                                        tasks_for)
+from mirrorstack.spark.spark_io import (C1_ONLY, QUICK_JIT_BELOW, ROWS_PER_TASK, THROUGHPUT_GC, driver_java_options,
+                                        read_kafka, tasks_for)
 
 A, B, C = "127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"
 
@@ -260,12 +260,16 @@ def test_driver_memory_must_be_a_jvm_size(capsys):
 def test_a_short_job_runs_its_driver_on_c1_and_the_users_options_come_last():
     from mirrorstack.spark.cli import parse_args
     plain = parse_args(["--config-json", "{}"])
-    assert driver_java_options(plain, QUICK_JIT_BELOW - 1) == C1_ONLY
-    assert driver_java_options(plain, QUICK_JIT_BELOW) == ""  # a long job: C2 pays for itself
-    assert driver_java_options(plain, None) == ""  # size unknown before Spark (offsets read through Spark)
+    assert driver_java_options(plain, QUICK_JIT_BELOW - 1) == f"{THROUGHPUT_GC} {C1_ONLY}"
+    assert driver_java_options(plain, QUICK_JIT_BELOW) == THROUGHPUT_GC  # a long job: C2 pays for itself
+    assert driver_java_options(plain, None) == THROUGHPUT_GC  # size unknown before Spark (offsets read through Spark)
     own = parse_args(["--config-json", "{}", "--java-options=-XX:SharedArchiveFile=/a.jsa -XX:TieredStopAtLevel=4"])
     # the JVM takes the last of a repeated option: the user's override the job's choice
-    assert driver_java_options(own, 10) == f"{C1_ONLY} -XX:SharedArchiveFile=/a.jsa -XX:TieredStopAtLevel=4"
+    assert driver_java_options(own, 10) == \
+        f"{THROUGHPUT_GC} {C1_ONLY} -XX:SharedArchiveFile=/a.jsa -XX:TieredStopAtLevel=4"
+    # a collector of the user's own: not a second one (the JVM would refuse to start)
+    g1 = parse_args(["--config-json", "{}", "--java-options=-XX:+UseG1GC"])
+    assert driver_java_options(g1, QUICK_JIT_BELOW) == "-XX:+UseG1GC"
 
 
 def test_tasks_grow_with_rows_so_each_sort_stays_small():
