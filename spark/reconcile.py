@@ -1,7 +1,7 @@
 """The reconciliation: snapshot of the source windows, the wait for the
-targets, and per target topic the full outer join of source and target
-records on (match key, occurrence) that classifies every record as matched,
-missing, in flight, duplicate or extra; order, lag and failover outcomes."""
+targets, and per target topic both sides grouped on the match key, which
+classifies every record as matched, missing, in flight, duplicate or extra
+(a key's k-th copy is its k-th source record's); order, lag and failover outcomes."""
 from __future__ import annotations
 
 import datetime
@@ -253,7 +253,7 @@ class Validator:
 
     # -- one group
     def classify(self, source, target, timed_out: bool, moving: set[int]):
-        """Every record of both sides as (src, partition, s_offset, t_offset, partner, kind), kept on disk.
+        """Every record of both sides as (src, partition, s_offset, t_offset, partner, kind).
         Both sides are grouped on the match key once, in fixed-width aggregates (counts and least
         offsets): a key seen at most once on each side is matched, missing or extra from them alone.
         Only keys seen several times (repeated records, duplicate copies) have their rows read again
@@ -269,7 +269,7 @@ class Validator:
         pairs = per_key.where(~F.col("multi")).select(
             src_of("s").alias("src"), "partition", offset_of("s").alias("s_offset"),
             F.col("t").alias("t_offset"), F.lit(None).cast("long").alias("partner"))
-        if repeated:
+        if repeated:  # (a target not kept is read again, up to the same end offsets)
             rows = sides.join(per_key.where("multi").select(*mk), on=mk, how="left_semi")
             pairs = pairs.unionByName(self.paired_in_lists(rows))
         classified = self.kinds(pairs, timed_out, moving)

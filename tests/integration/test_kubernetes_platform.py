@@ -253,10 +253,26 @@ class _PodsSeen:
         return self.seen
 
 
-def _summary_counts(namespace: str = NAMESPACE) -> list[str]:
+def _summary_counts(namespace: str = NAMESPACE, job: str = "validation-job") -> list[str]:
     """The validation Job's per-topic count lines (its log's summary)."""
-    log = kube.kubectl("logs", "--namespace", namespace, "job/validation-job", timeout=60)
+    log = kube.kubectl("logs", "--namespace", namespace, f"job/{job}", timeout=60)
     return [line.strip() for line in log.splitlines() if re.search(r"source \d+  target \d+  matched", line)]
+
+
+A_YEAR_AWAY = "0 0 1 1 *"  # a CronJob schedule that fires on its own in no test
+
+
+def _job_outcome(job: str, bound: float, namespace: str = NAMESPACE) -> str:
+    """"Complete" or "Failed", once the Job has its outcome (bounded)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        conditions = json.loads(kube.kubectl("get", "job", job, "--namespace", namespace, "-o", "json",
+                                             timeout=30))["status"].get("conditions") or []
+        done = [c["type"] for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        if done:
+            return done[0]
+        time.sleep(2)
+    raise AssertionError(f"job {job} had no outcome within {bound:.0f} s")
 
 
 def _set_topology(project, change, stack: str = "aggregation") -> None:
@@ -402,15 +418,23 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     executors = _PodsSeen(NAMESPACE, "spark-role=executor").start()
     _set_topology(project, lambda t: t["validation"].update(
         master=K8S_MASTER, executor_instances=2, executor_memory="512m",
-        report_only=True, run_id="executor-pods"))
+        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY))
     project.run("up", "--yes", "--skip-preview", timeout=900)
     seen = executors.stop()
     on_pods = project.outputs()["validation"], _summary_counts()
     assert len(seen) >= 2 and all(pod["labels"].get("app.kubernetes.io/component") == "executor"
                                   for pod in seen.values()), seen
     assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", "spark-role=executor", "-o", "name") == ""
+    # the CronJob runs the same pod: a run of it started by hand (its schedule is a year away) has
+    # executor pods of its own and reports the same counts
+    scheduled = _PodsSeen(NAMESPACE, "spark-role=executor").start()
+    kube.kubectl("create", "job", "--namespace", NAMESPACE, "--from=cronjob/validation-job-cron", "validation-by-hand")
+    assert _job_outcome("validation-by-hand", bound=600) == "Complete"
+    by_hand = scheduled.stop()
+    assert len(by_hand) >= 2 and not set(by_hand) & set(seen), (by_hand, seen)
+    assert _summary_counts(job="validation-by-hand") == on_pods[1]
     def local_again(topology: dict) -> None:
-        for key in ("master", "executor_instances", "executor_memory"):
+        for key in ("master", "executor_instances", "executor_memory", "schedule"):
             del topology["validation"][key]
         topology["validation"]["run_id"] = "local-again"
     _set_topology(project, local_again)
