@@ -37,12 +37,12 @@ def packed_source():
 
 def src_of(packed):
     from pyspark.sql import functions as F
-    return F.shiftright(packed if not isinstance(packed, str) else F.col(packed), OFFSET_BITS).cast("int")
+    return F.shiftright(packed, OFFSET_BITS).cast("int")
 
 
 def offset_of(packed):
     from pyspark.sql import functions as F
-    return (packed if not isinstance(packed, str) else F.col(packed)).bitwiseAND(F.lit((1 << OFFSET_BITS) - 1))
+    return (F.col(packed) if isinstance(packed, str) else packed).bitwiseAND(F.lit((1 << OFFSET_BITS) - 1))
 
 
 class Validator:

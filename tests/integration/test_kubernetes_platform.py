@@ -28,6 +28,7 @@ from confluent_kafka import Producer
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
 from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
+from mirrorstack.platforms.kubernetes.job_run import job_finished
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import (admin, consume, consume_group, consume_group_to_end, create_topic,
@@ -266,11 +267,10 @@ def _job_outcome(job: str, bound: float, namespace: str = NAMESPACE) -> str:
     """"Complete" or "Failed", once the Job has its outcome (bounded)."""
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
-        conditions = json.loads(kube.kubectl("get", "job", job, "--namespace", namespace, "-o", "json",
-                                             timeout=30))["status"].get("conditions") or []
-        done = [c["type"] for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        done = job_finished(json.loads(kube.kubectl("get", "job", job, "--namespace", namespace, "-o", "json",
+                                                    timeout=30)))
         if done:
-            return done[0]
+            return done["type"]
         time.sleep(2)
     raise AssertionError(f"job {job} had no outcome within {bound:.0f} s")
 
