@@ -204,6 +204,7 @@ import uuid
 from pathlib import Path
 
 from mirrorstack.mm2.client_settings import Secret, jaas_login
+from mirrorstack.mm2.validation_reports import printed_line
 
 from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, load_config, resolve_topics
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
@@ -272,6 +273,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report-only", action="store_true",
                         help="exit 0 when the validation fails (the report still says FAILED); "
                              "bad input and errors still exit 2 and 3")
+    parser.add_argument("--print-report", action="store_true",
+                        help="also print the report (trimmed to 15 kB) as the output's last line, after "
+                             f"{printed_line({}).split(' ')[0]!r}: for a platform that reads the job's output")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser.parse_args(argv)
 
@@ -375,6 +379,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
                 send_report(config.report_to, report_key, error_report, spark)
             except ReportNotSent as unsent:
                 print(f"error: {unsent}", file=sys.stderr)
+        if args.print_report:
+            print(printed_line(error_report), flush=True)
         return EXIT_ERROR
     finally:
         if spark is not None:
@@ -383,4 +389,6 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(summary_text(report), flush=True)
+    if args.print_report:
+        print(printed_line(report), flush=True)
     return EXIT_PASSED if args.report_only else report["exit_code"]

@@ -22,6 +22,7 @@ from .spark_io import MATCH_KEY, hashed_records, read_kafka, read_whole_topic, t
 
 # The kinds of a record read on the target (the others are source records without a copy).
 TARGET_KINDS = ("matched", "duplicates", "extras")
+REPEATED = "repeated"  # a key seen more than once on a side, before its rows are paired in lists
 
 # A source record's (src, offset) as one long, src in the top 8 bits: a fixed-width value, so
 # grouping on the match key runs as a hash aggregate (lists of structs made Spark sort every row:
@@ -253,11 +254,11 @@ class Validator:
 
     # -- one group
     def classify(self, source, target, timed_out: bool, moving: set[int]):
-        """Every record of both sides as (src, partition, s_offset, t_offset, partner, kind).
-        Both sides are grouped on the match key once, in fixed-width aggregates (counts and least
-        offsets): a key seen at most once on each side is matched, missing or extra from them alone.
-        Only keys seen several times (repeated records, duplicate copies) have their rows read again
-        and paired in lists (`paired_in_lists`)."""
+        """Every record of both sides as (src, partition, s_offset, t_offset, partner, kind), and
+        the count of each (src, partition, kind). Both sides are grouped on the match key once, in
+        fixed-width aggregates (counts and least offsets): a key seen at most once on each side is
+        matched, missing or extra from them alone. Only keys seen several times (repeated records,
+        duplicate copies) have their rows read again and paired in lists (`paired_in_lists`)."""
         from pyspark.sql import functions as F
         mk = MATCH_KEY
         sides = source.select(*mk, packed_source(), F.lit(None).cast("long").alias("t")) \
@@ -265,16 +266,25 @@ class Validator:
         per_key = sides.groupBy(*mk).agg(F.count("s").alias("ns"), F.count("t").alias("nt"),
                                          F.min("s").alias("s"), F.min("t").alias("t"))
         per_key = self._persist(per_key.withColumn("multi", (F.col("ns") > 1) | (F.col("nt") > 1)))
-        repeated = {r["multi"]: r["count"] for r in per_key.groupBy("multi").count().collect()}.get(True, 0)
-        pairs = per_key.where(~F.col("multi")).select(
-            src_of("s").alias("src"), "partition", offset_of("s").alias("s_offset"),
-            F.col("t").alias("t_offset"), F.lit(None).cast("long").alias("partner"))
+
+        def singles(keys):
+            return keys.select(src_of("s").alias("src"), "partition", offset_of("s").alias("s_offset"),
+                               F.col("t").alias("t_offset"), F.lit(None).cast("long").alias("partner"), "multi")
+        # One pass counts the kinds of the keys seen once and how many keys repeat: with none
+        # (nearly always), those are the counts.
+        first = self.kinds(singles(per_key), timed_out, moving, keep=("multi",))
+        counts = (first.withColumn("kind", F.when(F.col("multi"), F.lit(REPEATED)).otherwise(F.col("kind")))
+                  .groupBy("src", "partition", "kind").count().collect())
+        repeated = any(r["kind"] == REPEATED for r in counts)
+        pairs = singles(per_key.where(~F.col("multi"))).drop("multi")
         if repeated:  # (a target not kept is read again, up to the same end offsets)
             rows = sides.join(per_key.where("multi").select(*mk), on=mk, how="left_semi")
             pairs = pairs.unionByName(self.paired_in_lists(rows))
         classified = self.kinds(pairs, timed_out, moving)
-        # Without repeats or a window, the frame is a projection of the kept aggregate: not kept twice.
-        return self._persist(classified) if repeated or timed_out else classified
+        if not repeated:  # a projection of the kept aggregate: not kept twice (unless a window ran)
+            return (self._persist(classified) if timed_out else classified), counts
+        classified = self._persist(classified)
+        return classified, classified.groupBy("src", "partition", "kind").count().collect()
 
     @staticmethod
     def paired_in_lists(rows):
@@ -293,8 +303,9 @@ class Validator:
                             offset_of("first").alias("partner"))
 
     @staticmethod
-    def kinds(pairs, timed_out: bool, moving: set[int]):
-        """Each paired row's kind: matched, in flight, stalled, missing, duplicates or extras."""
+    def kinds(pairs, timed_out: bool, moving: set[int], keep: tuple[str, ...] = ()):
+        """Each paired row's kind: matched, in flight, stalled, missing, duplicates or extras
+        (`keep`: more of its columns to keep)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         has_s, has_t = F.col("s_offset").isNotNull(), F.col("t_offset").isNotNull()
@@ -310,7 +321,7 @@ class Validator:
                 .when(F.col("partner").isNotNull(), "duplicates")
                 .otherwise("extras"))
         # A duplicate counts for the source of the record it copies; extras have none.
-        return pairs.select("src", "partition", "s_offset", "t_offset", "partner", kind.alias("kind"))
+        return pairs.select("src", "partition", "s_offset", "t_offset", "partner", kind.alias("kind"), *keep)
 
     def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
                        timed_out: bool, waited: float, target_hint: int = 0,
@@ -359,8 +370,7 @@ class Validator:
             after_snapshot = marked.where(aside).count()
             if after_snapshot:
                 target = self._persist(marked.where(~aside).drop("newest", "later"))
-        classified = self.classify(source, target, timed_out, moving)
-        counts = classified.groupBy("src", "partition", "kind").count().collect()
+        classified, counts = self.classify(source, target, timed_out, moving)
         target_records = sum(r["count"] for r in counts if r["kind"] in TARGET_KINDS)
 
         def total(kind_name, src_id=None):

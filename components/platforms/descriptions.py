@@ -203,6 +203,18 @@ class JobOutput(NamedTuple):
     # (where its config says it sends its report, the run's key, seconds to wait, since_ms=when the run
     # began) -> the report, None when none came; LookupError: that channel cannot be read from here
     read_report: Callable[..., dict | None] | None = None
+    # the report it printed on its output's marked line (a platform reading its output), None if none
+    printed_report: Callable[[list[str]], dict | None] | None = None
+
+    def printed_summary(self, lines: list[str]) -> dict:
+        """The stack output of a run that ended well, from its output: the summary of the report it
+        printed (as a run whose report came by its topic), else of its summary lines (status, passed,
+        failures)."""
+        report = self.printed_report(lines) if self.printed_report else None
+        if report is not None:
+            return self.report_summary(report)
+        outcome = self.printed_outcome(lines) or {"status": "passed", "passed": True, "failures": []}
+        return {"status": outcome["status"], "passed": outcome["passed"], "failures": outcome["failures"]}
 
 
 # A driver pod's own name and IP, in its container's environment: spark-submit's line names them as

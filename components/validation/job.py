@@ -1,9 +1,10 @@
 """SparkValidationJob: the validation job (the `spark` package) as part of the stack.
 
 It depends on the flows (their connectors are RUNNING when it starts), reads
-each validated flow's clusters, and on the local platform returns the report
-summary as `report` (the stack output `validation`); docker runs the job in
-the official Spark image, kubernetes as a Job (plus a CronJob on `schedule`).
+each validated flow's clusters, and returns the report's summary as `report`
+(the stack output `validation`) on every platform: local runs it in `up`'s
+process tree or on a Spark cluster, docker in the Spark image, kubernetes as a
+Job (plus a CronJob on `schedule`).
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from mirrorstack.validation.package import job_package
 
 
 class SparkValidationJob(pulumi.ComponentResource):
-    """The job built from SparkValidationJobArgs. Outputs: `report` — local:
-    {passed, failures, flows: {name: counts and failover per consumer group}};
-    docker/kubernetes: where the run is."""
+    """The job built from SparkValidationJobArgs. Outputs: `report` — {status, passed,
+    failures, records_checked, flows: {name: counts and failover per consumer group}},
+    on docker and kubernetes with where the run is (container or Job, its log)."""
 
     report: pulumi.Output[dict]
 

@@ -2,11 +2,14 @@
 
 The job prints its progress and, at the end, its summary (spark/report.py
 `summary_text`: `replication check <STATUS>: ...`, a line per target topic with
-its counts and samples, and each failure as `FAIL <failure>`). The local
-platform reads the job's own process, the kubernetes platform the Job's pod
-log: both pass on the same lines (`is_progress`) while the job runs, and a
-failed validation fails `up` with the same message (`failed_message`) naming
-each failure, with where the whole report is.
+its counts and samples, and each failure as `FAIL <failure>`). Every platform
+passes on the same lines (`is_progress`) while the job runs, and a failed
+validation fails `up` with the same message (`failed_message`) naming each
+failure, with where the whole report is. The report itself reaches `up` as a
+record on the report topic where `up` reaches the target cluster (`read_report`:
+local, a Spark cluster, a job submitted by hand), else as the job's last printed
+line (`printed_report`: docker's container, kubernetes' pod, whose networks
+alone resolve the clusters' addresses): the stack output is its summary either way.
 
 Pure: no pulumi."""
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 import time
 
 from mirrorstack.mm2.client_settings import librdkafka_config, resolve_reference
-from mirrorstack.mm2.validation_reports import REPORT_TOPIC, read_report_value
+from mirrorstack.mm2.validation_reports import REPORT_TOPIC, printed_report, read_report_value
 from mirrorstack.platforms.descriptions import JobOutput
 from mirrorstack.validation.job_config import validation_summary
 
@@ -118,4 +121,5 @@ def _offset_since(consumer, partition, since_ms: int, high: int) -> int:
 # What a platform is handed to run the job and say how it went (descriptions.SparkJob.output).
 JOB_OUTPUT = JobOutput(failed_exit=EXIT_FAILED, is_progress=is_progress, printed_outcome=printed_outcome,
                        failed_message=failed_message, could_not_run_message=could_not_run_message,
-                       report_summary=validation_summary, read_report=read_report)
+                       report_summary=validation_summary, read_report=read_report,
+                       printed_report=printed_report)

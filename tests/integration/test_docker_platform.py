@@ -271,6 +271,12 @@ class TestAggregation:
         job = aggregation.outputs_of(CONTAINER)[f"{aggregation.platform.prefix}-{JOB}"]
         assert job["exitCode"] == 0, job.get("containerLogs")
         assert job["image"] == image("spark")
+        # the stack output `validation`: the report the job printed, summed up as local's is (per flow;
+        # before any record was produced, so nothing checked)
+        validation = aggregation.built["validation"]
+        assert (validation["status"], validation["platform"]) == ("nothing-checked", "docker"), validation
+        assert set(validation["flows"]) == {"us->central", "uk->central"}, validation
+        assert validation["records_checked"] == 0 and validation["failures"] == [], validation
 
     def test_records_from_us_and_uk_arrive_in_central(self, aggregation):
         """Validated by the Spark container after the broker crash below, these records with the rest."""

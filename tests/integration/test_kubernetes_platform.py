@@ -399,6 +399,9 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     project.run("up", "--yes", "--skip-preview", timeout=900)
     validation = project.outputs()["validation"]
     assert (validation["job"], validation["status"], validation["failures"]) == ("validation-job", "passed", [])
+    # the report the job printed, summed up as local's is: per flow, every record matched
+    assert validation["records_checked"] >= 2 * RECORDS + 50 and validation["flows"], validation
+    assert all(f["matched"] == f["records_checked"] for f in validation["flows"].values()), validation
     paid, more = paying.finish(), producing.finish()  # no failed send
     assert len(paid) >= 100 and len(set(paid)) == len(paid)
     first, second = (_pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0"))
@@ -445,6 +448,8 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     for validation, _ in (on_pods, in_the_pod):
         assert validation["status"] == "failed" and sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
             "extras 3 > tolerance 0", "missing 1 > tolerance 0"], validation
+        assert sum(f["missing"] for f in validation["flows"].values()) == 1 and validation["extras"] == 3, validation
+    assert on_pods[0]["flows"] == in_the_pod[0]["flows"], (on_pods, in_the_pod)
 
     # executors no node has room for: Spark would wait for ever; the job fails within
     # executor_wait_seconds naming the field, and its executor pods go with it

@@ -324,6 +324,7 @@ def test_keys_seen_once_and_keys_seen_often_pair_the_same_way(spark):
     fixed-width aggregates) and keys repeated on either side (paired in lists), for two sources
     with offsets beyond 32 bits; and a wait that ran out (in flight, stalled)."""
     from types import SimpleNamespace
+    from pyspark.sql import functions as F
     from spark.reconcile import Validator
     big = 1 << 40
     key = {name: (int(name == "g"), 1_000 + i, i, -i) for i, name in enumerate("abcdefgh")}  # g: partition 1
@@ -336,12 +337,22 @@ def test_keys_seen_once_and_keys_seen_often_pair_the_same_way(spark):
                                                                "offset long, src int")
     tgt = frame([(*key[k], off) for k, off in target], "partition int, ts long, h1 long, h2 long, offset long")
     validator = Validator(SimpleNamespace(window_seconds=None), spark, "spark", 1.0, 10)
+    def counted(rows) -> dict:
+        return {(r["src"], r["partition"], r["kind"]): r["count"] for r in rows}
     try:
-        got = sorted((r["kind"], r["src"], r["s_offset"], r["t_offset"], r["partner"])
-                     for r in validator.classify(src, tgt, timed_out=False, moving=set()).collect())
-        waited_out = {(r["src"], r["s_offset"]): r["kind"]
-                      for r in validator.classify(src, tgt, timed_out=True, moving={0}).collect()
+        classified, counts = validator.classify(src, tgt, timed_out=False, moving=set())
+        got = sorted((r["kind"], r["src"], r["s_offset"], r["t_offset"], r["partner"]) for r in classified.collect())
+        assert counted(counts) == counted(classified.groupBy("src", "partition", "kind").count().collect())
+        classified, _ = validator.classify(src, tgt, timed_out=True, moving={0})
+        waited_out = {(r["src"], r["s_offset"]): r["kind"] for r in classified.collect()
                       if r["kind"] in ("in_flight", "stalled")}
+        # keys seen once only (no lists): the counts come from the first pass, the same as the rows'
+        once = [k for k in key if sum(1 for n, _, _ in source if n == k) < 2 and sum(1 for n, _ in target if n == k) < 2]
+        classified, counts = validator.classify(src.where(F.col("h1").isin([key[k][2] for k in once])),
+                                                tgt.where(F.col("h1").isin([key[k][2] for k in once])),
+                                                timed_out=True, moving={0})
+        assert counted(counts) == counted(classified.groupBy("src", "partition", "kind").count().collect()) == {
+            (0, 0, "matched"): 1, (1, 0, "matched"): 1, (0, 0, "in_flight"): 1, (1, 1, "stalled"): 1}, counts
     finally:
         for kept in validator.persisted:
             kept.unpersist()

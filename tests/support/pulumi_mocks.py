@@ -168,8 +168,8 @@ def deploy(make_platform, topology=None, stack: str = AGGREGATION, mocks: Record
         built["topology"] = topology_resource
         manifests = pulumi.Output.from_input(getattr(platform, "manifests", []))
         return pulumi.Output.all(topology_resource.cluster_outputs, topology_resource.connect_outputs,
-                                 manifests).apply(
-            lambda out: built.update(clusters=out[0], connect=out[1], manifests=out[2]))
+                                 manifests, topology_resource.validation_output).apply(
+            lambda out: built.update(clusters=out[0], connect=out[1], manifests=out[2], validation=out[3]))
 
     program()
     return mocks, built

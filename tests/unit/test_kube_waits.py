@@ -17,7 +17,11 @@ import pytest
 from mirrorstack.platforms.kubernetes import job_run as kube_job_run, pods as kube_pods, rollout as kube_rollout
 from mirrorstack.platforms.base import ServiceGroup
 from mirrorstack.spark.report import summary_text
+from mirrorstack.mm2.validation_reports import PRINTED_MARK, printed_line, printed_report
+from mirrorstack.validation.job_config import validation_summary
 from mirrorstack.validation.outcome import JOB_OUTPUT, failed_message, is_progress, printed_outcome
+
+from tests.support.job_reports import report
 
 # What kube-scheduler 1.34 writes on a pod asking more CPU than the node has.
 NO_CPU = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption "
@@ -107,14 +111,20 @@ def test_the_message_names_the_pod_the_reason_what_it_asks_and_the_field():
 
 # ------------------------------------------------------------------ the job's outcome, as local says it
 
-def report(failures=("central.orders on c:9092: duplicates 27 > tolerance 0",)) -> dict:
-    group = {"topic": "orders", "target_bootstrap": "c:9092", "sources": [{"flow": "us->central", "topic": "orders"}],
-             "source_records": 650, "target_records": 677, "matched": 650, "missing": 0, "in_flight": 0,
-             "duplicates": 27, "extras": 0, "out_of_order": 0, "partitions_ok": True, "timed_out": False,
-             "failover": [], "samples": {"duplicates": [{"topic": "orders", "partition": 0, "source_offset": 3,
-                                                         "target_offset": 9}]}, "failures": list(failures)}
-    return {"passed": not failures, "status": "failed" if failures else "passed", "groups": [group],
-            "failures": list(failures), "duration_seconds": 41.0, "records_checked": 650, "topics_checked": 1}
+def test_the_printed_report_gives_the_summary_a_report_record_gives_even_when_trimmed():
+    big = report(failures=())
+    big["groups"][0]["samples"] = {"extras": [{"topic": "orders", "partition": 0, "target_offset": i,
+                                               "key": "k" * 40} for i in range(400)]}  # ~30 kB
+    line = printed_line(big)
+    assert len(line.encode()) <= 15_000 + len(PRINTED_MARK)
+    lines = ["validate_replication: done", *summary_text(big).splitlines(), line]
+    assert printed_report(lines)["trimmed"] == ["lag", "samples"]
+    summary = JOB_OUTPUT.printed_summary(lines)
+    assert summary == validation_summary(big)  # what a run whose report came by its topic shows
+    assert summary["flows"]["us->central"]["duplicates"] == 27 and summary["records_checked"] == 650
+    # no printed report (a job of an older image): the summary lines still say how it went
+    assert JOB_OUTPUT.printed_summary(lines[:-1]) == {"status": "passed", "passed": True, "failures": []}
+    assert printed_report([line[:-10]]) is None  # cut short on its way
 
 
 def test_the_printed_summary_is_read_back_with_its_failures():
@@ -236,12 +246,15 @@ def test_a_failed_validation_fails_up_with_its_report_and_failures_as_on_local(k
 
 
 def test_a_passed_run_reports_its_status_and_a_killed_job_says_why(kubectl, capsys):
-    (kubectl / "log.txt").write_text(summary_text(report(failures=())) + "\n")
+    (kubectl / "log.txt").write_text(summary_text(report(failures=())) + "\n" + printed_line(report(failures=())) + "\n")
     (kubectl / "pods.json").write_text(json.dumps([_ended(0, "Completed")]))
     (kubectl / "job.json").write_text(json.dumps({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}))
     outs = kube_job_run.run(JOB_PROPS, JOB_OUTPUT)
     assert (outs["job"], outs["status"], outs["passed"], outs["failures"]) == ("validation-job", "passed", True, [])
-    assert "mirrorstack: validation-job: validation passed" in capsys.readouterr().err
+    assert outs["flows"]["us->central"]["matched"] == 650 and outs["records_checked"] == 650  # as local's output
+    shown = capsys.readouterr().err
+    assert "mirrorstack: validation-job: validation passed" in shown
+    assert PRINTED_MARK not in shown  # the report line is read, not shown
     # out of memory: not a failed validation but a job that could not run, and the field that sizes it
     (kubectl / "log.txt").write_text("validate_replication: reading orders\n")
     (kubectl / "pods.json").write_text(json.dumps([_ended(137, "OOMKilled")]))

@@ -500,9 +500,23 @@ def test_provider_runs_again_only_when_inputs_or_run_id_change(tmp_path):
         assert diff.changes is True and not diff.replaces, key
 
 
-def test_docker_job_exit_codes_fail_up_naming_the_container():
+def test_docker_job_outcome_is_the_printed_reports_summary_or_up_fails_naming_the_container():
+    from mirrorstack.mm2.validation_reports import printed_line
     from mirrorstack.platforms.docker.platform import _job_outcome
-    assert _job_outcome("c", 0)["logs"] == "docker logs c"
-    assert _job_outcome("c", None)["exit_code"] is None  # preview: not run yet
-    with pytest.raises(RuntimeError, match=r"container c exited 1 \(1: validation failed.*docker logs c"):
-        _job_outcome("c", 1)
+    from mirrorstack.validation.outcome import JOB_OUTPUT
+    from mirrorstack.spark.report import summary_text
+    from tests.support.job_reports import report
+    passed, failed = report(failures=()), report()
+    logs = lambda r: "\n".join(["26/01/01 INFO SparkContext: Running", *summary_text(r).splitlines(),  # noqa: E731
+                                 printed_line(r)])
+    outs = _job_outcome("validation-job", "c", 0, logs(passed), JOB_OUTPUT)
+    assert (outs["logs"], outs["status"], outs["records_checked"]) == ("docker logs c", "passed", 650)
+    assert outs["flows"]["us->central"]["duplicates"] == 27
+    # report_only: exit 0 on a failed validation, the output says so
+    assert _job_outcome("validation-job", "c", 0, logs(failed), JOB_OUTPUT)["status"] == "failed"
+    with pytest.raises(RuntimeError) as said:
+        _job_outcome("validation-job", "c", 1, logs(failed), JOB_OUTPUT)
+    assert str(said.value).startswith("validation-job: replication validation FAILED")
+    assert "`docker logs c`" in str(said.value) and failed["failures"][0] in str(said.value)
+    with pytest.raises(RuntimeError, match=r"(?s)could not run \(exit 2\).*bad input: x.*the whole log: `docker logs c`"):
+        _job_outcome("validation-job", "c", 2, "bad input: x", JOB_OUTPUT)

@@ -39,8 +39,8 @@ from mirrorstack.platforms.containers import (
     image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
-from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, PythonModuleService, Ran, Service,
-                                                ServiceSet, SparkJob)
+from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, JobOutput, PythonModuleService, Ran,
+                                                Service, ServiceSet, SparkJob)
 from mirrorstack.platforms.java_service import java_service
 from mirrorstack.platforms.base import (STOP_GRACE_SECONDS, ClientLogin, UnsupportedService, default_port_base,
                                       hashed_host_port, no_node_ports, run_in_turn)
@@ -334,8 +334,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
             labels=[{"label": "mirrorstack.stack", "value": self.stack},
                     {"label": "mirrorstack.service", "value": name}],
             opts=opts)
-        container.report = pulumi.Output.all(container.name, container.exit_code).apply(
-            lambda out: _job_outcome(out[0], out[1]))
+        container.report = pulumi.Output.all(container.name, container.exit_code, container.container_logs).apply(
+            lambda out: _job_outcome(name, out[0], out[1], out[2], job.output))
         return container
 
     def _run_image(self, service: str, image_key: str, *, port: int, publish: bool,
@@ -398,10 +398,14 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         return None  # the clusters answer on this machine: the switch runs in the program
 
 
-def _job_outcome(container: str, exit_code: int | None) -> dict:
-    # With report_only the job exits 0 on a failed validation; other non-zero exits fail `up`.
+def _job_outcome(name: str, container: str, exit_code: int | None, logs: str | None, output: JobOutput) -> dict:
+    """The stack output `validation` from the job's output (the same summary as local's), or
+    `up` failed as on the other platforms: a failed validation names its failures; with
+    report_only the job exits 0 on one."""
+    lines, where = (logs or "").splitlines(), f"docker logs {container}"
+    if exit_code == output.failed_exit and (outcome := output.printed_outcome(lines)) is not None:
+        raise RuntimeError(output.failed_message(name, f"`{where}`", outcome["failures"]))
     if exit_code not in (None, 0):
-        raise RuntimeError(f"the validation job in container {container} exited {exit_code} (1: validation "
-                           f"failed, 2: bad input, 3: could not run); see `docker logs {container}`")
-    return {"platform": "docker", "container": container, "exit_code": exit_code,
-            "logs": f"docker logs {container}"}
+        raise RuntimeError(output.could_not_run_message(name, exit_code, lines) + f"\nthe whole log: `{where}`")
+    return {"platform": "docker", "container": container, "exit_code": exit_code, "logs": where,
+            **output.printed_summary(lines)}

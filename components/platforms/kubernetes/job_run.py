@@ -170,12 +170,11 @@ def run(props: dict, output: JobOutput) -> dict:
     lines = follow.finish(kubectl, pod["metadata"]["name"]) if follow is not None and pod is not None else []
     if finished["type"] == "Failed":
         raise failure(props, finished, pod, lines, output)
-    outcome = output.printed_outcome(lines) or {"status": "passed", "passed": True, "failures": []}
+    summary = output.printed_summary(lines)
     said = {"passed": "passed", "nothing-checked": "checked nothing (0 records selected)"}.get(
-        outcome["status"], "FAILED (report only)")
+        summary["status"], "FAILED (report only)")
     _progress(f"{props['name']}: validation {said}, in {time.monotonic() - started:.0f}s")
-    return {**props["where"], "status": outcome["status"], "passed": outcome["passed"],
-            "failures": outcome["failures"]}
+    return {**props["where"], **summary}
 
 
 class JobRunProvider(ResourceProvider):
@@ -205,7 +204,7 @@ class JobRunProvider(ResourceProvider):
 class ValidationJobRun(Resource, module="kubernetes", name="ValidationJobRun"):
     """Done when the validation Job `job` (its uid: this run) has ended; fails `up`
     as the local platform does. Output `report`: `where` (namespace, job, logs)
-    plus the summary's status, passed and failures."""
+    plus the report's summary, as local's (outcome.validation_summary)."""
 
     report: pulumi.Output[dict]
 
