@@ -22,6 +22,7 @@ from .spark_io import MATCH_KEY, hashed_records, read_kafka, read_whole_topic, t
 
 # The kinds of a record read on the target (the others are source records without a copy).
 TARGET_KINDS = ("matched", "duplicates", "extras")
+SOURCE_KINDS = ("matched", "in_flight", "stalled", "missing")  # a source record's, exactly one of these
 REPEATED = "repeated"  # a key seen more than once on a side, before its rows are paired in lists
 
 # A source record's (src, offset) as one long, src in the top 8 bits: a fixed-width value, so
@@ -200,9 +201,20 @@ class Validator:
             includeHeaders="true", minPartitions=str(tasks_for(sum(e - b for b, e in ranges.values()), self.cores)))
         return self._in_window(hashed_records(raw)).withColumn("src", F.lit(m.src))
 
-    def source_frame(self, group: Group, snap):
+    def source_frame(self, group: Group, snap, keep: bool = True):
         frames = [self._member_range(m, snap[(m.flow.index, m.topic)]) for m in group.members]
-        return self._persist(reduce(lambda a, b: a.unionByName(b), frames))
+        union = reduce(lambda a, b: a.unionByName(b), frames)
+        return self._persist(union) if keep else union
+
+    @staticmethod
+    def offsets_expected(group: Group, snap) -> dict[int, int]:
+        """{target partition: records} its sources' windows hold at most: their offset ranges (an offset
+        range overcounts a compacted or transactional partition, and a window's filter on timestamps)."""
+        expected: dict[int, int] = {}
+        for m in group.members:
+            for partition, (begin, end) in snap[(m.flow.index, m.topic)].items():
+                expected[partition] = expected.get(partition, 0) + end - begin
+        return expected
 
     def after_snapshot_frame(self, group: Group, snap):
         """The sources' records after the snapshot, up to their end offsets now
@@ -221,20 +233,24 @@ class Validator:
                 frames.append(self._member_range(m, later))
         return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
-    def wait_for_targets(self, expected: dict[int, dict[int, int]]
-                         ) -> tuple[dict[int, int], float, WaitProgress, set[int]]:
+    def wait_for_targets(self, expected: dict[int, dict[int, int]], looked: WaitProgress | None = None,
+                         once: bool = False) -> tuple[dict[int, int], float, WaitProgress, set[int]]:
         """Until each target partition holds its sources' window of that partition
         (`expected`: {group: {partition: records}}), bounded by wait_seconds; what
         each target partition took meanwhile is the evidence of records in flight.
         Per partition, not per topic: while sources take new records, one partition
         running ahead must not hide another still behind. Returns the groups still
-        behind when the wait ended."""
-        groups, progress = self.config.groups, WaitProgress()
+        behind when the wait ended. `looked`: a first look already taken (the wait
+        starts from it); `once`: only this look, no wait."""
+        groups, progress = self.config.groups, looked or WaitProgress()
         started = time.monotonic()
         deadline = started + self.config.wait_seconds
+        look = looked is None
         while True:
-            for i in expected:
-                progress.observe(i, self.target_partition_counts(groups[i]))
+            if look:
+                for i in expected:
+                    progress.observe(i, self.target_partition_counts(groups[i]))
+            look = True
             counts = {i: sum(progress.last[i].values()) for i in expected}
             behind = {i: n for i in expected
                       if (n := partitions_behind(expected[i], progress.last[i], counts[i]))}
@@ -242,6 +258,8 @@ class Validator:
             if not behind:
                 self.log(f"targets hold the expected records after {elapsed:.1f}s")
                 return counts, elapsed, progress, set()
+            if once:
+                return counts, elapsed, progress, set(behind)
             if time.monotonic() >= deadline:
                 self.log(f"wait bound of {self.config.wait_seconds:.0f}s expired; still behind: "
                          + ", ".join(f"{groups[i].topic} by {n} (took {progress.taken(i)} during the wait)"
@@ -323,12 +341,13 @@ class Validator:
         # A duplicate counts for the source of the record it copies; extras have none.
         return pairs.select("src", "partition", "s_offset", "t_offset", "partner", kind.alias("kind"), *keep)
 
-    def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int],
+    def validate_group(self, group: Group, snap, source, per_src: dict[tuple[int, int], int] | None,
                        timed_out: bool, waited: float, target_hint: int = 0,
                        moving: set[int] = frozenset(), in_flight_bound: int | None = None) -> dict:
         """`moving`: the target partitions that took records during the wait; a
         record after its partition's last arrival is in flight only there
-        (elsewhere it is stalled, and counts as missing)."""
+        (elsewhere it is stalled, and counts as missing). `per_src`: the source
+        records per (src, partition), None: counted in the classification."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -338,7 +357,9 @@ class Validator:
         target_parts = (None if marks is None else len(marks)) if self.kafka else self.target_partitions(group)
         # Shuffles sized to the data (unless given): small sorts per task, flat memory.
         spark.conf.set("spark.sql.shuffle.partitions", str(
-            self.shuffle_partitions or tasks_for(sum(per_src.values()) + target_hint, self.cores)))
+            self.shuffle_partitions or tasks_for(target_hint + (sum(self.offsets_expected(group, snap).values())
+                                                                if per_src is None else sum(per_src.values())),
+                                                 self.cores)))
         # The target is read up to its end offsets now, before the sources' ends after the snapshot
         # (below): every copy read then has its source record in that later read.
         # (a transactional target: "latest" is its stable end)
@@ -371,6 +392,11 @@ class Validator:
             if after_snapshot:
                 target = self._persist(marked.where(~aside).drop("newest", "later"))
         classified, counts = self.classify(source, target, timed_out, moving)
+        if per_src is None:  # every source record is one of these kinds
+            per_src = {}
+            for r in counts:
+                if r["kind"] in SOURCE_KINDS:
+                    per_src[(r["src"], r["partition"])] = per_src.get((r["src"], r["partition"]), 0) + r["count"]
         target_records = sum(r["count"] for r in counts if r["kind"] in TARGET_KINDS)
 
         def total(kind_name, src_id=None):
@@ -490,15 +516,22 @@ class Validator:
         config = self.config
         try:
             snap = snap if snap is not None else self.snapshot()
-            sources, expected, per_src = {}, {}, {}
+            # Targets that already hold their sources' offset ranges hold every source record: no wait, and
+            # the sources are read once, in the classification (a pass and a kept copy less).
+            sources, per_src = {}, {}
+            offsets = {i: self.offsets_expected(group, snap) for i, group in enumerate(config.groups)}
+            counts, waited, progress, behind = self.wait_for_targets(offsets, once=True)
             for i, group in enumerate(config.groups):
-                sources[i] = self.source_frame(group, snap)
-                per_src[i] = {(r["src"], r["partition"]): r["count"]
-                              for r in sources[i].groupBy("src", "partition").count().collect()}
-                expected[i] = {}
-                for (_, partition), n in per_src[i].items():
-                    expected[i][partition] = expected[i].get(partition, 0) + n
-            counts, waited, progress, behind = self.wait_for_targets(expected)
+                sources[i], per_src[i] = self.source_frame(group, snap, keep=bool(behind)), None
+            if behind:  # counted exactly, then waited for
+                expected = {}
+                for i in sources:
+                    per_src[i] = {(r["src"], r["partition"]): r["count"]
+                                  for r in sources[i].groupBy("src", "partition").count().collect()}
+                    expected[i] = {}
+                    for (_, partition), n in per_src[i].items():
+                        expected[i][partition] = expected[i].get(partition, 0) + n
+                counts, waited, progress, behind = self.wait_for_targets(expected, looked=progress)
             groups = []
             for i, group in enumerate(config.groups):
                 self.log(f"validating {group.topic} on {group.target_bootstrap}")

@@ -420,6 +420,29 @@ def test_the_wait_counts_a_transactional_targets_records_not_its_offsets(spark, 
     assert group["matched"] == 30 and group["missing"] + group["in_flight"] == 10
 
 
+def test_a_source_whose_offsets_overcount_its_records_is_counted_before_the_wait(spark, tmp_path, kafka_a,
+                                                                                   kafka_b):
+    """A complete copy is validated without a wait by its offsets alone (the sources are read once);
+    an exactly-once source's offsets count its commit markers too (80 offsets, 40 records), so there
+    the job counts the records before it waits: the copy passes at once, exact counts, no timeout."""
+    topic, remote = "vj-tx-source", f"{ALIAS}.vj-tx-source"
+    create_topic(kafka_a.bootstrap_servers, topic, partitions=PARTITIONS, replication_factor=2)
+    records = [Msg(partition=r[0], offset=-1, key=r[1], value=r[2], headers=r[3], timestamp=r[4])
+               for r in source_records("txs", 40)]
+    copy_in_transactions(kafka_a.bootstrap_servers, topic, records)
+    create_topic(kafka_b.bootstrap_servers, remote, partitions=PARTITIONS, replication_factor=1)
+    copy_records(kafka_b.bootstrap_servers, remote, records)
+    cfg = config(kafka_a, kafka_b, topic, wait_seconds=30)
+    cfg["flows"][0]["source_client"] = {"isolation.level": "read_committed"}
+
+    code, report = validate(spark, tmp_path, cfg)
+    [group] = report["groups"]
+    assert code == 0 and not group["timed_out"] and group["waited_seconds"] < 10, group
+    assert sum(end - begin for begin, end in group["sources"][0]["window"].values()) == 80  # the offsets
+    assert counts(group) == exact(40)
+    assert [r["expected"] for r in group["lag"]] == [40 // PARTITIONS] * PARTITIONS
+
+
 class _OtherWriter(threading.Thread):
     """Another producer writing into partition 0 of the target (records no source
     has: extras) about 10 times a second: that partition takes records, the other
