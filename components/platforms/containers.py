@@ -36,6 +36,7 @@ HOST = "127.0.0.1"  # published ports and port-forwards: loopback of the Pulumi 
 ADMIN_PORT_NAME = "admin"  # a broker's listener for the ACL resource (Platform.admin_listener)
 FILES_ROOT = "/opt/mirrorstack"  # a service's files: FILES_ROOT/<service>
 JOB_DIR = "/opt/mirrorstack/validation"  # the Spark validation job's files
+JOB_TIMEOUT_SECONDS = 2 * 3600  # a validation run: the whole of a large backlog read by Spark
 CLIENTS_ROOT = "/etc/mirrorstack/clients"  # a cluster's client folder: CLIENTS_ROOT/<alias>
 CONTAINER_PORTS = {"kafka": 9092, "controller": 9093, "rest": 8083}
 

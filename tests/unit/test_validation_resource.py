@@ -295,8 +295,10 @@ def test_docker_runs_the_official_spark_image_once_with_uploaded_jars(docker_run
     jars = toolchain.spark_kafka_jars()
     # Uploaded where an image built for mirrorstack holds them (the kubernetes job reads them there).
     assert {uploads[f"/opt/mirrorstack/lib/spark-kafka/{j.name}"]["source"] for j in jars} == {str(j) for j in jars}
-    argv = job["command"]
+    bound, argv = job["command"][:3], job["command"][3:]  # `up` waits for it: bounded, as on kubernetes
+    assert bound == ["timeout", "--kill-after=30", "7200"]
     assert argv[0] == "/opt/spark/bin/spark-submit" and "/opt/mirrorstack/validation/validate_replication.py" in argv
+    assert "--print-report" in argv  # the report comes back on its output
     assert argv[argv.index("--jars") + 1] == ",".join(f"/opt/mirrorstack/lib/spark-kafka/{j.name}" for j in jars)
     assert argv[argv.index("--offsets-via") + 1] == "spark"  # no confluent_kafka in the image
     assert "--report-only" not in argv and "--packages" not in argv
@@ -518,5 +520,8 @@ def test_docker_job_outcome_is_the_printed_reports_summary_or_up_fails_naming_th
         _job_outcome("validation-job", "c", 1, logs(failed), JOB_OUTPUT)
     assert str(said.value).startswith("validation-job: replication validation FAILED")
     assert "`docker logs c`" in str(said.value) and failed["failures"][0] in str(said.value)
+    with pytest.raises(RuntimeError, match=r"(?s)could not run \(exit 124\) \(it did not end within 7200s and was "
+                                           r"stopped\).*waiting.*the whole log: `docker logs c`"):
+        _job_outcome("validation-job", "c", 124, "validate_replication: waiting", JOB_OUTPUT)
     with pytest.raises(RuntimeError, match=r"(?s)could not run \(exit 2\).*bad input: x.*the whole log: `docker logs c`"):
         _job_outcome("validation-job", "c", 2, "bad input: x", JOB_OUTPUT)

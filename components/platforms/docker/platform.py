@@ -35,8 +35,8 @@ import pulumi_docker as docker
 from mirrorstack import naming, toolchain
 from mirrorstack.platforms.containers import (
     ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, IMAGE_DATA_DIR, IMAGE_KAFKA_UID, OFFICIAL_IMAGES,
-    IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, PYTHON_SERVICE_PORT, container_port, container_script, dns_label,
-    image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
+    IMAGE_SPARK_JARS, IMAGE_SPARK_UID, JOB_DIR, JOB_TIMEOUT_SECONDS, PYTHON_SERVICE_PORT, container_port,
+    container_script, dns_label, image_jmx_agent, image_runtime, image_spark_jars, probe_command, python_service,
 )
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
 from mirrorstack.platforms.descriptions import (ImageService, Images, JavaService, JobOutput, PythonModuleService, Ran,
@@ -320,7 +320,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         resource_name, opts = naming.scoped(label, fixed_name(opts))
         container = docker.Container(
             resource_name, name=f"{self.prefix}-{label}", image=image.name,
-            networks_advanced=[{"name": network.name}], command=argv,
+            # `up` waits for the container to end (attach): bounded, as on the other platforms
+            networks_advanced=[{"name": network.name}], command=[*TIMEOUT, str(JOB_TIMEOUT_SECONDS), *argv],
             uploads=self._with_secret_uploads(
                 # the main file, and the package's zip beside it (binary: base64) for --py-files
                 [{"file": f"{JOB_DIR}/{job.entry.name}", "content": job.entry_text},
@@ -398,11 +399,19 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
         return None  # the clusters answer on this machine: the switch runs in the program
 
 
+# coreutils' timeout (in every Spark image): TERM at the bound, KILL 30 s later; exit 124 when it ran out.
+TIMEOUT, TIMED_OUT = ("timeout", "--kill-after=30"), 124
+
+
 def _job_outcome(name: str, container: str, exit_code: int | None, logs: str | None, output: JobOutput) -> dict:
     """The stack output `validation` from the job's output (the same summary as local's), or
     `up` failed as on the other platforms: a failed validation names its failures; with
     report_only the job exits 0 on one."""
     lines, where = (logs or "").splitlines(), f"docker logs {container}"
+    if exit_code == TIMED_OUT:
+        raise RuntimeError(output.could_not_run_message(
+            name, exit_code, lines, f" (it did not end within {JOB_TIMEOUT_SECONDS}s and was stopped)")
+            + f"\nthe whole log: `{where}`")
     if exit_code == output.failed_exit and (outcome := output.printed_outcome(lines)) is not None:
         raise RuntimeError(output.failed_message(name, f"`{where}`", outcome["failures"]))
     if exit_code not in (None, 0):

@@ -56,7 +56,7 @@ from mirrorstack import naming
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.platforms.containers import (
     ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, OFFICIAL_IMAGES,
-    IMAGE_SPARK_UID, JOB_DIR, container_port, container_script, dns_label, image_runtime, image_spark_jars,
+    IMAGE_SPARK_UID, JOB_DIR, JOB_TIMEOUT_SECONDS, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
 from mirrorstack.platforms.descriptions import (ExecutorPods, ImageService, Images, JavaService, PythonModuleService,
@@ -75,7 +75,6 @@ from mirrorstack.platforms.base import (ClientLogin, ServiceGroup, UnsupportedSe
 
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
-JOB_TIMEOUT_SECONDS = 2 * 3600  # a validation run: the whole of a large backlog read by Spark
 JOB_CPU_REQUEST = "250m"  # as a broker's default request
 
 
