@@ -204,7 +204,7 @@ import uuid
 from pathlib import Path
 
 from mirrorstack.mm2.client_settings import Secret, jaas_login
-from mirrorstack.mm2.validation_reports import printed_line
+from mirrorstack.mm2.validation_reports import PRINTED_MARK, printed_line
 
 from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, load_config, resolve_topics
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
@@ -275,7 +275,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "bad input and errors still exit 2 and 3")
     parser.add_argument("--print-report", action="store_true",
                         help="also print the report (trimmed to 15 kB) as the output's last line, after "
-                             f"{printed_line({}).split(' ')[0]!r}: for a platform that reads the job's output")
+                             f"{PRINTED_MARK.strip()!r}: for a platform that reads the job's output")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser.parse_args(argv)
 
