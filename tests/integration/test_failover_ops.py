@@ -83,22 +83,34 @@ class Site:
         return {g: committed_offsets(self.servers(alias), g, topic, PARTS) for g in groups}
 
     def wait_settled(self, flow: Flow, groups: list[str], timeout: float = 300) -> None:
-        """Until nothing is in flight and every group's checkpoints are fresh. A resumed
+        """Until nothing is in flight and the checkpoints of `groups` are fresh. A resumed
         checkpoint connector took over 60 s to emit on a loaded 2-core machine (a suite run),
-        and g1's first fresh checkpoints over 150 s in a fresh-clone run on 2026-11-28."""
-        switch = Switch(self.spec(back=flow is self.reverse), lambda _: None)
+        g1's first fresh checkpoints over 150 s in a fresh-clone run on 2026-11-28.
+        Only `groups`: MM2 may never checkpoint a position again. After the unplanned part's
+        resume, g2's (moved by the failback while the checkpoint connector was stopped) stayed
+        at its old checkpoint: the restarted task translated it with none of the offset syncs
+        written before its start (a CI run and a run alone, 2026-11-30)."""
+        switch = Switch({**self.spec(back=flow is self.reverse), "groups": groups}, lambda _: None)
         source, target = (Cluster(a, {"bootstrap": self.servers(a)}) for a in (flow.source, flow.target))
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
         try:
             while True:
                 figures = switch.observe(source, target)["figures"]
                 if figures["in_flight"] == 0 and not figures["stale"] and set(groups) <= set(figures["groups"]):
                     return
-                assert time.monotonic() < deadline, figures
+                waited = time.monotonic() - started
+                assert waited < timeout, (
+                    f"{flow.source}->{flow.target} not settled for {groups} after {waited:.0f}s: in flight "
+                    f"{figures['in_flight']}, stale {figures['stale']}, groups {figures['groups']}; connectors "
+                    f"{self.states()}; {self._checkpoint_tasks(flow)}")
                 time.sleep(1)
         finally:
             source.close()
             target.close()
+
+    def _checkpoint_tasks(self, flow: Flow) -> str:
+        status = self.client.status(flow.connector_name("checkpoint")) or {}
+        return f"checkpoint tasks {[(t.get('state'), (t.get('trace') or '')[:300]) for t in status.get('tasks', [])]}"
 
 
 @pytest.fixture(scope="module")
