@@ -206,13 +206,14 @@ from pathlib import Path
 from mirrorstack.mm2.client_settings import Secret, jaas_login
 from mirrorstack.mm2.validation_reports import PRINTED_MARK, printed_line
 
-from .config import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, load_config, resolve_topics
+from .config import (EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, add_config_arguments,
+                     load_config, resolve_topics)
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator
 from .report import summary_text
 from .report_channel import ReportNotSent, send_report
 from .masters import is_connect
-from .spark_io import KafkaSourceMissing, build_spark, stop_spark
+from .spark_io import KafkaSourceMissing, add_session_arguments, build_spark, stop_spark
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -225,8 +226,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "partition mapping, lag, offset-translation failover) with PySpark. The report's\n"
                     "JSON schema and the method are in this file's docstring.",
         epilog=epilog)
-    parser.add_argument("--config", metavar="FILE", help="JSON file with `flows` (see the module docstring)")
-    parser.add_argument("--config-json", metavar="TEXT", help="the same JSON inline, instead of --config")
+    add_config_arguments(parser)
     parser.add_argument("--out", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--wait-seconds", type=float, metavar="S",
                         help="override the config's wait_seconds (bound on waiting for the targets)")
@@ -238,33 +238,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="how the driver reads offsets and partition counts: confluent_kafka "
                              "(kafka-client), aggregates over Spark reads (spark), or kafka-client when "
                              "importable and the client settings translate (auto, the default)")
-    parser.add_argument("--jars", metavar="JARS",
-                        help="comma-separated spark.jars (spark-sql-kafka and deps); under "
-                             "spark-submit pass --jars/--packages to spark-submit instead")
-    parser.add_argument("--py-files", metavar="FILES",
-                        help="comma-separated spark.submit.pyFiles: this job's package zip, so that "
-                             "executors import its functions; under spark-submit pass spark-submit's "
-                             "own --py-files instead")
-    parser.add_argument("--master", metavar="URL",
-                        help="Spark master: local[N] (the default, local[2]), a standalone spark://host:port, or a "
-                             "Spark Connect server sc://host:port (it needs the spark-sql-kafka jars; offsets are "
-                             "read here with confluent_kafka); under spark-submit, spark-submit's")
-    parser.add_argument("--executor-memory", metavar="SIZE",
-                        help="a cluster master's executors: spark.executor.memory (default: the cluster's)")
-    parser.add_argument("--executor-cores", type=int, metavar="N",
-                        help="a cluster master's executors: spark.executor.cores (default: the cluster's)")
-    parser.add_argument("--max-cores", type=int, metavar="N",
-                        help="a standalone master: spark.cores.max, the job's cores in all (default: the cluster's)")
-    parser.add_argument("--executor-wait-seconds", type=float, default=60, metavar="S",
-                        help="a cluster master: how long the job waits for its first executor before it fails "
-                             "(default 60; Spark itself would wait for ever)")
-    parser.add_argument("--driver-memory", default="1g", metavar="SIZE",
-                        help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
-                             "the job's memory does not grow with the data, so this rarely needs raising). "
-                             "Under spark-submit, pass spark-submit's own --driver-memory instead")
-    parser.add_argument("--java-options", metavar="OPTIONS",
-                        help="extra options of the driver JVM this process starts (spark.driver.extraJavaOptions), "
-                             "e.g. a class-data archive; under spark-submit pass its --driver-java-options instead")
+    add_session_arguments(parser)
     parser.add_argument("--shuffle-partitions", type=int, default=None, metavar="N",
                         help="spark.sql.shuffle.partitions for the comparison (default: one per 400,000 rows, at least 2)")
     parser.add_argument("--report-key", metavar="KEY",

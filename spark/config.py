@@ -476,6 +476,12 @@ def _report_to(raw: Any, problems: list[str]) -> ReportTo | None:
     return ReportTo(bootstrap, client, topic) if bootstrap else None
 
 
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options load_config reads."""
+    parser.add_argument("--config", metavar="FILE", help="JSON file with `flows` (spark/README.md)")
+    parser.add_argument("--config-json", metavar="TEXT", help="the same JSON inline, instead of --config")
+
+
 def load_config(args: argparse.Namespace) -> Config:
     if bool(args.config) == bool(args.config_json):
         raise BadInput(["--config / --config-json: give exactly one"])

@@ -37,6 +37,37 @@ def driver_java_options(args: argparse.Namespace, source_records: int | None) ->
     return " ".join(filter(None, [None if picks_gc else THROUGHPUT_GC, C1_ONLY if quick else None, own]))
 
 
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options build_spark reads: where the job runs and its JVM's size."""
+    parser.add_argument("--jars", metavar="JARS",
+                        help="comma-separated spark.jars (spark-sql-kafka and deps); under "
+                             "spark-submit pass --jars/--packages to spark-submit instead")
+    parser.add_argument("--py-files", metavar="FILES",
+                        help="comma-separated spark.submit.pyFiles: this job's package zip, so that "
+                             "executors import its functions; under spark-submit pass spark-submit's "
+                             "own --py-files instead")
+    parser.add_argument("--master", metavar="URL",
+                        help="Spark master: local[N] (the default, local[2]), a standalone spark://host:port, or a "
+                             "Spark Connect server sc://host:port (it needs the spark-sql-kafka jars; offsets are "
+                             "read here with confluent_kafka); under spark-submit, spark-submit's")
+    parser.add_argument("--executor-memory", metavar="SIZE",
+                        help="a cluster master's executors: spark.executor.memory (default: the cluster's)")
+    parser.add_argument("--executor-cores", type=int, metavar="N",
+                        help="a cluster master's executors: spark.executor.cores (default: the cluster's)")
+    parser.add_argument("--max-cores", type=int, metavar="N",
+                        help="a standalone master: spark.cores.max, the job's cores in all (default: the cluster's)")
+    parser.add_argument("--executor-wait-seconds", type=float, default=60, metavar="S",
+                        help="a cluster master: how long the job waits for its first executor before it fails "
+                             "(default 60; Spark itself would wait for ever)")
+    parser.add_argument("--driver-memory", default="1g", metavar="SIZE",
+                        help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
+                             "the job's memory does not grow with the data, so this rarely needs raising). "
+                             "Under spark-submit, pass spark-submit's own --driver-memory instead")
+    parser.add_argument("--java-options", metavar="OPTIONS",
+                        help="extra options of the driver JVM this process starts (spark.driver.extraJavaOptions), "
+                             "e.g. a class-data archive; under spark-submit pass its --driver-java-options instead")
+
+
 def build_spark(args: argparse.Namespace, source_records: int | None = None):
     """(session, how to end it): "jvm" when this process launched Spark's JVM
     (stop the session and the JVM), "session" under spark-submit (stop the

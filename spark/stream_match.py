@@ -1,0 +1,122 @@
+"""The continuous validation's ledger of one source partition and its copy: which source records
+are not yet on the target, which target records have no source record yet, what was confirmed,
+missing, duplicated, and how late each copy came. Pure Python, no Spark: the streaming job
+(streaming.py) keeps one ledger per (pair, partition) in Spark's state store, as JSON.
+
+A record is its match key (timestamp and two digests, spark_io.MATCH_KEY): MM2 keeps a record's
+partition, timestamp, key, value and headers. What the ledger holds is bounded by the window:
+a source record not matched within `window` seconds of being read is counted missing and
+dropped, a target record without a source record for as long is counted extra and dropped, and a
+confirmed key is remembered that long to tell a duplicate copy."""
+from __future__ import annotations
+
+import bisect
+import json
+
+# Seconds from a source record's timestamp to the moment the validator read its copy.
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+MISSING_SAMPLES = 20  # the last missing records, named by offset, per partition
+TOTALS = ("confirmed", "missing", "duplicates", "extras")
+
+
+class Ledger:
+    def __init__(self, state: dict | None = None):
+        state = state or {}
+        # key "ts:h1:h2" -> [source topic's number, offset, when read] of each record not yet matched
+        self.pending: dict[str, list[list[float]]] = state.get("pending", {})
+        # key -> times its copies were read with no source record read yet
+        self.early: dict[str, list[float]] = state.get("early", {})
+        # key -> when its last source record was confirmed (a later copy is a duplicate)
+        self.confirmed_keys: dict[str, float] = state.get("confirmed_keys", {})
+        self.totals: dict[str, int] = {k: 0 for k in TOTALS} | state.get("totals", {})
+        self.buckets: list[int] = state.get("buckets", [0] * (len(LATENCY_BUCKETS) + 1))
+        self.latency_sum: float = state.get("latency_sum", 0.0)
+        self.latency_max: float = state.get("latency_max", 0.0)  # the largest since the last report
+        self.missing_samples: list[list[int]] = state.get("missing_samples", [])  # [src, offset, timestamp ms]
+
+    def to_json(self) -> str:
+        return json.dumps({"pending": self.pending, "early": self.early, "confirmed_keys": self.confirmed_keys,
+                           "totals": self.totals, "buckets": self.buckets, "latency_sum": self.latency_sum,
+                           "latency_max": self.latency_max, "missing_samples": self.missing_samples},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Ledger":
+        return cls(json.loads(text) if text else None)
+
+    def take(self, source: list[tuple[int, int, int, int, int]], target: list[tuple[int, int, int, int, int]],
+             now: float) -> None:
+        """One batch read at `now` (seconds): rows as (src, offset, ts ms, h1, h2), `src` the number of
+        the source topic feeding this target (spark's Member.src). The source's first, so a record and
+        its copy read in one batch match."""
+        for src, offset, ts, h1, h2 in source:
+            key = f"{ts}:{h1}:{h2}"
+            copies = self.early.get(key)
+            if copies:
+                self._confirm(key, ts, copies.pop(0))
+                if not copies:
+                    del self.early[key]
+            else:
+                self.pending.setdefault(key, []).append([src, offset, now])
+        for _src, _offset, ts, h1, h2 in target:
+            key = f"{ts}:{h1}:{h2}"
+            waiting = self.pending.get(key)
+            if waiting:
+                waiting.pop(0)
+                if not waiting:
+                    del self.pending[key]
+                self._confirm(key, ts, now)
+            elif key in self.confirmed_keys:
+                self.totals["duplicates"] += 1
+            else:
+                self.early.setdefault(key, []).append(now)
+
+    def _confirm(self, key: str, ts_ms: int, read_at: float) -> None:
+        latency = max(0.0, read_at - ts_ms / 1000)
+        self.totals["confirmed"] += 1
+        self.confirmed_keys[key] = read_at
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
+        self.latency_sum += latency
+        self.latency_max = max(self.latency_max, latency)
+
+    def expire(self, now: float, window: float) -> None:
+        """What waited longer than `window` seconds: a source record is missing, a target record
+        extra. (Both sides start at one timestamp, so a copy's source record is read too.)"""
+        limit = now - window
+        for key in list(self.pending):
+            kept = []
+            for src, offset, read_at in self.pending[key]:
+                if read_at < limit:
+                    self.totals["missing"] += 1
+                    self.missing_samples = (self.missing_samples + [[int(src), int(offset), int(key.split(":")[0])]])[
+                        -MISSING_SAMPLES:]
+                else:
+                    kept.append([src, offset, read_at])
+            if kept:
+                self.pending[key] = kept
+            else:
+                del self.pending[key]
+        for key in list(self.early):
+            kept = [t for t in self.early[key] if t >= limit]
+            self.totals["extras"] += len(self.early[key]) - len(kept)
+            if kept:
+                self.early[key] = kept
+            else:
+                del self.early[key]
+        self.confirmed_keys = {k: t for k, t in self.confirmed_keys.items() if t >= limit}
+
+    def rpo(self, now: float) -> tuple[int, float]:
+        """(source records not yet on the target, age in seconds of the oldest of them by its timestamp)."""
+        if not self.pending:
+            return 0, 0.0
+        oldest = min(int(key.split(":")[0]) for key in self.pending)
+        return sum(len(v) for v in self.pending.values()), max(0.0, now - oldest / 1000)
+
+    def report(self, now: float) -> dict:
+        """The cumulative figures, then the largest latency is reset for the next report."""
+        records, age = self.rpo(now)
+        out = {**self.totals, "rpo_records": records, "rpo_seconds": age, "buckets": list(self.buckets),
+               "latency_sum": self.latency_sum, "latency_max": self.latency_max,
+               "missing_samples": [list(s) for s in self.missing_samples]}
+        self.latency_max = 0.0
+        return out

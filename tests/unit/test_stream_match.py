@@ -1,0 +1,85 @@
+"""The continuous validation's ledger (mirrorstack.spark.stream_match): matching by identity in
+either order, the window's verdicts, the RPO, and a ledger that goes on after a round trip
+through its JSON (the state store) exactly as one that never stopped."""
+from __future__ import annotations
+
+from mirrorstack.spark.stream_match import LATENCY_BUCKETS, MISSING_SAMPLES, Ledger
+
+T0 = 1_700_000_000.0  # seconds
+
+
+def rec(n: int, src: int = 0, ts: float = T0) -> tuple[int, int, int, int, int]:
+    """(src, offset, ts ms, h1, h2) of record n."""
+    return src, n, int(ts * 1000) + n, n * 7, n * 13
+
+
+def copy(r):
+    return (-1, 1000 + r[1], *r[2:])
+
+
+def test_a_copy_read_before_or_after_its_source_record_is_confirmed_with_its_latency():
+    ledger = Ledger()
+    ledger.take([rec(1)], [], now=T0 + 1)
+    ledger.take([], [copy(rec(1)), copy(rec(2))], now=T0 + 2.5)  # 2's copy before its source
+    ledger.take([rec(2)], [], now=T0 + 3)
+    figures = ledger.report(T0 + 3)
+    assert (figures["confirmed"], figures["missing"], figures["extras"], figures["rpo_records"]) == (2, 0, 0, 0)
+    # 1: read 2.5 s after its timestamp; 2: its copy was read at T0 + 2.5 too
+    assert abs(figures["latency_sum"] - (2.499 + 2.498)) < 1e-6
+    assert figures["buckets"][LATENCY_BUCKETS.index(2.5)] == 2 and sum(figures["buckets"]) == 2
+    assert abs(figures["latency_max"] - 2.499) < 1e-6 and ledger.report(T0 + 3)["latency_max"] == 0.0
+
+
+def test_the_window_names_a_missing_record_and_counts_extras_and_duplicates():
+    ledger = Ledger()
+    ledger.take([rec(1), rec(2, src=1), rec(3)], [copy(rec(1)), copy(rec(1)), copy(rec(9))], now=T0)
+    waiting, age = ledger.rpo(T0 + 4)
+    assert waiting == 2 and abs(age - 3.998) < 1e-6  # 2 and 3 wait; the older is 2 (by timestamp)
+    ledger.expire(T0 + 5, window=10)
+    assert ledger.report(T0 + 5)["missing"] == 0
+    ledger.take([], [copy(rec(3))], now=T0 + 6)
+    ledger.expire(T0 + 11, window=10)  # 2 was read at T0: 11 s ago
+    figures = ledger.report(T0 + 11)
+    assert (figures["confirmed"], figures["missing"], figures["duplicates"], figures["extras"]) == (2, 1, 1, 1)
+    assert figures["missing_samples"] == [[1, 2, int(T0 * 1000) + 2]]  # source topic 1, offset 2
+    assert figures["rpo_records"] == 0 and figures["rpo_seconds"] == 0.0
+
+
+def test_identical_source_records_each_need_a_copy():
+    twin = rec(5)
+    ledger = Ledger()
+    ledger.take([twin, (0, 6, *twin[2:])], [copy(twin)], now=T0)
+    assert ledger.rpo(T0)[0] == 1
+    ledger.take([], [copy(twin)], now=T0 + 1)
+    assert ledger.report(T0 + 1)["confirmed"] == 2 and ledger.rpo(T0 + 1)[0] == 0
+
+
+def test_what_it_holds_is_bounded_by_the_window():
+    ledger = Ledger()
+    for second in range(100):
+        records = [rec(second * 10 + i, ts=T0 + second) for i in range(10)]
+        ledger.take(records, [copy(r) for r in records], now=T0 + second)
+        ledger.expire(T0 + second, window=5)
+    assert len(ledger.confirmed_keys) <= 60 and not ledger.pending and not ledger.early
+    assert ledger.report(T0 + 100)["confirmed"] == 1000
+
+
+def test_missing_samples_keep_the_last_ones():
+    ledger = Ledger()
+    ledger.take([rec(n) for n in range(MISSING_SAMPLES + 5)], [], now=T0)
+    ledger.expire(T0 + 100, window=10)
+    samples = ledger.report(T0 + 100)["missing_samples"]
+    assert len(samples) == MISSING_SAMPLES and samples[-1][1] == MISSING_SAMPLES + 4
+
+
+def test_a_ledger_read_back_from_its_json_goes_on_as_if_it_never_stopped():
+    steps = [([rec(1), rec(2)], [copy(rec(1))], T0), ([], [copy(rec(2)), copy(rec(2))], T0 + 1),
+             ([rec(3)], [], T0 + 2), ([], [], T0 + 30)]
+    kept, restored = Ledger(), Ledger()
+    for source, target, now in steps:
+        for ledger in (kept, restored):
+            ledger.take(source, target, now)
+            ledger.expire(now, window=10)
+        restored = Ledger.from_json(restored.to_json())
+    assert kept.report(T0 + 30) == restored.report(T0 + 30)
+    assert kept.totals == {"confirmed": 2, "missing": 1, "duplicates": 1, "extras": 0}
