@@ -232,8 +232,9 @@ def _quote_pattern(topic: str) -> str:
     return f"^\\Q{topic}\\E$"
 
 
-def read_kafka(spark, bootstrap: str, client: dict[str, str], **options: str):
-    reader = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+def read_kafka(spark, bootstrap: str, client: dict[str, str], stream: bool = False, **options: str):
+    """A Kafka read with the client's settings: a batch, or with `stream` a Structured Streaming source."""
+    reader = (spark.readStream if stream else spark.read).format("kafka").option("kafka.bootstrap.servers", bootstrap)
     for key, value in client.items():
         reader = reader.option(f"kafka.{key}", value)
     for key, value in options.items():

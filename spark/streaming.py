@@ -19,10 +19,10 @@ import threading
 import time
 
 from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, Config, add_config_arguments, load_config, resolve_topics
-from .spark_io import MATCH_KEY, add_session_arguments, build_spark, hashed_records, stop_spark
+from .spark_io import MATCH_KEY, add_session_arguments, build_spark, hashed_records, read_kafka, stop_spark
 
 ROWS = "g int, partition int, src int, offset long, ts long, h1 long, h2 long"
-FIGURES = ("g int, partition int, at double, confirmed long, missing long, duplicates long, extras long, "
+FIGURES = ("g int, partition int, confirmed long, missing long, duplicates long, extras long, "
            "rpo_records long, rpo_seconds double, buckets array<long>, latency_sum double, latency_max double, "
            "missing_samples array<array<long>>")
 TARGET = -1  # `src` of a target row
@@ -50,15 +50,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _stream(spark, bootstrap: str, client: dict[str, str], topic: str, start_ms: int):
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("includeHeaders", "true")
-              .option("startingTimestamp", str(start_ms))
-              # a partition with no record since then starts at its end, not with an error
-              .option("startingOffsetsByTimestampStrategy", "latest")
-              .option("failOnDataLoss", "false"))  # a retention gap is reported missing, not fatal
-    for key, value in client.items():
-        reader = reader.option(f"kafka.{key}", value)
-    return reader.load()
+    return read_kafka(spark, bootstrap, client, stream=True, subscribe=topic, includeHeaders="true",
+                      startingTimestamp=str(start_ms),
+                      # a partition with no record since then starts at its end, not with an error
+                      startingOffsetsByTimestampStrategy="latest",
+                      failOnDataLoss="false")  # a retention gap is reported missing, not fatal
 
 
 def rows(spark, config: Config, start_ms: int):
@@ -98,7 +94,7 @@ def ledger_step(window: float, timeout_ms: int):
         figures = ledger.report(now)
         state.update((ledger.to_json(),))
         state.setTimeoutDuration(timeout_ms)  # called again without data: what waited too long expires
-        yield pd.DataFrame([{"g": int(key[0]), "partition": int(key[1]), "at": now, **figures}])
+        yield pd.DataFrame([{"g": int(key[0]), "partition": int(key[1]), **figures}])
     return step
 
 
