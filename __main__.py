@@ -102,6 +102,8 @@ if replication.monitoring is not None:
         pulumi.export("grafana_admin_password", replication.monitoring.grafana_password)
 if replication.validation_output is not None:
     pulumi.export("validation", replication.validation_output)
+if replication.continuous_validation is not None:  # the continuous validator's /metrics
+    pulumi.export("continuous_validation", replication.continuous_validation)
 if replication.certificate_outputs is not None:  # per secured cluster: CA fingerprint, expiries, rotation phase
     pulumi.export("certificates", replication.certificate_outputs)
 if replication.failover_output is not None:  # {active, report}: the side clients use, the last switch's report

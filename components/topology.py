@@ -24,6 +24,7 @@ from mirrorstack.mirror.resource import MirrorMaker2
 from mirrorstack.monitoring.args import MonitoringArgs
 from mirrorstack.monitoring.component import Monitoring
 from mirrorstack.validation.args import SparkValidationJobArgs
+from mirrorstack.validation.continuous import run_continuous_validation
 from mirrorstack.validation.job import SparkValidationJob
 
 
@@ -34,7 +35,9 @@ class ReplicationTopology(pulumi.ComponentResource):
     job's report, when the topology has a `validation` section; else None),
     `monitoring` (the Monitoring component when it has a `monitoring` section),
     `certificates` (secured deployed clusters: alias → CA fingerprint and
-    expiry, each certificate's expiry, the CA rotation phase; else None)."""
+    expiry, each certificate's expiry, the CA rotation phase; else None),
+    `continuous_validation` (the continuous validator's /metrics URL, with
+    `validation.mode` continuous or both; else None)."""
 
     def _override_allowlist(self, topology, flows) -> list[str]:
         """Client settings the connectors of these flows override, when one of
@@ -120,14 +123,20 @@ class ReplicationTopology(pulumi.ComponentResource):
 
         self.supervisors = self._supervisors(topology, platform, by_connect, metrics)
 
+        validator, self.continuous_validation = [], None
+        if topology.validation is not None and topology.validation.runs_continuously:
+            target, self.continuous_validation = run_continuous_validation(
+                topology, self.clusters, platform, list(self.flows.values()), opts=child)
+            validator.append(target)
+
         self.monitoring = None
         if metrics:
             self.monitoring = Monitoring("monitoring", MonitoringArgs(
                 topology=topology, clusters=self.clusters, connect=self.connect, platform=platform,
-                grafana_password=args.grafana_password), opts=child)
+                grafana_password=args.grafana_password, services=validator), opts=child)
 
         self.validation = None
-        if topology.validation is not None:
+        if topology.validation is not None and topology.validation.runs_once:
             self.validation = SparkValidationJob("validation", SparkValidationJobArgs(
                 topology=topology, clusters=self.clusters, platform=platform, flows=list(self.flows.values()),
                 run_id=args.validation_run_id), opts=child)
@@ -152,6 +161,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.certificate_outputs = pulumi.Output.all(**certs) if certs else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
                                "flows": self.flow_outputs, "validation": self.validation_output,
+                               "continuous_validation": self.continuous_validation,
                                "failover": self.failover_output, "certificates": self.certificate_outputs})
 
     def _supervisors(self, topology, platform, by_connect, metrics: bool) -> dict:

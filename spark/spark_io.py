@@ -263,13 +263,13 @@ def tasks_for(rows: int, cores: int = 1) -> int:
 MATCH_KEY = ["partition", "ts", "h1", "h2"]
 
 
-def hashed_records(df):
-    """(partition, offset, ts, h1, h2): h1, h2 = the record's digests (a null key or value is
-    distinct from an empty one)."""
+def hashed_records(df, *keep: str):
+    """(*keep, partition, offset, ts, h1, h2): h1, h2 = the record's digests (a null key or value is
+    distinct from an empty one); `keep` columns of the Kafka source kept as they are (topic)."""
     from pyspark.sql import functions as F
     no_key, no_value = F.isnull("key"), F.isnull("value")
     return df.select(
-        F.col("partition").cast("int").alias("partition"), F.col("offset"),
+        *keep, F.col("partition").cast("int").alias("partition"), F.col("offset"),
         F.coalesce(F.expr("unix_millis(timestamp)"), F.lit(-1)).alias("ts"),
         F.xxhash64(no_key, "key", no_value, "value", "headers").alias("h1"),
         F.xxhash64(F.lit(1), "headers", "value", no_value, "key", no_key).alias("h2"))

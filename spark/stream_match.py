@@ -112,10 +112,22 @@ class Ledger:
         oldest = min(int(key.split(":")[0]) for key in self.pending)
         return sum(len(v) for v in self.pending.values()), max(0.0, now - oldest / 1000)
 
+    def rpo_by_source(self, now: float) -> list[list[float]]:
+        """rpo() per source topic feeding this partition (each its flow's): [[src, records, age], ...]."""
+        by_src: dict[int, list[float]] = {}
+        for key, waiting in self.pending.items():
+            ts = int(key.split(":")[0])
+            for src, _offset, _read_at in waiting:
+                into = by_src.setdefault(int(src), [0, ts])
+                into[0] += 1
+                into[1] = min(into[1], ts)
+        return [[src, records, max(0.0, now - oldest / 1000)] for src, (records, oldest) in sorted(by_src.items())]
+
     def report(self, now: float) -> dict:
         """The cumulative figures, then the largest latency is reset for the next report."""
         records, age = self.rpo(now)
-        out = {**self.totals, "rpo_records": records, "rpo_seconds": age, "buckets": list(self.buckets),
+        out = {**self.totals, "rpo_records": records, "rpo_seconds": age, "rpo_by_source": self.rpo_by_source(now),
+               "buckets": list(self.buckets),
                "latency_sum": self.latency_sum, "latency_max": self.latency_max,
                "missing_samples": [list(s) for s in self.missing_samples]}
         self.latency_max = 0.0

@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Callable
 
-from .config import Config
 from .stream_match import LATENCY_BUCKETS
 
 PREFIX = "mirrorstack_continuous_"
@@ -18,10 +17,12 @@ COUNTERS = {"confirmed": "source records whose copy arrived on the target",
 
 
 class Exporter:
-    def __init__(self, config: Config, log: Callable[[str], None]):
-        self.config = config
+    """`plan`: streaming.Plan, which names each target cluster and flow."""
+
+    def __init__(self, plan, log: Callable[[str], None]):
+        self.plan = plan
         self.log = log
-        self.latest: dict[tuple[int, int], dict] = {}  # (group, partition) -> its ledger's last figures
+        self.latest: dict[tuple[int, str, int], dict] = {}  # (target cluster, topic, partition) -> last figures
         self.seen_missing: set[tuple] = set()
         self.last_batch = 0.0
         self._lock = threading.Lock()
@@ -29,35 +30,46 @@ class Exporter:
     def take(self, rows: list[dict]) -> None:
         with self._lock:
             for row in rows:
-                where = (row["g"], row["partition"])
+                where = (row["c"], row["topic"], row["partition"])
                 self.latest[where] = row
                 for src, offset, ts in row.get("missing_samples") or []:
                     if (*where, src, offset) not in self.seen_missing:
                         self.seen_missing.add((*where, src, offset))
-                        group = self.config.groups[row["g"]]
-                        member = group.members[src]
-                        self.log(f"missing: {member.label} partition {row['partition']} offset {offset} "
-                                 f"(timestamp {ts}) has no copy on {group.topic} within the window")
+                        flow = self.plan.flows[src]
+                        self.log(f"missing: {flow.name}:{self.plan.upstream(src, row['topic'])} partition "
+                                 f"{row['partition']} offset {offset} (timestamp {ts}) has no copy on "
+                                 f"{row['topic']} within the window")
             self.last_batch = time.time()
 
-    def labels(self, g: int) -> tuple[str, str]:
-        group = self.config.groups[g]
-        return group.members[0].flow.target_alias or "", group.topic
+    def target_alias(self, c: int) -> str:
+        return next(f.target_alias or "" for f, t in zip(self.plan.flows, self.plan.target_of) if t == c)
 
     def figures(self) -> dict[tuple[str, str], dict]:
-        """Per (target alias, target topic): the counters and latencies summed, RPO's age the largest."""
+        """Per (target alias, target topic): the counters and latencies summed, and per flow feeding it
+        (`rpo`: flow -> [records, age]) the records not yet there and the age of the oldest. A flow
+        with no topic seen yet has its RPO at 0 under topic "" (its alert rule sees a series)."""
         with self._lock:
             rows = list(self.latest.values())
         out: dict[tuple[str, str], dict] = {}
+        seen_flows = set()
         for row in rows:
-            into = out.setdefault(self.labels(row["g"]), {
-                **{k: 0 for k in COUNTERS}, "rpo_records": 0, "rpo_seconds": 0.0, "latency_sum": 0.0,
-                "latency_max": 0.0, "buckets": [0] * (len(LATENCY_BUCKETS) + 1)})
-            for key in (*COUNTERS, "rpo_records", "latency_sum"):
+            into = out.setdefault((self.target_alias(row["c"]), row["topic"]), {
+                **{k: 0 for k in COUNTERS}, "latency_sum": 0.0, "latency_max": 0.0,
+                "buckets": [0] * (len(LATENCY_BUCKETS) + 1), "rpo": {}})
+            for key in (*COUNTERS, "latency_sum"):
                 into[key] += row[key]
-            into["rpo_seconds"] = max(into["rpo_seconds"], row["rpo_seconds"])
             into["latency_max"] = max(into["latency_max"], row["latency_max"])
             into["buckets"] = [a + b for a, b in zip(into["buckets"], row["buckets"])]
+            for f in self.plan.claims(row["c"], row["topic"]):
+                into["rpo"].setdefault(self.plan.flows[f].name, [0, 0.0])
+                seen_flows.add(f)
+            for src, records, age in row.get("rpo_by_source") or []:
+                rpo = into["rpo"][self.plan.flows[int(src)].name]
+                rpo[0] += int(records)
+                rpo[1] = max(rpo[1], age)
+        for f, flow in enumerate(self.plan.flows):
+            if f not in seen_flows:
+                out.setdefault((self.target_alias(self.plan.target_of[f]), ""), {"rpo": {}})["rpo"][flow.name] = [0, 0.0]
         return out
 
     def collect(self):
@@ -65,18 +77,22 @@ class Exporter:
         names = ["target", "topic"]
         figures = self.figures()
         families = {k: CounterMetricFamily(f"{PREFIX}{k}_records", text, labels=names) for k, text in COUNTERS.items()}
-        rpo_records = GaugeMetricFamily(f"{PREFIX}rpo_records", "source records not yet on the target", labels=names)
-        rpo_seconds = GaugeMetricFamily(f"{PREFIX}rpo_seconds", "age of the oldest source record not yet on the "
-                                        "target, by its timestamp (0: none)", labels=names)
+        rpo_records = GaugeMetricFamily(f"{PREFIX}rpo_records", "the flow's source records not yet on the target",
+                                        labels=[*names, "flow"])
+        rpo_seconds = GaugeMetricFamily(f"{PREFIX}rpo_seconds", "age of the flow's oldest source record not yet on "
+                                        "the target, by its timestamp (0: none)", labels=[*names, "flow"])
         latency = HistogramMetricFamily(f"{PREFIX}latency_seconds", "from a source record's timestamp to the "
                                         "validator reading its copy", labels=names)
         latency_max = GaugeMetricFamily(f"{PREFIX}latency_max_seconds", "the largest latency of the last batch",
                                         labels=names)
         for labels, f in sorted(figures.items()):
+            for flow, (records, age) in sorted(f["rpo"].items()):
+                rpo_records.add_metric([*labels, flow], records)
+                rpo_seconds.add_metric([*labels, flow], age)
+            if "buckets" not in f:  # only a flow's RPO baseline
+                continue
             for key, family in families.items():
                 family.add_metric(list(labels), f[key])
-            rpo_records.add_metric(list(labels), f["rpo_records"])
-            rpo_seconds.add_metric(list(labels), f["rpo_seconds"])
             cumulative, running = [], 0
             for bound, count in zip([*map(str, LATENCY_BUCKETS), "+Inf"], f["buckets"]):
                 running += count

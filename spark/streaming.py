@@ -5,27 +5,32 @@ to the metrics this process serves to Prometheus (stream_metrics.py).
 
     python -m mirrorstack.spark.streaming --config flows.json --checkpoint-dir DIR --metrics-port 9406
 
-The same flows JSON as the one-shot job (cli.py). Restarted with the same --checkpoint-dir, it
+The same flows JSON as the one-shot job (cli.py). As a stack's service (a platform's
+PythonModuleService) it takes one argument instead, its service config (service_args). Restarted with the same --checkpoint-dir, it
 goes on from where it was: Kafka offsets and ledgers are in the checkpoint, so nothing is counted
 twice or skipped. A first start reads both sides from one timestamp (--lookback-seconds before
 now), so every copy read has its source record read too."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
-from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, Config, add_config_arguments, load_config, resolve_topics
+from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, add_config_arguments, load_config
 from .spark_io import MATCH_KEY, add_session_arguments, build_spark, hashed_records, read_kafka, stop_spark
 
-ROWS = "g int, partition int, src int, offset long, ts long, h1 long, h2 long"
-FIGURES = ("g int, partition int, confirmed long, missing long, duplicates long, extras long, "
-           "rpo_records long, rpo_seconds double, buckets array<long>, latency_sum double, latency_max double, "
-           "missing_samples array<array<long>>")
-TARGET = -1  # `src` of a target row
+ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long"
+FIGURES = ("c int, topic string, partition int, confirmed long, missing long, duplicates long, extras long, "
+           "rpo_records long, rpo_seconds double, rpo_by_source array<array<double>>, buckets array<long>, "
+           "latency_sum double, latency_max double, missing_samples array<array<long>>")
+TARGET = -1  # `src` of a target row; a source row's is its flow's number in the config
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,43 +54,137 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _stream(spark, bootstrap: str, client: dict[str, str], topic: str, start_ms: int):
-    return read_kafka(spark, bootstrap, client, stream=True, subscribe=topic, includeHeaders="true",
+def service_args(path: str) -> argparse.Namespace:
+    """The arguments of a stack's validator from its service config: `job` (the flows JSON), `listen`
+    (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, `jars`. Its
+    checkpoint is beside the config, one per `job`: Spark refuses a checkpoint whose sources changed,
+    so a changed set of flows starts a new one (and the old ones go)."""
+    folder = Path(path).resolve().parent
+    config = json.loads(Path(path).read_text())
+    job = json.dumps(config["job"], sort_keys=True)
+    checkpoint = folder / f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
+    for old in folder.glob("checkpoint-*"):
+        if old != checkpoint:
+            shutil.rmtree(old, ignore_errors=True)
+    host, port = config["listen"].rsplit(":", 1)
+    argv = ["--checkpoint-dir", str(checkpoint), "--metrics-host", host, "--metrics-port", port,
+            "--window-seconds", str(config["window_seconds"]), "--trigger-seconds", str(config["trigger_seconds"]),
+            "--driver-memory", config.get("driver_memory", "1g")]
+    if config.get("jars"):
+        argv += ["--jars", config["jars"]]
+    args = parse_args(argv)
+    args.config_json = job  # not on the command line: `ps` shows that
+    return args
+
+
+def _stream(spark, bootstrap: str, client: dict[str, str], pattern: str, start_ms: int):
+    return read_kafka(spark, bootstrap, client, stream=True, subscribePattern=pattern, includeHeaders="true",
                       startingTimestamp=str(start_ms),
                       # a partition with no record since then starts at its end, not with an error
                       startingOffsetsByTimestampStrategy="latest",
                       failOnDataLoss="false")  # a retention gap is reported missing, not fatal
 
 
-def rows(spark, config: Config, start_ms: int):
-    """Every group's target topic and the source topics feeding it, as one stream of ROWS."""
-    from pyspark.sql import functions as F
-    frames = []
-    for g, group in enumerate(config.groups):
-        sides = [(group.target_bootstrap, group.target_client, group.topic, TARGET)]
-        sides += [(m.flow.source_bootstrap, m.flow.source_client, m.topic, m.src) for m in group.members]
-        for bootstrap, client, topic, src in sides:
-            hashed = hashed_records(_stream(spark, bootstrap, client, topic, start_ms))
-            frames.append(hashed.select(F.lit(g).alias("g"), "partition", F.lit(src).alias("src"), "offset",
-                                        *MATCH_KEY[1:]))
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    return union
+def java_union(patterns) -> str:
+    return "|".join(f"(?:{p})" for p in patterns)
 
 
-def ledger_step(window: float, timeout_ms: int):
-    """applyInPandasWithState's function: one (g, partition)'s rows of a batch into its ledger."""
+class Plan:
+    """What the validator reads: each flow's source topics by its own patterns (Spark's Kafka source
+    lists the topics a pattern matches at every batch, so a topic made later is read from its
+    start), and each target cluster once, by the remote names of every flow into it. Records are
+    keyed by (target cluster `c`, target topic, partition); which flow a target topic belongs to is
+    decided in Python (`claims`), as MM2 decides which topics it copies (FlowSelection)."""
+
+    def __init__(self, flows):
+        self.flows = list(flows)
+        self.targets: list[tuple[str, dict[str, str]]] = []  # (bootstrap, client) of each target cluster
+        self.target_of: list[int] = []  # flow -> its target cluster's number
+        for flow in self.flows:
+            where = (flow.target_bootstrap, dict(flow.target_client or {}))
+            for c, known in enumerate(self.targets):
+                if known[0] == where[0]:
+                    if flow.target_client:  # read_committed for one flow's copies is right for all
+                        known[1].update(flow.target_client)
+                    break
+            else:
+                c = len(self.targets)
+                self.targets.append(where)
+            self.target_of.append(c)
+        self._claims: dict[tuple[int, str], tuple[int, ...]] = {}
+
+    def prefix(self, f: int) -> str:
+        flow = self.flows[f]
+        return "" if flow.policy == "identity" else flow.mm2.remote_topic(flow.source_alias, "")
+
+    def source_pattern(self, f: int) -> str:
+        """The flow's topic regexes (Java's, as MM2's), or its topics by name."""
+        flow = self.flows[f]
+        return java_union(flow.topic_patterns or [f"\\Q{topic}\\E" for topic in flow.topics])
+
+    def picks(self, f: int, topic: str) -> bool:
+        flow = self.flows[f]
+        return flow.selects(topic) if flow.topic_patterns else topic in flow.topics
+
+    def target_pattern(self, c: int) -> str:
+        return java_union(f"\\Q{self.prefix(f)}\\E(?:{self.source_pattern(f)})" if self.prefix(f)
+                          else self.source_pattern(f) for f in range(len(self.flows)) if self.target_of[f] == c)
+
+    def upstream(self, f: int, topic: str) -> str | None:
+        prefix = self.prefix(f)
+        return topic[len(prefix):] if topic.startswith(prefix) else None
+
+    def claims(self, c: int, topic: str) -> tuple[int, ...]:
+        """The flows whose copies `topic` of target cluster `c` holds (none: not a copy we check)."""
+        key = (c, topic)
+        if key not in self._claims:
+            self._claims[key] = tuple(
+                f for f, flow in enumerate(self.flows)
+                if self.target_of[f] == c and (up := self.upstream(f, topic)) is not None and self.picks(f, up)
+                and flow.remote_topic(up) == topic)
+        return self._claims[key]
+
+    def rows(self, spark, start_ms: int):
+        """The sources and targets as one stream of ROWS."""
+        from pyspark.sql import functions as F
+        frames = []
+        for f, flow in enumerate(self.flows):
+            hashed = hashed_records(_stream(spark, flow.source_bootstrap, flow.source_client,
+                                            self.source_pattern(f), start_ms), "topic")
+            remote = F.concat(F.lit(self.prefix(f)), F.col("topic")) if self.prefix(f) else F.col("topic")
+            frames.append(hashed.select(F.lit(self.target_of[f]).alias("c"), remote.alias("topic"), "partition",
+                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:]))
+        for c, (bootstrap, client) in enumerate(self.targets):
+            hashed = hashed_records(_stream(spark, bootstrap, client, self.target_pattern(c), start_ms), "topic")
+            frames.append(hashed.select(F.lit(c).alias("c"), "topic", "partition", F.lit(TARGET).alias("src"),
+                                        "offset", *MATCH_KEY[1:]))
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union
+
+
+def ledger_step(plan: Plan, window: float, timeout_ms: int):
+    """applyInPandasWithState's function: one (c, topic, partition)'s rows of a batch into its ledger;
+    rows of a topic no flow copies into (MM2's own, excluded ones) are dropped, and so is its state."""
     def step(key, frames, state):
         import pandas as pd
 
         from .stream_match import Ledger
+        c, topic, partition = int(key[0]), str(key[1]), int(key[2])
+        flows = plan.claims(c, topic)
+        if not flows:
+            for _ in frames:
+                pass
+            if state.exists:
+                state.remove()
+            return
         now = time.time()
         ledger = Ledger.from_json(state.get[0] if state.exists else None)
         if not state.hasTimedOut:
             for frame in frames:
                 ordered = frame.sort_values("offset")
-                source = ordered[ordered["src"] != TARGET]
+                source = ordered[ordered["src"].isin(flows)]
                 target = ordered[ordered["src"] == TARGET]
                 ledger.take(list(source[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
                             list(target[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
@@ -94,17 +193,17 @@ def ledger_step(window: float, timeout_ms: int):
         figures = ledger.report(now)
         state.update((ledger.to_json(),))
         state.setTimeoutDuration(timeout_ms)  # called again without data: what waited too long expires
-        yield pd.DataFrame([{"g": int(key[0]), "partition": int(key[1]), **figures}])
+        yield pd.DataFrame([{"c": c, "topic": topic, "partition": partition, **figures}])
     return step
 
 
-def start(spark, config: Config, args: argparse.Namespace, on_figures):
+def start(spark, plan: Plan, args: argparse.Namespace, on_figures):
     """The running query; `on_figures(rows)` gets each batch's figures (one row per ledger touched)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
     lookback = args.window_seconds if args.lookback_seconds is None else args.lookback_seconds
     start_ms = int((time.time() - lookback) * 1000)
-    step = ledger_step(args.window_seconds, int(args.trigger_seconds * 1000))
-    figures = rows(spark, config, start_ms).groupBy("g", "partition").applyInPandasWithState(
+    step = ledger_step(plan, args.window_seconds, int(args.trigger_seconds * 1000))
+    figures = plan.rows(spark, start_ms).groupBy("c", "topic", "partition").applyInPandasWithState(
         step, outputStructType=FIGURES, stateStructType="ledger string", outputMode="update",
         timeoutConf=GroupStateTimeout.ProcessingTimeTimeout)
     return (figures.writeStream.outputMode("update")
@@ -120,25 +219,23 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from .stream_metrics import Exporter
-    args = parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = service_args(argv[0]) if len(argv) == 1 and not argv[0].startswith("-") else parse_args(argv)
     try:
-        config = load_config(args)
-        if config.has_patterns:  # the topics they select now; a topic made later needs a restart
-            from .offsets import KafkaClientOffsets
-            config = resolve_topics(config, KafkaClientOffsets().topic_sizes, log)
+        plan = Plan(load_config(args).flows)
     except BadInput as bad:
         for problem in bad.problems:
             print(f"mirrorstack.spark.streaming: bad input: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    exporter = Exporter(config, log=log)
+    exporter = Exporter(plan, log=log)
     if args.metrics_port:
         exporter.serve(args.metrics_host, args.metrics_port)
     # PySpark's own pandas calls warn on every batch (a pandas deprecation inside PySpark 4.2)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     spark, ending = build_spark(args)
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # one ledger per partition: few, small groups
-    query = start(spark, config, args, exporter.take)
-    log(f"{len(config.groups)} target topic(s), window {args.window_seconds:g}s, a batch every "
+    query = start(spark, plan, args, exporter.take)
+    log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, a batch every "
         f"{args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
     stopping = threading.Event()
 

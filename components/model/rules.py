@@ -68,6 +68,7 @@ def rule_problems(t: Topology, known_connect: set[str], origins: tuple[FlowOrigi
     yield from _forwarding_problems(t, origins)
     yield from _topic_name_problems(t, origins)
     yield from _validation_problems(t)
+    yield from _continuous_problems(t, origins)
     yield from _image_problems(t)
     yield from _kubernetes_problems(t)
     yield from _failover_problems(t, origins)
@@ -221,6 +222,33 @@ def _validation_problems(t: Topology) -> Iterator[str]:
     if v.schedule is not None and not capabilities(t.platform).scheduled_jobs:
         yield (f"{_path(('validation', 'schedule'))}: a CronJob needs platform kubernetes; "
                f"fix: remove it (on {t.platform}, re-run with `run_id`)")
+
+
+def _continuous_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
+    """The continuous validator runs with this program's PySpark; an RPO objective needs it measured."""
+    v = t.validation
+    if v is not None and v.runs_continuously and not capabilities(t.platform).runs_job_in_program:
+        yield (f"{_path(('validation', 'mode'))}: {v.mode}: the continuous validator runs with this program's "
+               f"PySpark, on platform {' or '.join(offering('runs_job_in_program'))}; fix: use mode `once` on "
+               f"{t.platform}")
+    if v is not None and v.runs_continuously and v.submit == "yourself":
+        yield (f"{_path(('validation', 'mode'))}: {v.mode}: the continuous validator runs beside the flows, not "
+               "through spark-submit; fix: remove validation.submit, or use mode `once`")
+    validated = {f.name for f in t.validated_flows()}
+    for i, flow in enumerate(t.flows):
+        if flow.rpo_seconds is None:
+            continue
+        where = origins[i].path("rpo_seconds")
+        if v is None or not v.runs_continuously or flow.name not in validated:
+            yield (f"{where}: the RPO is measured by the continuous validation of "
+                   "the flow; fix: set validation.mode to continuous (or both) with the flow validated, or remove it")
+        elif t.monitoring is None:
+            yield (f"{where}: its alert is a rule of the stack's Prometheus; fix: add a `monitoring` section, or "
+                   "remove it")
+        elif flow.rpo_seconds < 2 * v.continuous.trigger_seconds:
+            yield (f"{where}: {flow.rpo_seconds:g}s is measured to within a batch "
+                   f"({v.continuous.trigger_seconds:g}s, validation.continuous.trigger_seconds); fix: at least "
+                   f"{2 * v.continuous.trigger_seconds:g}, or a shorter trigger")
 
 
 def _master_problems(t: Topology, v) -> Iterator[str]:

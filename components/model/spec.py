@@ -505,6 +505,10 @@ class Flow(_Model):
         "Existing connectors (made by hand) this flow replaces: on the next up each is stopped, its source "
         "offsets are copied to the flow's connector of the same kind (Kafka's offsets REST API, KIP-875), and "
         "it is deleted, so replication goes on where it stopped. Remove it after that up."))
+    rpo_seconds: float | None = Field(None, gt=0, le=86_400, examples=[60], description=(
+        "The flow's recovery point objective: the continuous validation (`validation.mode: continuous`) alerts "
+        "(MirrorRecoveryPointObjectiveMissed) when its oldest source record not yet on the target is older than "
+        "this. Unset: no such alert (the RPO is still measured)."))
     state: FlowState = Field("running", description=(
         "running: the connectors copy. paused: Connect's pause: tasks stay assigned, nothing moves, resuming is "
         "instant. stopped: Kafka's stop (KIP-875): tasks commit their offsets and shut down, nothing is held on "
@@ -573,12 +577,33 @@ class Tolerance(_Model):
         "Source records deleted (retention, delete-records) before MM2 copied them, from the flow's offset syncs."))
 
 
+class ContinuousValidation(_Model):
+    """The continuous validation's settings (`validation.mode: continuous` or `both`)."""
+
+    window_seconds: float = Field(60, ge=5, le=86_400, description=(
+        "A source record whose copy has not arrived this long after the validator read it counts as missing "
+        "(alert MirrorRecordsMissing), and a target record with no source record for as long as an extra. Longer "
+        "than the flows' worst replication latency; the validator's state grows with window x rate."))
+    trigger_seconds: float = Field(2, ge=0.5, le=600, description=(
+        "A micro-batch every this many seconds: latencies and the RPO are measured to within it."))
+    driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
+        "Heap of the validator's Spark driver (which runs its local executors)."))
+
+
 class Validation(_Model):
     """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
     once the flows are RUNNING; its report is the stack output `validation`."""
 
     flows: list[str] | None = Field(None, description=(
         "Flow names (`us->central`) to validate; default all. Each flow's own topic and group regexes apply."))
+    mode: Literal["once", "continuous", "both"] = Field("once", description=(
+        "once: `pulumi up` runs the job once the flows run (its report the stack output `validation`). "
+        "continuous: a validator runs beside the flows all the time (Spark Structured Streaming), matching every "
+        "record with its copy within `continuous.window_seconds`, and exports confirmed, missing, duplicate "
+        "records, end-to-end latency and the RPO per flow to the stack's Prometheus; `up` runs no job. both: "
+        "the two."))
+    continuous: ContinuousValidation = Field(ContinuousValidation(), description=(
+        "The continuous validator's window, batch interval and memory (mode continuous or both)."))
     report_only: bool = Field(False, description="Report a failed validation without failing `pulumi up`.")
     wait_seconds: float = Field(120, ge=0, le=86400, description=(
         "How long the job waits for the targets to catch up with the source snapshot."))
@@ -639,6 +664,15 @@ class Validation(_Model):
     @classmethod
     def _plain_jvm_options(cls, options: list[str]) -> list[str]:
         return plain_jvm_options(options, heap_field="validation.driver_memory")
+
+    @property
+    def runs_once(self) -> bool:
+        """`up` runs the one-shot job."""
+        return self.mode in ("once", "both")
+
+    @property
+    def runs_continuously(self) -> bool:
+        return self.mode in ("continuous", "both")
 
     @property
     def runs_executor_pods(self) -> bool:

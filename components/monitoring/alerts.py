@@ -75,6 +75,32 @@ def alert_rules(flows: Sequence, *, latency_threshold_ms: int = 30_000, stalled_
 
 
 RESTART_CAP_ALERT = "MirrorConnectorRestartCapReached"
+MISSING_ALERT, RPO_ALERT = "MirrorRecordsMissing", "MirrorRecoveryPointObjectiveMissed"
+VALIDATOR_DOWN_ALERT, VALIDATION_STALLED_ALERT = "ContinuousValidatorDown", "ContinuousValidationStalled"
+MISSING_HELD = "1h"  # a record found missing keeps its alert firing this long
+
+
+def delivery_rules(flows: Sequence, *, trigger_seconds: float, down_for: str = "1m") -> list[AlertRule]:
+    """The continuous validator's: records that never arrived, each flow's RPO above its
+    `rpo_seconds`, the validator down or its batches stopped."""
+    # The missing records counted within MISSING_HELD (a target topic new since then: all of its).
+    missing = f"{m.DELIVERY_MISSING} - ({m.DELIVERY_MISSING} offset {MISSING_HELD} or {m.DELIVERY_MISSING} * 0)"
+    stalled_after = max(60, int(10 * trigger_seconds))
+    return [
+        AlertRule(MISSING_ALERT, f"sum by (target, topic) ({missing})", "> 0", "0m", "critical",
+                  "{{ $value }} record(s) for {{ $labels.target }}/{{ $labels.topic }} did not arrive within the "
+                  "validation window: the validator's log names each (source topic, partition, offset)"),
+        *(AlertRule(RPO_ALERT, f'max by (flow) ({m.DELIVERY_RPO_SECONDS}{{flow="{flow.name}"}})',
+                    f"> {flow.rpo_seconds:g}", "0m", "critical",
+                    f"Flow {flow.name}: its oldest record not yet on the target is {{{{ $value }}}}s old, above "
+                    f"its RPO objective of {flow.rpo_seconds:g}s", {"flow": flow.name})
+          for flow in flows if flow.rpo_seconds is not None),
+        AlertRule(VALIDATOR_DOWN_ALERT, 'up{role="validator"}', "== 0", down_for, "critical",
+                  "The continuous validator is down: no record's delivery is being checked"),
+        AlertRule(VALIDATION_STALLED_ALERT, f"time() - max({m.DELIVERY_LAST_BATCH})", f"> {stalled_after}", "2m",
+                  "warning", "The continuous validator's last batch ended {{ $value }}s ago: its Spark query is "
+                  "stuck or failing (see its log)"),
+    ]
 
 
 CERT_EXPIRY = "mirrorstack_tls_certificate_expiry_timestamp_seconds"

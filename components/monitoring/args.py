@@ -52,6 +52,7 @@ class GrafanaArgs:
                                                    "component's `server`): Grafana starts after it")
     admin_password: pulumi.Input[str] | None = described(
         "the admin password (a secret; docker/kubernetes), or None", default=None)
+    delivery: bool = described("the overview dashboard has the continuous validator's row", default=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,3 +66,5 @@ class MonitoringArgs:
     grafana_password: pulumi.Input[str] | None = described(
         "Grafana's admin password (a secret; docker/kubernetes); when None one is generated once and kept in "
         "state as a secret", default=None)
+    services: list[ScrapeTarget] = described(
+        "other services' /metrics to scrape (the continuous validator's)", default_factory=list)

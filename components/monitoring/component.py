@@ -4,12 +4,14 @@ on docker/kubernetes; on local, the provisioning files only). Optional Kafka UI
 and kafka-exporter on docker/kubernetes."""
 from __future__ import annotations
 
+import functools
+
 import pulumi
 
 from mirrorstack import naming
 from mirrorstack.model.capabilities import capabilities
 from mirrorstack.monitoring.alerts import (
-    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule,
+    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule, delivery_rules,
 )
 from mirrorstack.monitoring.extras import run_extras
 from mirrorstack.monitoring.grafana import grafana_files
@@ -17,6 +19,11 @@ from mirrorstack.monitoring.args import GrafanaArgs, MonitoringArgs, PrometheusA
 from mirrorstack.monitoring.prometheus import prometheus_config
 from mirrorstack.monitoring.servers import grafana_service, prometheus_service
 from mirrorstack.secrets import GeneratedPassword
+
+
+def watches_delivery(topology) -> bool:
+    """The stack runs the continuous validator: its alert rules and dashboard row."""
+    return topology.validation is not None and topology.validation.runs_continuously
 
 
 class Prometheus(pulumi.ComponentResource):
@@ -33,6 +40,9 @@ class Prometheus(pulumi.ComponentResource):
         settings = topology.monitoring
         rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
                             stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
+        if watches_delivery(topology):
+            rules += delivery_rules(topology.validated_flows(),
+                                    trigger_seconds=topology.validation.continuous.trigger_seconds)
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
@@ -59,7 +69,8 @@ class Grafana(pulumi.ComponentResource):
     def __init__(self, name: str, args: GrafanaArgs, opts: pulumi.ResourceOptions | None = None):
         naming.component(self, "mirrorstack:monitoring:Grafana", name, opts)
         platform = args.platform
-        ran = platform.run(grafana_service(name, grafana_files, args.prometheus_url, args.admin_password, platform,
+        files = functools.partial(grafana_files, delivery=args.delivery)
+        ran = platform.run(grafana_service(name, files, args.prometheus_url, args.admin_password, platform,
                                            capabilities(platform.name).runs_containers),
                            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.prometheus_server]))
         self.server, self.url = ran.resource, ran.url
@@ -77,6 +88,7 @@ class Monitoring(pulumi.ComponentResource):
         grafana_password = args.grafana_password
         child = pulumi.ResourceOptions(parent=self)
         targets = [t for c in [*clusters.values(), *args.connect.values()] for t in c.scrape_targets]
+        targets += args.services
         targets += run_extras(platform, topology.monitoring, clusters, opts=child)  # kafka-exporter targets, if any
         self.prometheus = Prometheus("prometheus", PrometheusArgs(
             topology=topology, targets=targets, platform=platform, clusters=clusters), opts=child)
@@ -89,7 +101,7 @@ class Monitoring(pulumi.ComponentResource):
             self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
             self.grafana = Grafana("grafana", GrafanaArgs(
                 platform=platform, prometheus_url=self.prometheus.datasource_url, prometheus_server=self.prometheus.server,
-                admin_password=grafana_password), opts=child)
+                admin_password=grafana_password, delivery=watches_delivery(topology)), opts=child)
             self.grafana_url = self.grafana.url
         self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,
                                "alert_rules": self.alert_rules})

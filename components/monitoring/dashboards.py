@@ -114,7 +114,28 @@ def _board(uid: str, title: str, rows: list[tuple[str, list]]) -> dashboard.Dash
     return board
 
 
-def overview_dashboard() -> dict:
+def delivery_panels() -> list:
+    """The continuous validator's figures: what arrived, what did not, how late, and each flow's RPO."""
+    target_topic = "{{target}} {{topic}}"
+    latency = f"sum by (le, target, topic) ({rate(m.DELIVERY_LATENCY + '_bucket')})"
+    return [
+        graph("Records confirmed on the target/s", units.RequestsPerSecond,
+              (f"sum by (target, topic) ({rate(m.DELIVERY_CONFIRMED)})", target_topic)),
+        graph("End-to-end latency (source timestamp to copy)", units.Seconds,
+              (f"histogram_quantile(0.5, {latency})", f"{target_topic} p50"),
+              (f"histogram_quantile(0.99, {latency})", f"{target_topic} p99")),
+        graph("RPO per flow: age of the oldest record not yet copied", units.Seconds,
+              (f"max by (flow) ({m.DELIVERY_RPO_SECONDS})", "{{flow}}")),
+        instant_table("Delivery in the last hour",
+                      (f"sum by (target, topic) (increase({m.DELIVERY_MISSING}[1h]))", "missing"),
+                      (f"sum by (target, topic) (increase({m.DELIVERY_DUPLICATES}[1h]))", "duplicates"),
+                      (f"sum by (target, topic) (increase({m.DELIVERY_EXTRAS}[1h]))", "extras"),
+                      (f"sum by (target, topic) (increase({m.DELIVERY_CONFIRMED}[1h]))", "confirmed")),
+    ]
+
+
+def overview_dashboard(delivery: bool = False) -> dict:
+    """`delivery`: with the continuous validator's row (its series exist only where it runs)."""
     by_flow = [
         graph("Replicated records/s per flow", units.RequestsPerSecond,
               (f"sum by (flow) ({rate(m.MM2_RECORDS)})", "{{flow}}")),
@@ -141,8 +162,9 @@ def overview_dashboard() -> dict:
                     (f"sum by (cluster) ({sel(m.UNDER_REPLICATED, BROKER)})", "{{cluster}}"),
                     span=24, red_at=1),
     ]
-    board = _board("mirrorstack-overview", "mirrorstack: overview",
-                   [("Flows", by_flow), ("Kafka Connect", connect), ("Brokers", brokers)])
+    rows = [("Flows", by_flow), *([("Proof of delivery", delivery_panels())] if delivery else []),
+            ("Kafka Connect", connect), ("Brokers", brokers)]
+    board = _board("mirrorstack-overview", "mirrorstack: overview", rows)
     return _plain(board.build())
 
 
@@ -195,9 +217,10 @@ def to_json(board: dict) -> str:
     return json.dumps(board, cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
 
 
-def dashboards() -> dict[str, str]:
-    """File name → dashboard JSON, e.g. for a Grafana provisioning directory."""
-    return {"mirrorstack-overview.json": to_json(overview_dashboard()),
+def dashboards(delivery: bool = False) -> dict[str, str]:
+    """File name → dashboard JSON, e.g. for a Grafana provisioning directory (`delivery`: the stack
+    runs the continuous validator)."""
+    return {"mirrorstack-overview.json": to_json(overview_dashboard(delivery)),
             "mirrorstack-flow.json": to_json(flow_dashboard())}
 
 

@@ -44,3 +44,15 @@ UNDER_REPLICATED = "kafka_server_replica_manager_underreplicatedpartitions"
 JVM_HEAP_USED = 'jvm_memory_used_bytes{area="heap"}'
 JVM_HEAP_MAX = 'jvm_memory_max_bytes{area="heap"}'
 JVM_GC_SECONDS = "jvm_gc_collection_seconds_sum"
+
+# The continuous validator (mirrorstack.spark.streaming), {target, topic}; the RPO also {flow}.
+# Written here too, as its exporter (spark/stream_metrics.py) names them: monitoring imports
+# nothing of spark/ (a unit test holds the two equal).
+DELIVERY_CONFIRMED = "mirrorstack_continuous_confirmed_records_total"  # counter
+DELIVERY_MISSING = "mirrorstack_continuous_missing_records_total"  # counter: not on the target within the window
+DELIVERY_DUPLICATES = "mirrorstack_continuous_duplicates_records_total"  # counter
+DELIVERY_EXTRAS = "mirrorstack_continuous_extras_records_total"  # counter
+DELIVERY_LATENCY = "mirrorstack_continuous_latency_seconds"  # histogram: source timestamp -> copy read
+DELIVERY_RPO_SECONDS = "mirrorstack_continuous_rpo_seconds"  # {flow}: age of its oldest record not yet copied
+DELIVERY_RPO_RECORDS = "mirrorstack_continuous_rpo_records"  # {flow}: its records not yet copied
+DELIVERY_LAST_BATCH = "mirrorstack_continuous_last_batch_timestamp_seconds"

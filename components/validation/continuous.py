@@ -1,0 +1,41 @@
+"""The continuous validation as a stack's service (`validation.mode: continuous` or `both`):
+mirrorstack.spark.streaming run by the platform beside the flows (a process under its keeper on
+local), started again whenever it exits and going on from its checkpoint. Its /metrics join the
+stack's Prometheus, whose alert rules (monitoring/alerts.py) watch its figures."""
+from __future__ import annotations
+
+import pulumi
+
+from mirrorstack import toolchain
+from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget
+from mirrorstack.shipping import project_imports
+from mirrorstack.validation.job_config import validation_job_config
+
+MODULE = "mirrorstack.spark.streaming"
+SERVICE = "continuous-validation"
+ROLE = "validator"  # its scrape target's role label (the ContinuousValidatorDown alert's)
+
+
+def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict[str, str]], jars: str) -> dict:
+    """What the validator reads (its listen address is the platform's): the one-shot job's flows JSON
+    (`job`) and the streaming settings."""
+    settings = topology.validation.continuous
+    return {"job": validation_job_config(topology, servers, clients), "window_seconds": settings.window_seconds,
+            "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory, "jars": jars}
+
+
+def run_continuous_validation(topology, clusters: dict, platform, flows: list,
+                              opts: pulumi.ResourceOptions) -> tuple[ScrapeTarget, pulumi.Output[str]]:
+    """The validator of the topology's validated flows once they run: (its scrape target, its
+    /metrics URL from this machine, known once it serves)."""
+    aliases = sorted({a for f in topology.validated_flows() for a in (f.source, f.target)})
+    clients = {a: clusters[a].client_settings for a in aliases}
+    # The validator runs with this program's PySpark (the model allows the mode only where it does).
+    jars = ",".join(str(jar) for jar in toolchain.spark_kafka_jars())
+    config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
+        lambda servers: continuous_config(topology, servers, clients, jars))
+    secured = [r for a in aliases if clusters[a].client_files is not None for r in clusters[a].client_resources]
+    ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config),
+                       opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*flows, *secured])))
+    url = pulumi.Output.all(ran.resource.urn).apply(lambda _: f"{ran.url}/metrics")
+    return ScrapeTarget(SERVICE, "%s:%d" % ran.address, {"role": ROLE}), url
