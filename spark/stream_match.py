@@ -47,7 +47,7 @@ class Ledger:
     def take(self, source: list[tuple[int, int, int, int, int]], target: list[tuple[int, int, int, int, int]],
              now: float) -> None:
         """One batch read at `now` (seconds): rows as (src, offset, ts ms, h1, h2), `src` the number of
-        the source topic feeding this target (spark's Member.src). The source's first, so a record and
+        the flow (the source topic) feeding this target. The source's first, so a record and
         its copy read in one batch match."""
         for src, offset, ts, h1, h2 in source:
             key = f"{ts}:{h1}:{h2}"

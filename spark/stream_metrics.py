@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from typing import Callable
 
 from .stream_match import LATENCY_BUCKETS
@@ -25,7 +26,21 @@ class Exporter:
         self.latest: dict[tuple[int, str, int], dict] = {}  # (target cluster, topic, partition) -> last figures
         self.seen_missing: set[tuple] = set()
         self.last_batch = 0.0
+        self.running = False  # the query has reported progress (/healthz)
         self._lock = threading.Lock()
+
+    def follow(self, progress: Callable[[], str | None], stopping: threading.Event, every: float = 0.5) -> None:
+        """`progress()`: when Spark's query last reported progress (ISO time; None before its first): a batch
+        run, or its report every 10 s while idle. It is `running` from the first, and `last_batch` follows
+        them (an idle validator is not a stalled one)."""
+        while not stopping.wait(every):
+            try:
+                at = progress()
+            except Exception:  # the query is ending
+                return
+            if at:
+                self.running = True
+                self.last_batch = max(self.last_batch, datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp())
 
     def take(self, rows: list[dict]) -> None:
         with self._lock:
@@ -99,13 +114,37 @@ class Exporter:
                 cumulative.append((bound, running))
             latency.add_metric(list(labels), cumulative, f["latency_sum"])
             latency_max.add_metric(list(labels), f["latency_max"])
-        last = GaugeMetricFamily(f"{PREFIX}last_batch_timestamp_seconds", "when the last micro-batch ended")
+        last = GaugeMetricFamily(f"{PREFIX}last_batch_timestamp_seconds", "when the query last made progress: a batch, or Spark's report every 10 s while idle")
         last.add_metric([], self.last_batch)
         yield from (*families.values(), rpo_records, rpo_seconds, latency, latency_max, last)
 
     def serve(self, host: str, port: int) -> None:
-        from prometheus_client import start_http_server
-        from prometheus_client.registry import CollectorRegistry
+        """/metrics (Prometheus's text format), and /healthz: 200 once the query runs, else 503."""
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
-        start_http_server(port, addr=host, registry=registry)
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                if self.path.startswith("/metrics"):
+                    code, kind, body = 200, CONTENT_TYPE_LATEST, generate_latest(registry)
+                elif self.path.startswith("/healthz"):
+                    code, kind = (200 if exporter.running else 503), "text/plain; charset=utf-8"
+                    body = b"running\n" if exporter.running else b"starting: Spark's query has not begun\n"
+                else:
+                    code, kind, body = 404, "text/plain; charset=utf-8", b"not found\n"
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):  # scrapes are not news
+                pass
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()

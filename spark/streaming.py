@@ -26,7 +26,7 @@ from pathlib import Path
 from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, add_config_arguments, load_config
 from .spark_io import MATCH_KEY, add_session_arguments, build_spark, hashed_records, read_kafka, stop_spark
 
-ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long"
+ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long, at long"
 FIGURES = ("c int, topic string, partition int, confirmed long, missing long, duplicates long, extras long, "
            "rpo_records long, rpo_seconds double, rpo_by_source array<array<double>>, buckets array<long>, "
            "latency_sum double, latency_max double, missing_samples array<array<long>>")
@@ -147,17 +147,21 @@ class Plan:
     def rows(self, spark, start_ms: int):
         """The sources and targets as one stream of ROWS."""
         from pyspark.sql import functions as F
+        # When the batch was planned (a stream's current_timestamp), which its offsets were fetched at: a
+        # copy it reads was on the target then, so its latency is exact to within one trigger, however long
+        # the batch takes to run, and a batch run again after a crash has the same.
+        at = F.expr("unix_millis(current_timestamp())").alias("at")
         frames = []
         for f, flow in enumerate(self.flows):
             hashed = hashed_records(_stream(spark, flow.source_bootstrap, flow.source_client,
                                             self.source_pattern(f), start_ms), "topic")
             remote = F.concat(F.lit(self.prefix(f)), F.col("topic")) if self.prefix(f) else F.col("topic")
             frames.append(hashed.select(F.lit(self.target_of[f]).alias("c"), remote.alias("topic"), "partition",
-                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:]))
+                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:], at))
         for c, (bootstrap, client) in enumerate(self.targets):
             hashed = hashed_records(_stream(spark, bootstrap, client, self.target_pattern(c), start_ms), "topic")
             frames.append(hashed.select(F.lit(c).alias("c"), "topic", "partition", F.lit(TARGET).alias("src"),
-                                        "offset", *MATCH_KEY[1:]))
+                                        "offset", *MATCH_KEY[1:], at))
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
@@ -183,12 +187,14 @@ def ledger_step(plan: Plan, window: float, timeout_ms: int):
         ledger = Ledger.from_json(state.get[0] if state.exists else None)
         if not state.hasTimedOut:
             for frame in frames:
+                if frame.empty:
+                    continue
                 ordered = frame.sort_values("offset")
                 source = ordered[ordered["src"].isin(flows)]
                 target = ordered[ordered["src"] == TARGET]
                 ledger.take(list(source[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
                             list(target[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
-                            now)
+                            float(ordered["at"].iloc[0]) / 1000)
         ledger.expire(now, window)
         figures = ledger.report(now)
         state.update((ledger.to_json(),))
@@ -213,6 +219,33 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures):
             .start())
 
 
+PROGRESS_SECONDS = 60  # a line on how the batches go, this often
+
+
+def warm_up(spark) -> None:
+    """Start the Python workers the ledgers run in (with pandas and Arrow loaded) before the query: else
+    the first batch with records takes seconds more, and the copies landing meanwhile are timed late."""
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    (spark.range(partitions).repartition(partitions).groupBy("id").applyInPandas(lambda frame: frame, "id long")
+     .collect())
+
+
+def report_progress(query, stopping: threading.Event, every: float = PROGRESS_SECONDS) -> None:
+    """Every `every` seconds: the batches since the last line, the records they read and how long they
+    took (Spark's own progress), so a validator falling behind its trigger says so."""
+    last = -1
+    while not stopping.wait(every):
+        try:
+            recent = [p for p in query.recentProgress if p.batchId > last]
+        except Exception:  # the query is ending
+            return
+        if recent:
+            last = recent[-1].batchId
+            took = [p.batchDuration / 1000 for p in recent]
+            log(f"{len(recent)} batch(es), {sum(p.numInputRows for p in recent)} records read, "
+                f"each {sum(took) / len(took):.2f}s on average, at most {max(took):.2f}s")
+
+
 def log(message: str) -> None:
     print(f"continuous-validation {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
 
@@ -234,14 +267,25 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     spark, ending = build_spark(args)
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # one ledger per partition: few, small groups
+    warm_up(spark)
     query = start(spark, plan, args, exporter.take)
     log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, a batch every "
         f"{args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
     stopping = threading.Event()
+    threading.Thread(target=report_progress, args=(query, stopping), daemon=True).start()
+    threading.Thread(target=exporter.follow, args=(lambda: (query.lastProgress or {}).get("timestamp"), stopping),
+                     daemon=True).start()
+
+    def quietly(action) -> None:  # the JVM may be gone already (its process group was stopped too)
+        try:
+            action()
+        except Exception:
+            pass
 
     def stop(*_) -> None:  # a pod's or container's stop, or ^C: the query ends between batches
-        stopping.set()
-        threading.Thread(target=query.stop, daemon=True).start()
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=quietly, args=(query.stop,), daemon=True).start()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
@@ -251,8 +295,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"the continuous validation failed: {error}")
             return EXIT_ERROR
     finally:
-        query.stop()
-        stop_spark(spark, ending)
+        stopping.set()
+        quietly(query.stop)
+        quietly(lambda: stop_spark(spark, ending))
     log("stopped: a start with the same checkpoint goes on from here")
     return 0
 

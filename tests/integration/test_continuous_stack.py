@@ -1,0 +1,234 @@
+"""The continuous validation in a running stack, through the real engine on the local platform:
+`edge` flows into `central` with `validation.mode: continuous` and an RPO objective, Prometheus
+scraping the validator every 2 s, producers writing all along and an independent consumer on
+central counting and timing every copy.
+
+1. a topic made after `up` is watched: Prometheus's confirmed count equals the consumer's, and
+   the validator's mean latency agrees with the consumer's within one scrape interval;
+2. the flow's source task paused past the window: the RPO rises above the objective and its
+   alert fires, the records not copied within the window are counted missing and that alert
+   fires; resumed, the RPO falls back and the late copies count as extras, one each;
+3. the validator killed (SIGKILL) is started again by its keeper from its checkpoint: the
+   figures go on from where they were, nothing counted twice or skipped
+   (confirmed + missing = produced, duplicates 0).
+"""
+import os
+import signal
+import threading
+import time
+from urllib.parse import quote
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer
+
+from mirrorstack.monitoring import alerts, metrics
+from mirrorstack.platforms.local import keeper
+from mirrorstack.platforms.local.launcher import is_alive
+from mirrorstack.validation.continuous import SERVICE
+from tests.support.kafka_clients import create_topic
+from tests.support.stacks import stack_project
+
+pytestmark = pytest.mark.integration
+
+FLOW = "edge->central"
+SOURCE_CONNECTOR = f"{FLOW}.MirrorSourceConnector"
+TOPIC, COPY = "orders-1", "edge.orders-1"
+SMALL = {"heap": "384m"}
+WINDOW, TRIGGER, SCRAPE, RPO = 15, 1, 2, 8  # seconds
+TOPOLOGY = {
+    "platform": "local",
+    "clusters": {"edge": {"resources": SMALL}, "central": {"resources": SMALL}},
+    "connect": {"central": {"kafka": "central", "resources": SMALL}},
+    "flows": [{"source": "edge", "target": "central", "topics": ["orders-.*"], "heartbeats": False,
+               "checkpoints": False, "rpo_seconds": RPO}],
+    "monitoring": {"scrape_interval": f"{SCRAPE}s", "grafana": False},
+    "validation": {"mode": "continuous", "continuous": {"window_seconds": WINDOW, "trigger_seconds": TRIGGER}},
+}
+RATE = 20  # records/s while the producer runs
+
+
+class Writer:
+    """Records into edge's topic at RATE/s until stopped; `sent` counts the acknowledged ones."""
+
+    def __init__(self, bootstrap: str):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5})
+        self.sent, self.failed, self.n = 0, [], 0
+        self.stopping = threading.Event()
+        self.thread = None
+
+    def _delivered(self, err, _msg):
+        if err:
+            self.failed.append(err)
+        else:
+            self.sent += 1
+
+    def _run(self):
+        while not self.stopping.is_set():
+            self.producer.produce(TOPIC, key=f"k{self.n}".encode(), value=f"v{self.n}".encode(),
+                                  on_delivery=self._delivered)
+            self.n += 1
+            self.producer.poll(0)
+            time.sleep(1 / RATE)
+        assert self.producer.flush(30) == 0
+
+    def start(self):
+        self.stopping.clear()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.thread.join(60)
+        assert not self.failed, self.failed
+        return self.sent
+
+
+class Reader:
+    """An independent consumer of the copies on central: each record's arrival by its own clock."""
+
+    def __init__(self, bootstrap: str):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "independent-reader",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.consumer.subscribe([COPY])
+        self.latencies: list[float] = []  # arrival - the record's timestamp, per copy
+        self.keys: set[bytes] = set()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopping.is_set():
+            for message in self.consumer.consume(500, timeout=0.2):
+                if message.error() is None:
+                    self.latencies.append(time.time() - message.timestamp()[1] / 1000)
+                    self.keys.add(message.key())
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(30)
+        self.consumer.close()
+
+
+def query(prometheus: str, expr: str) -> list[dict]:
+    reply = requests.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["data"]["result"]
+
+
+def value(prometheus: str, expr: str) -> float | None:
+    result = query(prometheus, expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def wait_until(what: str, check, timeout: float = 120, every: float = 1):
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
+
+
+def totals(prometheus: str) -> dict[str, float]:
+    """The validator's counters for the copy, as Prometheus scraped them last."""
+    names = {"confirmed": metrics.DELIVERY_CONFIRMED, "missing": metrics.DELIVERY_MISSING,
+             "duplicates": metrics.DELIVERY_DUPLICATES, "extras": metrics.DELIVERY_EXTRAS}
+    return {k: value(prometheus, f'sum({name}{{topic="{COPY}"}})') for k, name in names.items()}
+
+
+def firing(prometheus: str, alert: str) -> list[dict]:
+    return query(prometheus, f'ALERTS{{alertname="{alert}", alertstate="firing"}}')
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with stack_project("dev-copy", tmp_path_factory.mktemp("continuous-stack"), topology=TOPOLOGY) as project:
+        project.run("up", "--yes", "--skip-preview", timeout=900)
+        project.out = project.outputs()
+        yield project
+        project.run("destroy", "--yes", "--skip-preview", timeout=600)
+
+
+def test_continuous_validation_watches_a_running_stack(stack):
+    try:
+        _watch(stack)
+    except AssertionError as failed:  # what the validator said, which the stack's teardown removes
+        log = stack.local_dir / SERVICE / "service.log"
+        said = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+        raise AssertionError(f"{failed}\nthe validator's log ends:\n{said}") from failed
+
+
+def _watch(stack):
+    out = stack.out
+    prometheus, edge, central = out["prometheus_url"], out["clusters"]["edge"], out["clusters"]["central"]
+    assert {alerts.MISSING_ALERT, alerts.RPO_ALERT, alerts.VALIDATOR_DOWN_ALERT} <= set(out["alert_rules"])
+    assert "validation" not in out  # mode continuous: no one-shot job in `up`
+    wait_until("Prometheus scraping the validator", lambda: value(prometheus, 'up{role="validator"}') == 1)
+    wait_until("the flow's RPO at 0 before any topic",
+               lambda: value(prometheus, f'{metrics.DELIVERY_RPO_SECONDS}{{flow="{FLOW}"}}') == 0)
+
+    # 1. a topic made now; records at RATE/s for a few seconds, counted by both
+    create_topic(edge, TOPIC, partitions=2, replication_factor=1)
+    reader, writer = Reader(central), Writer(edge)
+    try:
+        writer.start()
+        wait_until("100 records written", lambda: writer.sent >= 100, every=0.2)
+        first = writer.stop()
+        wait_until(f"the consumer reading all {first} copies", lambda: len(reader.keys) == first)
+        wait_until(f"Prometheus: {first} confirmed", lambda: totals(prometheus)["confirmed"] == first)
+        assert totals(prometheus) == {"confirmed": first, "missing": 0, "duplicates": 0, "extras": 0}
+        assert len(reader.latencies) == first  # no copy twice
+        count = value(prometheus, f'sum({metrics.DELIVERY_LATENCY}_count{{topic="{COPY}"}})')
+        mean = value(prometheus, f'sum({metrics.DELIVERY_LATENCY}_sum{{topic="{COPY}"}})') / count
+        independent = sum(reader.latencies) / len(reader.latencies)
+        print(f"\n{first} copies: mean latency {mean:.2f}s by the validator, {independent:.2f}s by the consumer")
+        assert count == first and abs(mean - independent) <= SCRAPE, (mean, independent)
+
+        # 2. the source task paused (out of band: the supervisor leaves a paused connector alone)
+        connect = out["connect"]["central"]
+        requests.put(f"{connect}/connectors/{quote(SOURCE_CONNECTOR, safe='')}/pause", timeout=30).raise_for_status()
+        paused_at = time.time()
+        writer.start()
+        rpo = wait_until("the RPO alert firing", lambda: firing(prometheus, alerts.RPO_ALERT), timeout=90)
+        assert rpo[0]["metric"]["flow"] == FLOW
+        rpo_seen = value(prometheus, f'max({metrics.DELIVERY_RPO_SECONDS}{{flow="{FLOW}"}})')
+        assert RPO < rpo_seen <= time.time() - paused_at + SCRAPE, rpo_seen
+        wait_until("the missing alert firing", lambda: firing(prometheus, alerts.MISSING_ALERT), timeout=90)
+        lost = totals(prometheus)["missing"]
+        assert lost > 0 and value(prometheus, f'max({metrics.DELIVERY_RPO_RECORDS}{{flow="{FLOW}"}})') > 0
+        requests.put(f"{connect}/connectors/{quote(SOURCE_CONNECTOR, safe='')}/resume", timeout=30).raise_for_status()
+        second = writer.stop() - first
+        wait_until("the RPO back under its objective", lambda: value(
+            prometheus, f'max({metrics.DELIVERY_RPO_SECONDS}{{flow="{FLOW}"}})') < RPO, timeout=90)
+        done = wait_until("every record confirmed or missing, each late copy an extra", lambda: (
+            t := totals(prometheus))["confirmed"] + t["missing"] == first + second and t["extras"] == t["missing"]
+            and t, timeout=WINDOW + 90)
+        print(f"paused: RPO {rpo_seen:.1f}s seen, {done['missing']:.0f} of {second} records missing and as many "
+              "late copies extra")
+        assert done["duplicates"] == 0 and done["missing"] >= lost, done
+
+        # 3. the validator killed: its keeper starts it again, from the checkpoint
+        status = stack.local_dir / SERVICE / keeper.STATUS_FILE
+        killed = keeper.current(status)
+        assert killed is not None and is_alive(killed), killed
+        os.kill(killed.pid, signal.SIGKILL)
+        wait_until("a new validator process", lambda: (now := keeper.current(status)) is not None
+                   and now.pid != killed.pid and is_alive(now), timeout=60)
+        writer.start()
+        wait_until("60 more records written", lambda: writer.sent >= first + second + 60, every=0.2)
+        third = writer.stop() - first - second
+        final = wait_until("the records made since confirmed once", lambda: (
+            t := totals(prometheus))["confirmed"] == done["confirmed"] + third and t, timeout=180)
+        reached = time.time()  # then later batches, scraped: a count that went past would show
+        wait_until("later batches scraped", lambda: value(prometheus, metrics.DELIVERY_LAST_BATCH) > reached + 3 * TRIGGER)
+        assert totals(prometheus) == {**final, "confirmed": done["confirmed"] + third}
+        assert (final["missing"], final["duplicates"], final["extras"]) == (done["missing"], 0, done["extras"])
+        assert len(reader.keys) == first + second + third
+        assert not firing(prometheus, alerts.VALIDATOR_DOWN_ALERT)
+    finally:
+        reader.stop()
+        if not writer.stopping.is_set():
+            writer.stop()
