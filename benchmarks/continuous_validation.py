@@ -12,6 +12,9 @@ At the end the validator's own figures must show every record confirmed and none
 
   .venv/bin/python -m benchmarks.continuous_validation [--rates 200 1000 3000] [--phase-seconds 180]
       [--long-rate 1000] [--long-minutes 30] [--out report.json] [--quick]
+
+The long run's samples also break the resident set down: the Python driver, the driver JVM (and its
+heap in use, from jcmd) and the Python workers.
 """
 from __future__ import annotations
 
@@ -92,6 +95,37 @@ def rss_mib(root: int) -> float:
     return _tree_kib([root], children, rss) / 1024
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def heap_used_mib(pid: int) -> float | None:
+    """The JVM's heap in use (`jcmd GC.heap_info`), None when it does not answer."""
+    try:
+        said = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in said.splitlines():  # " garbage-first heap   total 262144K, used 123456K [...]"
+        if "total" in line and "used" in line:
+            return round(int(line.split("used", 1)[1].split("K", 1)[0].strip()) / 1024, 1)
+    return None
+
+
+def breakdown(root: int) -> dict[str, float]:
+    """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap in use), the
+    Python workers the JVM started (pyspark's daemon and its forks)."""
+    children, rss = _process_table()
+    jvms = [pid for pid in children.get(root, []) if "java" in _command(pid).split(" ", 1)[0]]
+    workers = [pid for jvm in jvms for pid in children.get(jvm, [])]
+    return {"python_driver_mib": round(rss.get(root, 0) / 1024, 1),
+            "jvm_mib": round(sum(rss.get(pid, 0) for pid in jvms) / 1024, 1),
+            "jvm_heap_used_mib": heap_used_mib(jvms[0]) if jvms else None,
+            "python_workers_mib": round(_tree_kib(workers, children, rss) / 1024, 1)}
+
+
 def figures(port: int) -> dict[str, float]:
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     return {s.name.removeprefix("mirrorstack_continuous_"): s.value for f in text_string_to_metric_families(text)
@@ -114,7 +148,8 @@ def phase(proc: subprocess.Popen, seconds: float, intervals: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", type=int, nargs="+", default=[200, 1000, 3000])
+    parser.add_argument("--rates", type=int, nargs="*", default=[200, 1000, 3000],
+                        help="the rates whose CPU is measured (none: only the idle baseline and the long run)")
     parser.add_argument("--phase-seconds", type=float, default=180)
     parser.add_argument("--long-rate", type=int, default=1000)
     parser.add_argument("--long-minutes", type=float, default=30)
@@ -163,11 +198,14 @@ def main() -> None:
         samples, started = [], time.monotonic()
         while time.monotonic() - started < args.long_minutes * 60:
             time.sleep(min(10.0, args.long_minutes * 6))
-            samples.append([round(time.monotonic() - started), round(rss_mib(proc.pid), 1)])
+            samples.append([round(time.monotonic() - started), round(rss_mib(proc.pid), 1), breakdown(proc.pid)])
         tenth = max(1, len(samples) // 10)
         first, last = statistics.median(s[1] for s in samples[:tenth]), statistics.median(s[1] for s in samples[-tenth:])
+        parts = {key: [statistics.median(s[2][key] for s in part if s[2][key] is not None)
+                       for part in (samples[:tenth], samples[-tenth:])] for key in samples[0][2]}
         report["long"] = {"rate": args.long_rate, "minutes": args.long_minutes, "rss_mib_samples": samples,
-                          "rss_mib_first_tenth": first, "rss_mib_last_tenth": last, "growth": last / first}
+                          "rss_mib_first_tenth": first, "rss_mib_last_tenth": last, "growth": last / first,
+                          "parts_first_and_last_tenth": parts}
         writer.rate = 0
         written = writer.written
         deadline = time.monotonic() + WINDOW + 120

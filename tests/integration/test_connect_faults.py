@@ -54,6 +54,8 @@ from tests.support.kafka_clients import (admin, consume, consume_group, create_t
 from tests.support.pulumi_cli import refreshed
 from tests.support.stacks import self_healing, stack_project
 from tests.support.supervisor_metrics import supervisor_samples
+from tests.support.waiting import prometheus_query as query
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -82,22 +84,6 @@ def deployed(tmp_path_factory):
             project.run("config", "set", "--path", f"mirrorstack:topology.monitoring.{key}", value)
         project.run("up", "--yes", "--skip-preview", timeout=900)
         yield project, project.outputs()
-
-
-def query(prometheus: str, expr: str) -> list[dict]:
-    reply = requests.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10)
-    reply.raise_for_status()
-    return reply.json()["data"]["result"]
-
-
-def wait_until(what: str, check, timeout: float = 120, every: float = 2):
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
 
 
 def test_monitoring_sees_real_replication_and_fires_the_failed_task_alert(deployed):

@@ -28,6 +28,8 @@ from mirrorstack.platforms.local.launcher import is_alive
 from mirrorstack.validation.continuous import SERVICE
 from tests.support.kafka_clients import create_topic
 from tests.support.stacks import stack_project
+from tests.support.waiting import prometheus_query as query
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -111,25 +113,9 @@ class Reader:
         self.consumer.close()
 
 
-def query(prometheus: str, expr: str) -> list[dict]:
-    reply = requests.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10)
-    reply.raise_for_status()
-    return reply.json()["data"]["result"]
-
-
 def value(prometheus: str, expr: str) -> float | None:
     result = query(prometheus, expr)
     return float(result[0]["value"][1]) if result else None
-
-
-def wait_until(what: str, check, timeout: float = 120, every: float = 1):
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
 
 
 def totals(prometheus: str) -> dict[str, float]:
@@ -147,6 +133,7 @@ def firing(prometheus: str, alert: str) -> list[dict]:
 def stack(tmp_path_factory):
     with stack_project("dev-copy", tmp_path_factory.mktemp("continuous-stack"), topology=TOPOLOGY) as project:
         project.run("up", "--yes", "--skip-preview", timeout=900)
+        project.run("preview", "--expect-no-changes", timeout=300)  # the validator's inputs are stable
         project.out = project.outputs()
         yield project
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
