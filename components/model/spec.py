@@ -591,8 +591,9 @@ class ContinuousValidation(_Model):
 
 
 class Validation(_Model):
-    """The Spark validation job (spark/validate_replication.py) run by `pulumi up`
-    once the flows are RUNNING; its report is the stack output `validation`."""
+    """The Spark validation: the job (spark/validate_replication.py) run by `pulumi up`
+    once the flows are RUNNING, its report the stack output `validation`; and/or
+    (`mode`) the continuous validator beside the flows (spark/streaming.py)."""
 
     flows: list[str] | None = Field(None, description=(
         "Flow names (`us->central`) to validate; default all. Each flow's own topic and group regexes apply."))
