@@ -203,11 +203,10 @@ import sys
 import uuid
 from pathlib import Path
 
-from mirrorstack.mm2.client_settings import Secret, jaas_login
 from mirrorstack.mm2.validation_reports import PRINTED_MARK, printed_line
 
 from .config import (EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASSED, BadInput, Config, _log, add_config_arguments,
-                     load_config, resolve_topics)
+                     hide_secrets, load_config, resolve_topics)
 from .offsets import KafkaClientOffsets, jvm_topic_sizes
 from .reconcile import Validator
 from .report import summary_text
@@ -270,17 +269,6 @@ def connect_problem(args: argparse.Namespace, config: Config) -> str | None:
     return None
 
 
-def hide_secrets(text: str, config: Config) -> str:
-    """`text` (an error from Kafka or Spark) without the values read through
-    `${file:...}` references, nor a JAAS password among them."""
-    secrets = {value for flow in config.flows for client in (flow.source_client, flow.target_client)
-               for value in client.values() if isinstance(value, Secret)}
-    secrets |= {login[1] for login in map(jaas_login, list(secrets)) if login}
-    for secret in sorted(filter(None, secrets), key=len, reverse=True):
-        text = text.replace(secret, "<hidden>")
-    return text
-
-
 def main(argv: list[str] | None = None, spark=None) -> int:
     """Run the job; returns the exit code. With `spark` given, that session is
     used and left running (its owner stops it)."""
@@ -339,7 +327,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
             print(f"bad input: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - reported, exit 3
-        message = hide_secrets(f"{type(exc).__name__}: {exc}", config)
+        message = hide_secrets(f"{type(exc).__name__}: {exc}", config.flows)
         if "kafka" in message.lower() and "data source" in message.lower() and not isinstance(exc, KafkaSourceMissing):
             message += " (the spark-sql-kafka jars are missing: pass --jars)"
         if "OutOfMemoryError" in message or "SparkContext was shut down" in message:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mirrorstack.mm2.client_settings import resolve_reference
+from mirrorstack.mm2.client_settings import Secret, jaas_login, resolve_reference
 from mirrorstack.mm2.flows import FlowDescription, FlowSelection, ReplicationPolicy
 from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 
@@ -498,3 +498,14 @@ def load_config(args: argparse.Namespace) -> Config:
     except json.JSONDecodeError as exc:
         raise BadInput([f"{source}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]) from exc
     return parse_config(data, args.wait_seconds)
+
+
+def hide_secrets(text: str, flows) -> str:
+    """`text` (an error from Kafka or Spark) without the values the flows' clients read through
+    `${file:...}` references, nor a JAAS password among them."""
+    secrets = {value for flow in flows for client in (flow.source_client, flow.target_client)
+               for value in client.values() if isinstance(value, Secret)}
+    secrets |= {login[1] for login in map(jaas_login, list(secrets)) if login}
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "<hidden>")
+    return text

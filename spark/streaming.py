@@ -5,9 +5,9 @@ to the metrics this process serves to Prometheus (stream_metrics.py).
 
     python -m mirrorstack.spark.streaming --config flows.json --checkpoint-dir DIR --metrics-port 9406
 
-The same flows JSON as the one-shot job (cli.py). As a stack's service (a platform's
-PythonModuleService) it takes one argument instead, its service config (service_args). Restarted with the same --checkpoint-dir, it
-goes on from where it was: Kafka offsets and ledgers are in the checkpoint, so nothing is counted
+The same flows JSON as the one-shot job (cli.py); as a stack's service (a platform's
+PythonModuleService), one argument instead: its service config (service_args). What it reads is
+stream_plan.Plan's. Restarted with the same --checkpoint-dir, it goes on from where it was: Kafka offsets and ledgers are in the checkpoint, so nothing is counted
 twice or skipped. A first start reads both sides from one timestamp (--lookback-seconds before
 now), so every copy read has its source record read too."""
 from __future__ import annotations
@@ -23,14 +23,13 @@ import threading
 import time
 from pathlib import Path
 
-from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, add_config_arguments, load_config
-from .spark_io import MATCH_KEY, add_session_arguments, build_spark, hashed_records, read_kafka, stop_spark
+from .config import EXIT_BAD_INPUT, EXIT_ERROR, BadInput, add_config_arguments, hide_secrets, load_config
+from .spark_io import add_session_arguments, build_spark, stop_spark
+from .stream_plan import TARGET, Plan
 
-ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long, at long"
 FIGURES = ("c int, topic string, partition int, confirmed long, missing long, duplicates long, extras long, "
            "rpo_records long, rpo_seconds double, rpo_by_source array<array<double>>, buckets array<long>, "
            "latency_sum double, latency_max double, missing_samples array<array<long>>")
-TARGET = -1  # `src` of a target row; a source row's is its flow's number in the config
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,97 +76,6 @@ def service_args(path: str) -> argparse.Namespace:
     return args
 
 
-def _stream(spark, bootstrap: str, client: dict[str, str], pattern: str, start_ms: int):
-    return read_kafka(spark, bootstrap, client, stream=True, subscribePattern=pattern, includeHeaders="true",
-                      startingTimestamp=str(start_ms),
-                      # a partition with no record since then starts at its end, not with an error
-                      startingOffsetsByTimestampStrategy="latest",
-                      failOnDataLoss="false")  # a retention gap is reported missing, not fatal
-
-
-def java_union(patterns) -> str:
-    return "|".join(f"(?:{p})" for p in patterns)
-
-
-class Plan:
-    """What the validator reads: each flow's source topics by its own patterns (Spark's Kafka source
-    lists the topics a pattern matches at every batch, so a topic made later is read from its
-    start), and each target cluster once, by the remote names of every flow into it. Records are
-    keyed by (target cluster `c`, target topic, partition); which flow a target topic belongs to is
-    decided in Python (`claims`), as MM2 decides which topics it copies (FlowSelection)."""
-
-    def __init__(self, flows):
-        self.flows = list(flows)
-        self.targets: list[tuple[str, dict[str, str]]] = []  # (bootstrap, client) of each target cluster
-        self.target_of: list[int] = []  # flow -> its target cluster's number
-        for flow in self.flows:
-            where = (flow.target_bootstrap, dict(flow.target_client or {}))
-            for c, known in enumerate(self.targets):
-                if known[0] == where[0]:
-                    if flow.target_client:  # read_committed for one flow's copies is right for all
-                        known[1].update(flow.target_client)
-                    break
-            else:
-                c = len(self.targets)
-                self.targets.append(where)
-            self.target_of.append(c)
-        self._claims: dict[tuple[int, str], tuple[int, ...]] = {}
-
-    def prefix(self, f: int) -> str:
-        flow = self.flows[f]
-        return "" if flow.policy == "identity" else flow.mm2.remote_topic(flow.source_alias, "")
-
-    def source_pattern(self, f: int) -> str:
-        """The flow's topic regexes (Java's, as MM2's), or its topics by name."""
-        flow = self.flows[f]
-        return java_union(flow.topic_patterns or [f"\\Q{topic}\\E" for topic in flow.topics])
-
-    def picks(self, f: int, topic: str) -> bool:
-        flow = self.flows[f]
-        return flow.selects(topic) if flow.topic_patterns else topic in flow.topics
-
-    def target_pattern(self, c: int) -> str:
-        return java_union(f"\\Q{self.prefix(f)}\\E(?:{self.source_pattern(f)})" if self.prefix(f)
-                          else self.source_pattern(f) for f in range(len(self.flows)) if self.target_of[f] == c)
-
-    def upstream(self, f: int, topic: str) -> str | None:
-        prefix = self.prefix(f)
-        return topic[len(prefix):] if topic.startswith(prefix) else None
-
-    def claims(self, c: int, topic: str) -> tuple[int, ...]:
-        """The flows whose copies `topic` of target cluster `c` holds (none: not a copy we check)."""
-        key = (c, topic)
-        if key not in self._claims:
-            self._claims[key] = tuple(
-                f for f, flow in enumerate(self.flows)
-                if self.target_of[f] == c and (up := self.upstream(f, topic)) is not None and self.picks(f, up)
-                and flow.remote_topic(up) == topic)
-        return self._claims[key]
-
-    def rows(self, spark, start_ms: int):
-        """The sources and targets as one stream of ROWS."""
-        from pyspark.sql import functions as F
-        # When the batch was planned (a stream's current_timestamp), which its offsets were fetched at: a
-        # copy it reads was on the target then, so its latency is exact to within one trigger, however long
-        # the batch takes to run, and a batch run again after a crash has the same.
-        at = F.expr("unix_millis(current_timestamp())").alias("at")
-        frames = []
-        for f, flow in enumerate(self.flows):
-            hashed = hashed_records(_stream(spark, flow.source_bootstrap, flow.source_client,
-                                            self.source_pattern(f), start_ms), "topic")
-            remote = F.concat(F.lit(self.prefix(f)), F.col("topic")) if self.prefix(f) else F.col("topic")
-            frames.append(hashed.select(F.lit(self.target_of[f]).alias("c"), remote.alias("topic"), "partition",
-                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:], at))
-        for c, (bootstrap, client) in enumerate(self.targets):
-            hashed = hashed_records(_stream(spark, bootstrap, client, self.target_pattern(c), start_ms), "topic")
-            frames.append(hashed.select(F.lit(c).alias("c"), "topic", "partition", F.lit(TARGET).alias("src"),
-                                        "offset", *MATCH_KEY[1:], at))
-        union = frames[0]
-        for frame in frames[1:]:
-            union = union.unionByName(frame)
-        return union
-
-
 def ledger_step(plan: Plan, window: float, timeout_ms: int):
     """applyInPandasWithState's function: one (c, topic, partition)'s rows of a batch into its ledger;
     rows of a topic no flow copies into (MM2's own, excluded ones) are dropped, and so is its state."""
@@ -178,7 +86,7 @@ def ledger_step(plan: Plan, window: float, timeout_ms: int):
         c, topic, partition = int(key[0]), str(key[1]), int(key[2])
         flows = plan.claims(c, topic)
         if not flows:
-            for _ in frames:
+            for _ in frames:  # read to its end, as Spark's Arrow stream expects
                 pass
             if state.exists:
                 state.remove()
@@ -269,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # one ledger per partition: few, small groups
     warm_up(spark)
     query = start(spark, plan, args, exporter.take)
-    log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, a batch every "
-        f"{args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
+    log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, "
+        f"a batch every {args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
     stopping = threading.Event()
     threading.Thread(target=report_progress, args=(query, stopping), daemon=True).start()
     threading.Thread(target=exporter.follow, args=(lambda: (query.lastProgress or {}).get("timestamp"), stopping),
@@ -292,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         query.awaitTermination(args.run_seconds)
     except Exception as error:  # the query failed: Spark's reason, then exit 3 (EXIT_ERROR)
         if not stopping.is_set():
-            log(f"the continuous validation failed: {error}")
+            log(f"the continuous validation failed: {hide_secrets(str(error), plan.flows)}")
             return EXIT_ERROR
     finally:
         stopping.set()

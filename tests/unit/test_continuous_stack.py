@@ -15,7 +15,7 @@ from mirrorstack.monitoring.dashboards import dashboard_queries, overview_dashbo
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.spark import stream_metrics
 from mirrorstack.spark.config import parse_config
-from mirrorstack.spark.streaming import Plan
+from mirrorstack.spark.stream_plan import Plan
 from mirrorstack.validation.continuous import MODULE, SERVICE
 from tests.support.promtool import promtool
 from tests.support.pulumi_mocks import deploy

@@ -5,7 +5,8 @@ import struct
 
 import pytest
 
-from mirrorstack.spark.cli import hide_secrets, main
+from mirrorstack.spark.cli import main
+from mirrorstack.spark.config import hide_secrets
 from mirrorstack.mm2.client_settings import jaas_login, librdkafka_config, read_properties
 from mirrorstack.spark.config import BadInput, DEFAULT_TOLERANCE, parse_config, resolve_topics
 from mirrorstack.mm2.flows import FlowSelection
@@ -324,7 +325,7 @@ def test_errors_of_the_job_never_show_a_resolved_secret(tmp_path):
     reference = f"${{file:{secrets}:sasl.jaas.config}}"
     config = parse_config({"flows": [flow(source_client={"sasl.jaas.config": reference})]})
     assert config.flows[0].source_client["sasl.jaas.config"] == JAAS
-    assert hide_secrets(f"bad login {JAAS} / password {SECRET}", config) == "bad login <hidden> / password <hidden>"
+    assert hide_secrets(f"bad login {JAAS} / password {SECRET}", config.flows) == "bad login <hidden> / password <hidden>"
 
 
 def test_librdkafka_translation_of_pem_stores_and_jaas_logins():
