@@ -200,3 +200,28 @@ def test_the_alerts_fire_and_clear_under_prometheus_rule_engine(tmp_path):
         ]}]}))
     run = promtool("test", "rules", str(tmp_path / "test.yml"))
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
+    """Its service config: the flows JSON never on the command line; a changed set of flows (Spark
+    refuses a checkpoint whose sources changed) starts a new checkpoint and the old one goes."""
+    from mirrorstack.spark.streaming import service_args
+    job = {"flows": [{"flow": {"name": "a->b", "source": "a", "target": "b", "topics": ["x.*"]},
+                      "source_bootstrap": "a:1", "target_bootstrap": "b:1"}]}
+    config = tmp_path / "config.json"
+
+    def args_for(job):
+        config.write_text(json.dumps({"job": job, "listen": "127.0.0.1:9406", "window_seconds": 30,
+                                      "trigger_seconds": 2, "driver_memory": "2g", "jars": "/j/a.jar,/j/b.jar"}))
+        return service_args(str(config))
+    first = args_for(job)
+    assert (first.metrics_host, first.metrics_port, first.window_seconds, first.trigger_seconds) == (
+        "127.0.0.1", 9406, 30, 2)
+    assert (first.driver_memory, first.jars, json.loads(first.config_json)) == ("2g", "/j/a.jar,/j/b.jar", job)
+    assert first.checkpoint_dir == str(tmp_path / first.checkpoint_dir.rsplit("/", 1)[1])
+    (tmp_path / first.checkpoint_dir.rsplit("/", 1)[1] / "offsets").mkdir(parents=True)
+    assert args_for(job).checkpoint_dir == first.checkpoint_dir  # a restart goes on from it
+    assert (tmp_path / first.checkpoint_dir.rsplit("/", 1)[1] / "offsets").is_dir()
+    changed = args_for({"flows": [{**job["flows"][0], "flow": {**job["flows"][0]["flow"], "topics": ["y"]}}]})
+    assert changed.checkpoint_dir != first.checkpoint_dir
+    assert [p.name for p in tmp_path.glob("checkpoint-*")] == []  # the old one went; Spark makes the new one
