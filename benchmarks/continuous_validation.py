@@ -14,7 +14,7 @@ At the end the validator's own figures must show every record confirmed and none
       [--long-rate 1000] [--long-minutes 30] [--out report.json] [--quick]
 
 The long run's samples also break the resident set down: the Python driver, the driver JVM (and its
-heap in use, from jcmd) and the Python workers.
+heap committed and in use, from jcmd) and the Python workers.
 """
 from __future__ import annotations
 
@@ -102,27 +102,29 @@ def _command(pid: int) -> str:
         return ""
 
 
-def heap_used_mib(pid: int) -> float | None:
-    """The JVM's heap in use (`jcmd GC.heap_info`), None when it does not answer."""
+def heap_mib(pid: int) -> tuple[float | None, float | None]:
+    """The JVM's heap (committed, in use) from `jcmd GC.heap_info`; None when it does not answer."""
     try:
         said = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, None
     for line in said.splitlines():  # " garbage-first heap   total 262144K, used 123456K [...]"
         if "total" in line and "used" in line:
-            return round(int(line.split("used", 1)[1].split("K", 1)[0].strip()) / 1024, 1)
-    return None
+            def kib(word: str) -> float:
+                return round(int(line.split(word, 1)[1].split("K", 1)[0].strip()) / 1024, 1)
+            return kib("total"), kib("used")
+    return None, None
 
 
 def breakdown(root: int) -> dict[str, float]:
-    """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap in use), the
+    """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap committed and in use), the
     Python workers the JVM started (pyspark's daemon and its forks)."""
     children, rss = _process_table()
     jvms = [pid for pid in children.get(root, []) if "java" in _command(pid).split(" ", 1)[0]]
     workers = [pid for jvm in jvms for pid in children.get(jvm, [])]
     return {"python_driver_mib": round(rss.get(root, 0) / 1024, 1),
             "jvm_mib": round(sum(rss.get(pid, 0) for pid in jvms) / 1024, 1),
-            "jvm_heap_used_mib": heap_used_mib(jvms[0]) if jvms else None,
+            **dict(zip(("jvm_heap_committed_mib", "jvm_heap_used_mib"), heap_mib(jvms[0]) if jvms else (None, None))),
             "python_workers_mib": round(_tree_kib(workers, children, rss) / 1024, 1)}
 
 
