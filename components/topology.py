@@ -124,7 +124,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.supervisors = self._supervisors(topology, platform, by_connect, metrics)
 
         validator, self.continuous_validation = [], None
-        if topology.validation is not None and topology.validation.runs_continuously:
+        if topology.validates_continuously:
             target, self.continuous_validation = run_continuous_validation(
                 topology, self.clusters, platform, list(self.flows.values()), opts=child)
             validator.append(target)

@@ -18,7 +18,7 @@ COUNTERS = {"confirmed": "source records whose copy arrived on the target",
 
 
 class Exporter:
-    """`plan`: streaming.Plan, which names each target cluster and flow."""
+    """`plan`: stream_plan.Plan, which names each target cluster and flow."""
 
     def __init__(self, plan, log: Callable[[str], None]):
         self.plan = plan
@@ -56,9 +56,6 @@ class Exporter:
                                  f"{row['topic']} within the window")
             self.last_batch = time.time()
 
-    def target_alias(self, c: int) -> str:
-        return next(f.target_alias or "" for f, t in zip(self.plan.flows, self.plan.target_of) if t == c)
-
     def figures(self) -> dict[tuple[str, str], dict]:
         """Per (target alias, target topic): the counters and latencies summed, and per flow feeding it
         (`rpo`: flow -> [records, age]) the records not yet there and the age of the oldest. A flow
@@ -68,7 +65,7 @@ class Exporter:
         out: dict[tuple[str, str], dict] = {}
         seen_flows = set()
         for row in rows:
-            into = out.setdefault((self.target_alias(row["c"]), row["topic"]), {
+            into = out.setdefault((self.plan.target_aliases[row["c"]], row["topic"]), {
                 **{k: 0 for k in COUNTERS}, "latency_sum": 0.0, "latency_max": 0.0,
                 "buckets": [0] * (len(LATENCY_BUCKETS) + 1), "rpo": {}})
             for key in (*COUNTERS, "latency_sum"):
@@ -84,7 +81,8 @@ class Exporter:
                 rpo[1] = max(rpo[1], age)
         for f, flow in enumerate(self.plan.flows):
             if f not in seen_flows:
-                out.setdefault((self.target_alias(self.plan.target_of[f]), ""), {"rpo": {}})["rpo"][flow.name] = [0, 0.0]
+                baseline = out.setdefault((self.plan.target_aliases[self.plan.target_of[f]], ""), {"rpo": {}})
+                baseline["rpo"][flow.name] = [0, 0.0]
         return out
 
     def collect(self):
@@ -114,7 +112,8 @@ class Exporter:
                 cumulative.append((bound, running))
             latency.add_metric(list(labels), cumulative, f["latency_sum"])
             latency_max.add_metric(list(labels), f["latency_max"])
-        last = GaugeMetricFamily(f"{PREFIX}last_batch_timestamp_seconds", "when the query last made progress: a batch, or Spark's report every 10 s while idle")
+        last = GaugeMetricFamily(f"{PREFIX}last_batch_timestamp_seconds",
+                                 "when the query last made progress: a batch, or Spark's report every 10 s while idle")
         last.add_metric([], self.last_batch)
         yield from (*families.values(), rpo_records, rpo_seconds, latency, latency_max, last)
 

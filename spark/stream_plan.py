@@ -30,6 +30,7 @@ class Plan:
         self.flows = list(flows)
         self.targets: list[tuple[str, dict[str, str]]] = []  # (bootstrap, client) of each target cluster
         self.target_of: list[int] = []  # flow -> its target cluster's number
+        self.target_aliases: list[str] = []  # of each target cluster ("" where the flows name none)
         for flow in self.flows:
             where = (flow.target_bootstrap, dict(flow.target_client or {}))
             for c, known in enumerate(self.targets):
@@ -40,6 +41,7 @@ class Plan:
             else:
                 c = len(self.targets)
                 self.targets.append(where)
+                self.target_aliases.append(flow.target_alias or "")
             self.target_of.append(c)
         self._claims: dict[tuple[int, str], tuple[int, ...]] = {}
 

@@ -7,9 +7,10 @@ to the metrics this process serves to Prometheus (stream_metrics.py).
 
 The same flows JSON as the one-shot job (cli.py); as a stack's service (a platform's
 PythonModuleService), one argument instead: its service config (service_args). What it reads is
-stream_plan.Plan's. Restarted with the same --checkpoint-dir, it goes on from where it was: Kafka offsets and ledgers are in the checkpoint, so nothing is counted
-twice or skipped. A first start reads both sides from one timestamp (--lookback-seconds before
-now), so every copy read has its source record read too."""
+stream_plan.Plan's. Restarted with the same --checkpoint-dir, it goes on from where it was: Kafka
+offsets and ledgers are in the checkpoint, so nothing is counted twice or skipped. A first start
+reads both sides from one timestamp (--lookback-seconds before now), so every copy read has its
+source record read too."""
 from __future__ import annotations
 
 import argparse

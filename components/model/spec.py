@@ -874,6 +874,11 @@ class Topology(_Model):
         names = self.validation.flows
         return [f for f in self.flows if names is None or f.name in names]
 
+    @property
+    def validates_continuously(self) -> bool:
+        """The continuous validator runs beside the flows (`validation.mode` continuous or both)."""
+        return self.validation is not None and self.validation.runs_continuously
+
     def validation_reports_to(self) -> str | None:
         """The cluster the validation job writes its report to (mirrorstack.mm2.validation_reports):
         the first validated flow's target; None without validation."""

@@ -21,11 +21,6 @@ from mirrorstack.monitoring.servers import grafana_service, prometheus_service
 from mirrorstack.secrets import GeneratedPassword
 
 
-def watches_delivery(topology) -> bool:
-    """The stack runs the continuous validator: its alert rules and dashboard row."""
-    return topology.validation is not None and topology.validation.runs_continuously
-
-
 class Prometheus(pulumi.ComponentResource):
     """Built from PrometheusArgs: scrapes `targets` with the replication alert
     rules of `topology` (its `monitoring` settings), and, for the secured
@@ -40,7 +35,7 @@ class Prometheus(pulumi.ComponentResource):
         settings = topology.monitoring
         rules = alert_rules(topology.flows, latency_threshold_ms=settings.latency_threshold_ms,
                             stalled_minutes=settings.stalled_minutes, failed_for=settings.failed_for)
-        if watches_delivery(topology):
+        if topology.validates_continuously:  # its alert rules
             rules += delivery_rules(topology.validated_flows(),
                                     trigger_seconds=topology.validation.continuous.trigger_seconds)
         files = {"prometheus.yml": prometheus_config(targets, scrape_interval=settings.scrape_interval,
@@ -101,7 +96,7 @@ class Monitoring(pulumi.ComponentResource):
             self.grafana_password = pulumi.Output.secret(grafana_password) if grafana_password is not None else None
             self.grafana = Grafana("grafana", GrafanaArgs(
                 platform=platform, prometheus_url=self.prometheus.datasource_url, prometheus_server=self.prometheus.server,
-                admin_password=grafana_password, delivery=watches_delivery(topology)), opts=child)
+                admin_password=grafana_password, delivery=topology.validates_continuously), opts=child)
             self.grafana_url = self.grafana.url
         self.register_outputs({"prometheus_url": self.prometheus_url, "grafana_url": self.grafana_url,
                                "alert_rules": self.alert_rules})

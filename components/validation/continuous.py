@@ -9,6 +9,7 @@ import pulumi
 from mirrorstack import toolchain
 from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget
 from mirrorstack.shipping import project_imports
+from mirrorstack.validation.job import validated_input
 from mirrorstack.validation.job_config import validation_job_config
 
 MODULE = "mirrorstack.spark.streaming"
@@ -28,13 +29,11 @@ def run_continuous_validation(topology, clusters: dict, platform, flows: list,
                               opts: pulumi.ResourceOptions) -> tuple[ScrapeTarget, pulumi.Output[str]]:
     """The validator of the topology's validated flows once they run: (its scrape target, its
     /metrics URL from this machine, known once it serves)."""
-    aliases = sorted({a for f in topology.validated_flows() for a in (f.source, f.target)})
-    clients = {a: clusters[a].client_settings for a in aliases}
     # The validator runs with this program's PySpark (the model allows the mode only where it does).
     jars = ",".join(str(jar) for jar in toolchain.spark_kafka_jars())
-    config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
-        lambda servers: continuous_config(topology, servers, clients, jars))
-    secured = [r for a in aliases if clusters[a].client_files is not None for r in clusters[a].client_resources]
+    config, secured_aliases = validated_input(
+        topology, clusters, lambda servers, clients: continuous_config(topology, servers, clients, jars))
+    secured = [r for a in secured_aliases for r in clusters[a].client_resources]
     ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config),
                        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*flows, *secured])))
     url = pulumi.Output.all(ran.resource.urn).apply(lambda _: f"{ran.url}/metrics")

@@ -16,6 +16,16 @@ from mirrorstack.validation.job_config import validation_job_config
 from mirrorstack.validation.package import job_package
 
 
+def validated_input(topology, clusters: dict, build) -> tuple[pulumi.Output, list[str]]:
+    """`build(servers, clients)` (alias -> bootstrap servers, alias -> client settings of the validated
+    flows' clusters) once their addresses are known; and the secured aliases, whose client folders are read."""
+    aliases = sorted({a for f in topology.validated_flows() for a in (f.source, f.target)})
+    clients = {a: clusters[a].client_settings for a in aliases}
+    config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
+        lambda servers: build(servers, clients))
+    return config, [a for a in aliases if clusters[a].client_files is not None]
+
+
 class SparkValidationJob(pulumi.ComponentResource):
     """The job built from SparkValidationJobArgs. Outputs: `report` — {status, passed,
     failures, records_checked, flows: {name: counts and failover per consumer group}},
@@ -29,11 +39,8 @@ class SparkValidationJob(pulumi.ComponentResource):
         settings = topology.validation
         if args.run_id:
             settings = settings.model_copy(update={"run_id": args.run_id})
-        aliases = sorted({a for f in topology.validated_flows() for a in (f.source, f.target)})
-        clients = {a: clusters[a].client_settings for a in aliases}
-        config = pulumi.Output.all(**{a: clusters[a].bootstrap_servers for a in aliases}).apply(
-            lambda servers: validation_job_config(topology, servers, clients))
-        secured = [a for a in aliases if clusters[a].client_files is not None]  # their client folders are read
+        config, secured = validated_input(
+            topology, clusters, lambda servers, clients: validation_job_config(topology, servers, clients))
         self.job = args.platform.run_job(
             f"{name}-job", job=job_package(), config=config, settings=settings,
             uses_clients=secured, opts=pulumi.ResourceOptions(
