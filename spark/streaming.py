@@ -56,11 +56,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def service_args(path: str) -> argparse.Namespace:
     """The arguments of a stack's validator from its service config: `job` (the flows JSON), `listen`
-    (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, `jars`. Its
-    checkpoint is beside the config, one per `job`: Spark refuses a checkpoint whose sources changed,
-    so a changed set of flows starts a new one (and the old ones go)."""
-    folder = Path(path).resolve().parent
+    (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, and the platform's
+    `spark_jars` (a list) and `state_dir`. Its checkpoint is in `state_dir` (else beside the config),
+    one per `job`: Spark refuses a checkpoint whose sources changed, so a changed set of flows starts a
+    new one (and the old ones go)."""
     config = json.loads(Path(path).read_text())
+    folder = Path(config.get("state_dir") or Path(path).resolve().parent)
     job = json.dumps(config["job"], sort_keys=True)
     checkpoint = folder / f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
     for old in folder.glob("checkpoint-*"):
@@ -70,8 +71,8 @@ def service_args(path: str) -> argparse.Namespace:
     argv = ["--checkpoint-dir", str(checkpoint), "--metrics-host", host, "--metrics-port", port,
             "--window-seconds", str(config["window_seconds"]), "--trigger-seconds", str(config["trigger_seconds"]),
             "--driver-memory", config.get("driver_memory", "1g")]
-    if config.get("jars"):
-        argv += ["--jars", config["jars"]]
+    if config.get("spark_jars"):
+        argv += ["--jars", ",".join(config["spark_jars"])]
     args = parse_args(argv)
     args.config_json = job  # not on the command line: `ps` shows that
     return args

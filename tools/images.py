@@ -14,7 +14,8 @@ The images honour the contract of components/platforms/containers.py:
 - mirrorstack/spark:<pyspark version>: JRE 17, python3, the .venv's pyspark as
   SPARK_HOME_IN_IMAGE (so the versions match), the spark-sql-kafka jars
   (.tools/spark-kafka) in IMAGE_SPARK_JARS, user uid IMAGE_SPARK_UID,
-  the .venv's confluent_kafka and urllib3 (the failover switch in a pod), and
+  the .venv's confluent_kafka and urllib3 (the failover switch in a pod), its
+  pandas and pyarrow (the continuous validator's driver and executors), and
   Debian's python3-prometheus-client (the Connect supervisor's /metrics);
 - mirrorstack/prometheus:<DEBIAN_PROMETHEUS_VERSION>: Debian's prometheus,
   entrypoint `prometheus` (flags only, as with prom/prometheus), /prometheus
@@ -44,9 +45,9 @@ from typing import Callable
 from docker.errors import ImageNotFound
 
 from mirrorstack import toolchain, versions
-from mirrorstack.validation.job_config import SPARK_HOME_IN_IMAGE
 from mirrorstack.platforms.containers import (IMAGE_DATA_DIR, IMAGE_KAFKA_LIBS, IMAGE_KAFKA_UID,
-                                             IMAGE_SPARK_JARS, IMAGE_SPARK_UID, image_jmx_agent)
+                                             IMAGE_SPARK_JARS, IMAGE_SPARK_STATE_DIR, IMAGE_SPARK_UID,
+                                             SPARK_HOME_IN_IMAGE, image_jmx_agent)
 
 INPUTS_LABEL = "org.mirrorstack.inputs"  # sha256 of everything an image is made of
 MMDEBSTRAP_VARIANT = "apt"  # Essential + apt: the smallest set apt can add packages to
@@ -109,11 +110,12 @@ def _spark_files() -> dict[str, Path]:
 
     files = {f"spark-kafka/{jar.name}": jar for jar in toolchain.spark_kafka_jars()}
     for prefix, package in (("pyspark", Path(pyspark.__file__).parent), ("py4j", Path(py4j.__file__).parent),
-                            *switch_packages()):
+                            *switch_packages(), *streaming_packages()):
         for path in sorted(package.rglob("*")):
             relative = path.relative_to(package)
-            # No bytecode caches, no Windows scripts: python3 compiles what it runs.
-            if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".cmd":
+            # No bytecode caches, no Windows scripts, no test suites or C headers: python3 compiles what it runs.
+            if (path.is_file() and not {"__pycache__", "tests", "include"} & set(relative.parts)
+                    and path.suffix != ".cmd"):
                 files[f"{prefix}/{relative}"] = path
     return files
 
@@ -129,6 +131,24 @@ def switch_packages() -> list[tuple[str, Path]]:
     site = Path(confluent_kafka.__file__).parent.parent
     return [(f"python-packages/{folder.name}", folder)
             for folder in (site / "confluent_kafka", site / "confluent_kafka.libs", Path(urllib3.__file__).parent)]
+
+
+def streaming_packages() -> list[tuple[str, Path]]:
+    """What the continuous validator (spark/streaming.py, `applyInPandasWithState`) needs beside
+    pyspark in its driver's and its executors' python3: the .venv's pandas and pyarrow with their
+    dependencies (wheels for the same CPython 3.11; Debian's pandas is older than PySpark accepts),
+    under python-packages/ in the COPY context."""
+    import dateutil
+    import numpy
+    import pandas
+    import pyarrow
+    import pytz
+    import tzdata
+
+    site = Path(pandas.__file__).parent.parent
+    folders = [Path(m.__file__).parent for m in (pandas, numpy, pyarrow, dateutil, pytz, tzdata)]
+    return [(f"python-packages/{folder.name}", folder) for folder in (*folders, site / "numpy.libs")
+            if folder.is_dir()]
 
 
 def image_specs() -> list[ImageSpec]:
@@ -149,7 +169,7 @@ def image_specs() -> list[ImageSpec]:
     spark = ImageSpec(
         "spark", packages=("openjdk-17-jre-headless", "bash", "python3", "python3-prometheus-client"),
         hooks=tuple(user_hooks("spark", IMAGE_SPARK_UID, spark_home_dir,
-                               [f"{spark_home_dir}/.ivy2", f"{SPARK_HOME_IN_IMAGE}/work-dir"])
+                               [f"{spark_home_dir}/.ivy2", IMAGE_SPARK_STATE_DIR])
                     # `import pyspark` is SPARK_HOME, as in a pip install (py4j beside it).
                     + [f'ln -s {SPARK_HOME_IN_IMAGE} "$1{python_packages}/pyspark"']),
         dockerfile="\n".join([
@@ -160,7 +180,7 @@ def image_specs() -> list[ImageSpec]:
             f"ENV PATH={SPARK_HOME_IN_IMAGE}/bin:{PATH} LANG=C.UTF-8 HOME={spark_home_dir} "
             f"SPARK_HOME={SPARK_HOME_IN_IMAGE} PYSPARK_PYTHON=python3",
             f"USER {IMAGE_SPARK_UID}",
-            f"WORKDIR {SPARK_HOME_IN_IMAGE}/work-dir",
+            f"WORKDIR {IMAGE_SPARK_STATE_DIR}",
             'CMD ["bash"]']),
         files=_spark_files, checks=_pinned("python3-prometheus-client"))
     prometheus = ImageSpec(

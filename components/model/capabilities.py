@@ -33,6 +33,9 @@ class Capabilities:
     # runs the validation job's driver in the cluster, which starts its executors as pods (`validation.master:
     # k8s://https://kubernetes.default.svc`, Spark's Kubernetes scheduler)
     spark_executor_pods: bool = False
+    # runs the continuous validator (`validation.mode: continuous`, a Spark streaming query) as a service
+    # with a folder that keeps its checkpoint across restarts
+    continuous_validation: bool = False
     # runs a Grafana server when `monitoring.grafana` asks (a generated admin password); False: Grafana's
     # dashboards and datasource are always written as files for a Grafana of the user's (no server, no URL)
     serves_grafana: bool = True
@@ -56,10 +59,11 @@ class RegisteredPlatform:
 
 BUILT_IN: dict[str, RegisteredPlatform] = {p.name: p for p in (
     RegisteredPlatform("local", Capabilities(node_ports=False, scheduled_jobs=False, uploads_files=True,
-                                             runs_containers=False, runs_job_in_program=True, serves_grafana=False),
+                                             runs_containers=False, runs_job_in_program=True, serves_grafana=False,
+                                             continuous_validation=True),
                        "mirrorstack.platforms.factories:local"),
     RegisteredPlatform("docker", Capabilities(node_ports=False, scheduled_jobs=False, uploads_files=True,
-                                              runs_containers=True, needs_extra=True),
+                                              runs_containers=True, needs_extra=True, continuous_validation=True),
                        "mirrorstack.platforms.factories:docker"),
     RegisteredPlatform("kubernetes", Capabilities(node_ports=True, scheduled_jobs=True, uploads_files=False,
                                                   runs_containers=True, kubernetes_section=True, needs_extra=True,

@@ -225,12 +225,12 @@ def _validation_problems(t: Topology) -> Iterator[str]:
 
 
 def _continuous_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator[str]:
-    """The continuous validator runs with this program's PySpark; an RPO objective needs it measured."""
+    """The continuous validator runs where the platform keeps its checkpoint; an RPO objective needs it
+    measured."""
     v = t.validation
-    if v is not None and v.runs_continuously and not capabilities(t.platform).runs_job_in_program:
-        yield (f"{_path(('validation', 'mode'))}: {v.mode}: the continuous validator runs with this program's "
-               f"PySpark, on platform {' or '.join(offering('runs_job_in_program'))}; fix: use mode `once` on "
-               f"{t.platform}")
+    if v is not None and v.runs_continuously and not capabilities(t.platform).continuous_validation:
+        yield (f"{_path(('validation', 'mode'))}: {v.mode}: the continuous validator runs on platform "
+               f"{' or '.join(offering('continuous_validation'))}; fix: use mode `once` on {t.platform}")
     if v is not None and v.runs_continuously and v.submit == "yourself":
         yield (f"{_path(('validation', 'mode'))}: {v.mode}: the continuous validator runs beside the flows, not "
                "through spark-submit; fix: remove validation.submit, or use mode `once`")

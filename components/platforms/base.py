@@ -38,10 +38,12 @@ def hashed_host_port(port_base: int, key: str, taken: set[int]) -> int:
     return port
 
 
-def python_service_config(config: dict, listen: str, secrets_file: str | None) -> str:
-    """A PythonModuleService config as written, with where it listens and its secrets are."""
+def python_service_config(config: dict, listen: str, secrets_file: str | None, spark: dict | None = None) -> str:
+    """A PythonModuleService config as written, with where it listens and its secrets are (and, for one
+    that runs Spark, `spark`: its `spark_jars` and `state_dir`)."""
     import json
-    return json.dumps({**config, "listen": listen, "secrets_file": secrets_file}, indent=2, sort_keys=True)
+    return json.dumps({**config, "listen": listen, "secrets_file": secrets_file, **(spark or {})},
+                      indent=2, sort_keys=True)
 
 
 def fill_dir(content, folder: str):

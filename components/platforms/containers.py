@@ -13,7 +13,7 @@ the image's own scripts. So any image works that holds (the image contract):
   uploads it there from .tools; on kubernetes the image must carry it).
 
 A Spark image for the validation job (`bin/spark-submit` in
-config.validation.SPARK_HOME_IN_IMAGE, Python, user IMAGE_SPARK_UID) must carry
+SPARK_HOME_IN_IMAGE, Python, user IMAGE_SPARK_UID) must carry
 the spark-sql-kafka jars of `make spark-kafka` in IMAGE_SPARK_JARS (docker
 uploads them there). Nothing is downloaded when a container or pod starts.
 """
@@ -48,6 +48,10 @@ IMAGE_DATA_DIR = "/var/lib/kafka/data"
 IMAGE_SPARK_UID = 185  # `spark` of apache/spark
 IMAGE_LIB = "/opt/mirrorstack/lib"
 IMAGE_SPARK_JARS = f"{IMAGE_LIB}/spark-kafka"
+SPARK_HOME_IN_IMAGE = "/opt/spark"
+# The spark image's work folder, its user's own: where a Python service that runs Spark keeps its
+# state (a container's file system is kept when the container restarts).
+IMAGE_SPARK_STATE_DIR = f"{SPARK_HOME_IN_IMAGE}/work-dir"
 
 # After-start steps (e.g. creating the SCRAM user) retry while the broker comes up;
 # the health check reports healthy only once they are done (the marker file).
@@ -314,6 +318,7 @@ class PythonService:
     code: dict[str, str]  # absolute path in the container → module source
     argv: list[str]  # `python3 -m`: run in code_dir (or with it on PYTHONPATH), the module is found there
     secrets_file: str | None
+    spark: dict | None = None  # a service that runs Spark: its spark_jars and state_dir
 
     @property
     def code_dir(self) -> str:
@@ -324,12 +329,13 @@ class PythonService:
         return f"{self.folder}/config.json"
 
     def config_text(self, config: dict) -> str:
-        return python_service_config(config, f"0.0.0.0:{PYTHON_SERVICE_PORT}", self.secrets_file)
+        return python_service_config(config, f"0.0.0.0:{PYTHON_SERVICE_PORT}", self.secrets_file, self.spark)
 
 
-def python_service(service: str, module: str, ships, has_secrets: bool) -> PythonService:
+def python_service(service: str, module: str, ships, has_secrets: bool, runs_spark: bool = False) -> PythonService:
     from mirrorstack.shipping import module_sources
     folder = f"{FILES_ROOT}/{dns_label(service)}"
     code = {f"{folder}/code/{path}": text.decode() for path, text in module_sources(ships).items()}
+    spark = {"spark_jars": image_spark_jars(), "state_dir": IMAGE_SPARK_STATE_DIR} if runs_spark else None
     return PythonService(folder, code, ["python3", "-B", "-m", module, f"{folder}/config.json"],
-                         f"{folder}/secrets/config.json" if has_secrets else None)
+                         f"{folder}/secrets/config.json" if has_secrets else None, spark)

@@ -158,12 +158,14 @@ class PythonModuleService:
     spark image's python3 with the `ships` modules' source). `config` (a dict,
     may be an Output) is written with `listen` ("host:port" it serves /healthz
     and /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
-    is, else None) added."""
+    is, else None) added; with `runs_spark` also `spark_jars` (the paths of the Kafka source's jars
+    where it runs) and `state_dir` (a folder of its own it may write, kept when it restarts)."""
     name: str
     module: str
     ships: Sequence[str]
     config: object
     secret_config: object = None
+    runs_spark: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The continuous validation as a stack's service (`validation.mode: continuous` or `both`):
 mirrorstack.spark.streaming run by the platform beside the flows (a process under its keeper on
-local), started again whenever it exits and going on from its checkpoint. Its /metrics join the
+local, a container in the spark image on docker), started again whenever it exits and going on from
+its checkpoint in the folder the platform keeps for it. Its /metrics join the
 stack's Prometheus, whose alert rules (monitoring/alerts.py) watch its figures."""
 from __future__ import annotations
 
 import pulumi
 
-from mirrorstack import toolchain
 from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget
 from mirrorstack.shipping import project_imports
 from mirrorstack.validation.job import validated_input
@@ -17,24 +17,22 @@ SERVICE = "continuous-validation"
 ROLE = "validator"  # its scrape target's role label (the ContinuousValidatorDown alert's)
 
 
-def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict[str, str]], jars: str) -> dict:
-    """What the validator reads (its listen address is the platform's): the one-shot job's flows JSON
-    (`job`) and the streaming settings."""
+def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict[str, str]]) -> dict:
+    """What the validator reads (its listen address, jars and state folder are the platform's): the
+    one-shot job's flows JSON (`job`) and the streaming settings."""
     settings = topology.validation.continuous
     return {"job": validation_job_config(topology, servers, clients), "window_seconds": settings.window_seconds,
-            "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory, "jars": jars}
+            "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory}
 
 
 def run_continuous_validation(topology, clusters: dict, platform, flows: list,
                               opts: pulumi.ResourceOptions) -> tuple[ScrapeTarget, pulumi.Output[str]]:
     """The validator of the topology's validated flows once they run: (its scrape target, its
     /metrics URL from this machine, known once it serves)."""
-    # The validator runs with this program's PySpark (the model allows the mode only where it does).
-    jars = ",".join(str(jar) for jar in toolchain.spark_kafka_jars())
     config, secured_aliases = validated_input(
-        topology, clusters, lambda servers, clients: continuous_config(topology, servers, clients, jars))
+        topology, clusters, lambda servers, clients: continuous_config(topology, servers, clients))
     secured = [r for a in secured_aliases for r in clusters[a].client_resources]
-    ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config),
+    ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config, runs_spark=True),
                        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*flows, *secured])))
     url = pulumi.Output.all(ran.resource.urn).apply(lambda _: f"{ran.url}/metrics")
     return ScrapeTarget(SERVICE, "%s:%d" % ran.address, {"role": ROLE}), url

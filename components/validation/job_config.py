@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mirrorstack.platforms.containers import SPARK_HOME_IN_IMAGE
 from mirrorstack.validation.executor_pods import executor_pods_argv
 
 
@@ -92,7 +93,6 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
             "duration_seconds": report["duration_seconds"], "flows": flows}
 
 
-SPARK_HOME_IN_IMAGE = "/opt/spark"
 
 
 def spark_submit_argv(settings, *, job_path: str, config_path: str, jars: list[str] = (),

@@ -33,9 +33,10 @@ from mirrorstack.kafka import broker_logins
 from mirrorstack.kafka.acl_resource import acl_binding, acl_filter, admin_client
 from mirrorstack.kafka.scram_users import scram_mechanism, set_users
 from mirrorstack.kafka.acls import Acl
-from mirrorstack.monitoring.metrics import MM2_RECORDS
+from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_MISSING, MM2_RECORDS
 from mirrorstack.platforms import make_platform, tunnels
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
+from mirrorstack.validation.continuous import SERVICE as VALIDATOR
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
 from tests.support import connect_rest
 from tests.support.docker_provider import CONTAINER, DYNAMIC, deploy_on_engine
@@ -44,6 +45,7 @@ from tests.support.pulumi_mocks import unwrap_secrets
 from tests.support.secured import private_key_bodies
 from tests.support.stacks import REPO, on_c1_only, on_platform, port_base
 from tests.support.supervisor_metrics import supervisor_samples
+from tests.support.waiting import wait_until
 from tools.docker_engine import API_TIMEOUT, ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
@@ -224,11 +226,24 @@ def test_an_absent_image_fails_naming_make_images_and_leaves_nothing(engine):
 # Monitoring too: the JMX agent in every JVM, Prometheus (the mirrorstack image) scraping them
 # inside the network. No Grafana: Debian packages none, and no image can be pulled here.
 MONITORING = {"grafana": False, "scrape_interval": "5s"}
+# The one-shot job in `up` and the continuous validator beside the flows, a batch every 5 s (the
+# window holds a broker's restart).
+BOTH = {"wait_seconds": 30, "mode": "both", "continuous": {"window_seconds": 90, "trigger_seconds": 5}}
 
 
 @pytest.fixture(scope="class")
 def aggregation(engine):
-    yield from bring_up(engine, "aggregation", monitoring=MONITORING)
+    yield from bring_up(engine, "aggregation", monitoring=MONITORING, validation=BOTH)
+
+
+def delivered(deployed) -> dict[str, float]:
+    """The continuous validator's totals over every flow and topic, as Prometheus scraped them."""
+    figures = {}
+    for name, metric in (("confirmed", DELIVERY_CONFIRMED), ("missing", DELIVERY_MISSING),
+                         ("extras", DELIVERY_EXTRAS)):
+        result = prometheus_query(deployed, "/api/v1/query", query=f"sum({metric})")["result"]
+        figures[name] = float(result[0]["value"][1]) if result else None
+    return figures
 
 
 def prometheus_query(deployed, path: str, **params) -> dict:
@@ -246,7 +261,7 @@ class TestAggregation:
 
     def test_every_service_container_is_healthy_and_restarts_unless_stopped(self, aggregation):
         found = stack_containers(aggregation.mocks, "aggregation")
-        services = {s for s in found if s not in (JOB, "prometheus", SUPERVISOR)}
+        services = {s for s in found if s not in (JOB, "prometheus", SUPERVISOR, VALIDATOR)}
         assert services == {"us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0",
                             "central-broker-0", "connect-central-0"}
         assert found["prometheus"].attrs["Config"]["Image"] == image("prometheus")
@@ -255,6 +270,11 @@ class TestAggregation:
         assert supervisor.attrs["Config"]["Image"] == image("spark") and supervisor.status == "running"
         assert supervisor.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
         assert not supervisor.attrs["HostConfig"]["PortBindings"]
+        # the continuous validator: Spark in the spark image, beside the flows, restarted unless stopped
+        validator = found[VALIDATOR]
+        assert validator.attrs["Config"]["Image"] == image("spark") and validator.status == "running"
+        assert validator.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        assert not validator.attrs["HostConfig"]["PortBindings"]
         for service in services:
             container = found[service]
             assert health(container) == "healthy", (service, container.logs(tail=30))
@@ -298,7 +318,7 @@ class TestAggregation:
             time.sleep(2)
         assert {instance.rpartition(":")[0] for instance in health_of} == {
             "us-controller", "uk-controller", "central-controller", "us-broker-0", "uk-broker-0", "central-broker-0",
-            "connect-central-0", SUPERVISOR}, health_of
+            "connect-central-0", SUPERVISOR, VALIDATOR}, health_of
         # The supervisor reads Connect in the network: every connector of both flows, none failed.
         watched = prometheus_query(aggregation, "/api/v1/query", query=FAILED_PARTS)["result"]
         assert sorted((r["metric"]["connector"], r["value"][1]) for r in watched) == sorted(
@@ -332,6 +352,28 @@ class TestAggregation:
         arrived = consume_all(aggregation, "central", 3 * RECORDS)
         assert sorted(arrived) == sorted(values("us", "a") + values("uk", "a") + values("us", "b"))
         assert_validated(*rerun_validation(aggregation), 3 * RECORDS)
+
+    def test_the_continuous_validator_confirms_each_record_once_across_its_own_crash(self, aggregation):
+        """Every record of the batches above confirmed, none missing; its process killed (as by the OOM
+        killer), the container restarts and goes on from the checkpoint in its work folder: a batch
+        produced meanwhile is confirmed and nothing counted twice."""
+        expected = {"confirmed": 3 * RECORDS, "missing": 0, "extras": 0}
+        wait_until("the validator confirms the records of both regions", lambda: delivered(aggregation) == expected
+                   or None, timeout=WAIT)
+        validator = stack_containers(aggregation.mocks, "aggregation")[VALIDATOR]
+        restarts = validator.attrs["RestartCount"]
+        os.kill(validator.attrs["State"]["Pid"], signal.SIGKILL)  # python3: the container's main process
+        produce(aggregation, "uk", values("uk", "c"))
+
+        def restarted():
+            validator.reload()
+            return validator.attrs["RestartCount"] > restarts and validator.status == "running"
+        wait_until("the validator's container restarted", restarted, timeout=WAIT)
+        expected["confirmed"] += RECORDS
+        wait_until("the batch made while it was down confirmed, nothing twice",
+                   lambda: delivered(aggregation) == expected or None, timeout=WAIT)
+        logs = validator.logs(tail=200).decode(errors="replace")
+        assert "checkpoint" in logs and "Traceback" not in logs, logs[-3000:]
 
     def test_destroy_leaves_no_container_network_or_volume(self, aggregation):
         assert_destroyed(aggregation)

@@ -12,6 +12,8 @@ import yaml
 from mirrorstack.model.spec import TopologyError, load_topology
 from mirrorstack.monitoring import alerts, metrics
 from mirrorstack.monitoring.dashboards import dashboard_queries, overview_dashboard
+from mirrorstack.platforms.containers import IMAGE_SPARK_STATE_DIR, PYTHON_SERVICE_PORT, image_spark_jars
+from mirrorstack.platforms.docker.platform import DockerPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.spark import stream_metrics
 from mirrorstack.spark.config import parse_config
@@ -30,8 +32,8 @@ def topology(platform="local", mode="continuous", monitoring=True, **flow):
 
 
 @pytest.mark.parametrize("change, problem", [
-    (dict(platform="docker"), "validation.mode: continuous: the continuous validator runs with this program's "
-                              "PySpark, on platform local; fix: use mode `once` on docker"),
+    (dict(platform="kubernetes"), "validation.mode: continuous: the continuous validator runs on platform local "
+                                  "or docker; fix: use mode `once` on kubernetes"),
     (dict(mode="once", rpo_seconds=60), "flows[0].rpo_seconds: the RPO is measured by the continuous validation"),
     (dict(monitoring=False, rpo_seconds=60), "flows[0].rpo_seconds: its alert is a rule of the stack's Prometheus; "
                                              "fix: add a `monitoring` section"),
@@ -65,7 +67,10 @@ def test_the_validator_runs_beside_the_flows_and_prometheus_scrapes_it_with_its_
     assert validator["argv"][1:3] == ["-m", MODULE] and validator["argv"][3].endswith(f"/{SERVICE}/config.json")
     config = json.loads(validator["files"]["config.json"])
     assert (config["window_seconds"], config["trigger_seconds"], config["driver_memory"]) == (30, 2, "1g")
-    assert "spark-sql-kafka" in config["jars"] and config["listen"].startswith("127.0.0.1:")
+    assert config["listen"].startswith("127.0.0.1:")
+    # the platform's: this machine's jars, the state (its checkpoint) in the service's own folder
+    assert any("spark-sql-kafka" in jar for jar in config["spark_jars"]), config["spark_jars"]
+    assert config["state_dir"] == validator["argv"][3].rsplit("/", 1)[0]
     # the one-shot job's flows JSON, which the validator parses as the job does
     assert [f["flow"]["name"] for f in config["job"]["flows"]] == ["us->central", "uk->central"]
     assert [f.name for f in Plan(parse_config(config["job"], None).flows).flows] == ["us->central", "uk->central"]
@@ -98,6 +103,24 @@ def test_mode_both_runs_the_one_shot_job_too_and_once_runs_no_validator(tmp_path
     assert not {r["alert"] for r in rules} & {alerts.MISSING_ALERT, alerts.VALIDATOR_DOWN_ALERT}
     dashboard = json.loads(services["grafana"]["files"]["dashboards/mirrorstack-overview.json"])
     assert "Proof of delivery" not in [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+
+
+def test_on_docker_the_validator_is_a_spark_image_container_keeping_its_checkpoint_in_the_work_folder():
+    """The image's jars and its user's work folder (kept when the container restarts: the upload
+    folder is root's); restarted unless stopped, its port not published, scraped in the network."""
+    mocks, _ = deploy(lambda: DockerPlatform("both"), topology(platform="docker", mode="both"), stack="both")
+    containers = mocks.of_type("docker:index/container:Container")
+    validator = containers[SERVICE]
+    assert validator["restart"] == "unless-stopped" and not validator.get("ports")
+    (upload,) = [u for u in validator["uploads"] if u["file"].endswith(f"/{SERVICE}/config.json")]
+    config = json.loads(upload["content"])
+    assert config["spark_jars"] == image_spark_jars() and config["state_dir"] == IMAGE_SPARK_STATE_DIR
+    assert config["listen"] == f"0.0.0.0:{PYTHON_SERVICE_PORT}"
+    assert validator["command"][:4] == ["python3", "-B", "-m", MODULE]
+    assert "validation-job" in containers  # mode both: the one-shot job too
+    prometheus = [u for u in containers["prometheus"]["uploads"] if u["file"].endswith("prometheus.yml")]
+    (job,) = [j for j in yaml.safe_load(prometheus[0]["content"])["scrape_configs"] if j["job_name"] == SERVICE]
+    assert job["static_configs"][0]["targets"] == [f"{SERVICE}:{PYTHON_SERVICE_PORT}"]
 
 
 def test_the_dashboard_row_queries_only_the_validators_series():
@@ -210,9 +233,10 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
                       "source_bootstrap": "a:1", "target_bootstrap": "b:1"}]}
     config = tmp_path / "config.json"
 
-    def args_for(job):
+    def args_for(job, **more):
         config.write_text(json.dumps({"job": job, "listen": "127.0.0.1:9406", "window_seconds": 30,
-                                      "trigger_seconds": 2, "driver_memory": "2g", "jars": "/j/a.jar,/j/b.jar"}))
+                                      "trigger_seconds": 2, "driver_memory": "2g",
+                                      "spark_jars": ["/j/a.jar", "/j/b.jar"], **more}))
         return service_args(str(config))
     first = args_for(job)
     assert (first.metrics_host, first.metrics_port, first.window_seconds, first.trigger_seconds) == (
@@ -225,3 +249,6 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
     changed = args_for({"flows": [{**job["flows"][0], "flow": {**job["flows"][0]["flow"], "topics": ["y"]}}]})
     assert changed.checkpoint_dir != first.checkpoint_dir
     assert [p.name for p in tmp_path.glob("checkpoint-*")] == []  # the old one went; Spark makes the new one
+    # a platform whose config folder is read-only (a container's uploads, a ConfigMap) names a state folder
+    state = tmp_path / "state"
+    assert args_for(job, state_dir=str(state)).checkpoint_dir == str(state / first.checkpoint_dir.rsplit("/", 1)[1])

@@ -384,7 +384,8 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
     def _run_python(self, service: PythonModuleService, opts) -> Ran:
         """In the spark image (python3, urllib3), the modules' source and its
         config uploaded, the secrets 0600 for the image's user; not published."""
-        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None)
+        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None,
+                              service.runs_spark)
         uploads = [*({"file": path, "content": text} for path, text in sorted(spec.code.items())),
                    {"file": spec.config_file, "content": pulumi.Output.from_input(service.config).apply(spec.config_text)}]
         if service.secret_config is not None:

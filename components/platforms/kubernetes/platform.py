@@ -627,10 +627,14 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         """A Deployment in the spark image (python3, urllib3): the modules' source
         and its config in a ConfigMap, `secret_config` in a Secret (mode 0400)."""
         svc = self._label(service.name)
-        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None)
+        spec = python_service(service.name, service.module, service.ships, service.secret_config is not None,
+                              service.runs_spark)
         data = {path.removeprefix(f"{spec.folder}/"): text for path, text in spec.code.items()}
         data["config.json"] = pulumi.Output.from_input(service.config).apply(spec.config_text)
         volumes, mounts, depends = [], [], []
+        if spec.spark:  # its state kept when its container restarts (the pod's own folder)
+            volumes.append({"name": "state", "emptyDir": {}})
+            mounts.append({"name": "state", "mountPath": spec.spark["state_dir"]})
         if service.secret_config is not None:
             depends.append(self._secret(f"{svc}-secrets", {"config.json": pulumi.Output.from_input(
                 service.secret_config).apply(json.dumps)}, opts))

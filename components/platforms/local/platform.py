@@ -155,8 +155,11 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
         does (keeper.POLICY)."""
         host, port = self.address(service.name, "metrics")
         secrets_file = f"{folder}/secrets/config.json" if service.secret_config is not None else None
+        # Its state beside its config: the service's folder stays as long as the service.
+        spark = ({"spark_jars": [str(jar) for jar in toolchain.spark_kafka_jars()], "state_dir": folder}
+                 if service.runs_spark else None)
         files = {"config.json": pulumi.Output.from_input(service.config).apply(
-            lambda c: python_service_config(c, f"{host}:{port}", secrets_file))}
+            lambda c: python_service_config(c, f"{host}:{port}", secrets_file, spark))}
         secret_files = None if service.secret_config is None else pulumi.Output.secret(
             pulumi.Output.from_input(service.secret_config).apply(lambda c: {"secrets/config.json": json.dumps(c)}))
         resource = LocalService(
