@@ -117,7 +117,9 @@ Method
      the next run;
    - out_of_order: per target partition, over matched pairs in target-offset
      order, pairs whose source offset is lower than the previous pair's (per
-     source: identity merges interleave sources legitimately);
+     source: identity merges interleave sources legitimately); a partition
+     whose pairs all have the same target-minus-source offset is in order
+     without a sort (the common case of one source copied without gaps);
    - partitions_ok: the remote topic exists with each source's partition count;
    - lag: per source partition, records in the window minus those matched.
 5. Failover (flows with `checkpoints_topic`): MM2 Checkpoint records are read

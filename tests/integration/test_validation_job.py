@@ -343,6 +343,10 @@ def test_keys_seen_once_and_keys_seen_often_pair_the_same_way(spark):
         classified, counts = validator.classify(src, tgt, timed_out=False, moving=set())
         got = sorted((r["kind"], r["src"], r["s_offset"], r["t_offset"], r["partner"]) for r in classified.collect())
         assert counted(counts) == counted(classified.groupBy("src", "partition", "kind").count().collect())
+        # the matched pairs' least and greatest target-minus-source offset, which spare the order check's
+        # sort where they are equal: a, c (twice) and e from source 0; b and d from source 1
+        shifts = {(r["src"], r["partition"]): (r["shift_min"], r["shift_max"]) for r in counts if r["kind"] == "matched"}
+        assert shifts == {(0, 0): (10 - big, 8), (1, 0): (10 - big, 10)}, shifts
         classified, _ = validator.classify(src, tgt, timed_out=True, moving={0})
         waited_out = {(r["src"], r["s_offset"]): r["kind"] for r in classified.collect()
                       if r["kind"] in ("in_flight", "stalled")}
