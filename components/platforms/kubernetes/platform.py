@@ -632,9 +632,6 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         data = {path.removeprefix(f"{spec.folder}/"): text for path, text in spec.code.items()}
         data["config.json"] = pulumi.Output.from_input(service.config).apply(spec.config_text)
         volumes, mounts, depends = [], [], []
-        if spec.spark:  # its state kept when its container restarts (the pod's own folder)
-            volumes.append({"name": "state", "emptyDir": {}})
-            mounts.append({"name": "state", "mountPath": spec.spark["state_dir"]})
         if service.secret_config is not None:
             depends.append(self._secret(f"{svc}-secrets", {"config.json": pulumi.Output.from_input(
                 service.secret_config).apply(json.dumps)}, opts))
