@@ -120,24 +120,29 @@ def _spark_files() -> dict[str, Path]:
     return files
 
 
+def _venv_packages(modules, libs: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
+    """The .venv's packages of `modules`, and the folders `libs` of shared libraries their wheels
+    bundle beside them, under python-packages/ in the COPY context (the image's python3 is the same
+    CPython 3.11, so the wheels' binaries load there)."""
+    site = Path(modules[0].__file__).parent.parent
+    folders = [Path(m.__file__).parent for m in modules] + [site / lib for lib in libs]
+    return [(f"python-packages/{folder.name}", folder) for folder in folders if folder.is_dir()]
+
+
 def switch_packages() -> list[tuple[str, Path]]:
     """What the failover switch needs beside python3 when it runs in a pod
-    (components/failover/kube_job.py): the .venv's confluent_kafka (its wheel
-    bundles librdkafka in confluent_kafka.libs; the image's python3 is the
-    same 3.11) and urllib3, under python-packages/ in the COPY context."""
+    (components/failover/kube_job.py): confluent_kafka (librdkafka in
+    confluent_kafka.libs) and urllib3."""
     import confluent_kafka
     import urllib3
 
-    site = Path(confluent_kafka.__file__).parent.parent
-    return [(f"python-packages/{folder.name}", folder)
-            for folder in (site / "confluent_kafka", site / "confluent_kafka.libs", Path(urllib3.__file__).parent)]
+    return _venv_packages((confluent_kafka, urllib3), libs=("confluent_kafka.libs",))
 
 
 def streaming_packages() -> list[tuple[str, Path]]:
     """What the continuous validator (spark/streaming.py, `applyInPandasWithState`) needs beside
-    pyspark in its driver's and its executors' python3: the .venv's pandas and pyarrow with their
-    dependencies (wheels for the same CPython 3.11; Debian's pandas is older than PySpark accepts),
-    under python-packages/ in the COPY context."""
+    pyspark in its driver's and its executors' python3: pandas and pyarrow with their dependencies
+    (Debian's pandas is older than PySpark accepts)."""
     import dateutil
     import numpy
     import pandas
@@ -145,10 +150,7 @@ def streaming_packages() -> list[tuple[str, Path]]:
     import pytz
     import tzdata
 
-    site = Path(pandas.__file__).parent.parent
-    folders = [Path(m.__file__).parent for m in (pandas, numpy, pyarrow, dateutil, pytz, tzdata)]
-    return [(f"python-packages/{folder.name}", folder) for folder in (*folders, site / "numpy.libs")
-            if folder.is_dir()]
+    return _venv_packages((pandas, numpy, pyarrow, dateutil, pytz, tzdata), libs=("numpy.libs",))
 
 
 def image_specs() -> list[ImageSpec]:
