@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 
-# Seconds from a source record's timestamp to the moment the validator read its copy.
+# Seconds from a source record's timestamp to its copy's arrival on the target (Ledger.arrival).
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 MISSING_SAMPLES = 20  # the last missing records, named by offset, per partition
 TOTALS = ("confirmed", "missing", "duplicates", "extras")
@@ -24,31 +24,42 @@ class Ledger:
         state = state or {}
         # key "ts:h1:h2" -> [source topic's number, offset, when read] of each record not yet matched
         self.pending: dict[str, list[list[float]]] = state.get("pending", {})
-        # key -> times its copies were read with no source record read yet
+        # key -> when its copies landed (Ledger.arrival), read with no source record read yet
         self.early: dict[str, list[float]] = state.get("early", {})
-        # key -> when its last source record was confirmed (a later copy is a duplicate)
+        # key -> when its last source record's copy landed (a later copy is a duplicate)
         self.confirmed_keys: dict[str, float] = state.get("confirmed_keys", {})
         self.totals: dict[str, int] = {k: 0 for k in TOTALS} | state.get("totals", {})
         self.buckets: list[int] = state.get("buckets", [0] * (len(LATENCY_BUCKETS) + 1))
         self.latency_sum: float = state.get("latency_sum", 0.0)
         self.latency_max: float = state.get("latency_max", 0.0)  # the largest since the last report
         self.missing_samples: list[list[int]] = state.get("missing_samples", [])  # [src, offset, timestamp ms]
+        self.seen_at: float | None = state.get("seen_at")  # the batch before: what it read was on the target then
 
     def to_json(self) -> str:
         return json.dumps({"pending": self.pending, "early": self.early, "confirmed_keys": self.confirmed_keys,
                            "totals": self.totals, "buckets": self.buckets, "latency_sum": self.latency_sum,
-                           "latency_max": self.latency_max, "missing_samples": self.missing_samples},
+                           "latency_max": self.latency_max, "missing_samples": self.missing_samples,
+                           "seen_at": self.seen_at},
                           separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | None) -> "Ledger":
         return cls(json.loads(text) if text else None)
 
+    def arrival(self, ts_ms: int, now: float) -> float:
+        """When a copy first read by the batch of `now` landed: after the batch before fetched its offsets
+        (`seen_at`), so the middle of that interval (not before its record's timestamp): within half the
+        interval, and the mean unbiased when copies land evenly, however late the batches run. With no
+        batch before, `now`: an upper bound."""
+        if self.seen_at is None:
+            return now
+        return min(max((self.seen_at + now) / 2, ts_ms / 1000), now)
+
     def take(self, source: list[tuple[int, int, int, int, int]], target: list[tuple[int, int, int, int, int]],
              now: float) -> None:
-        """One batch read at `now` (seconds): rows as (src, offset, ts ms, h1, h2), `src` the number of
-        the flow (the source topic) feeding this target. The source's first, so a record and
-        its copy read in one batch match."""
+        """One batch read at `now` (seconds, when it fetched its offsets): rows as (src, offset, ts ms, h1,
+        h2), `src` the number of the flow (the source topic) feeding this target. The source's first, so
+        a record and its copy read in one batch match. Call `seen(now)` after each batch, with rows or not."""
         for src, offset, ts, h1, h2 in source:
             key = f"{ts}:{h1}:{h2}"
             copies = self.early.get(key)
@@ -65,16 +76,19 @@ class Ledger:
                 waiting.pop(0)
                 if not waiting:
                     del self.pending[key]
-                self._confirm(key, ts, now)
+                self._confirm(key, ts, self.arrival(ts, now))
             elif key in self.confirmed_keys:
                 self.totals["duplicates"] += 1
             else:
-                self.early.setdefault(key, []).append(now)
+                self.early.setdefault(key, []).append(self.arrival(ts, now))
 
-    def _confirm(self, key: str, ts_ms: int, read_at: float) -> None:
-        latency = max(0.0, read_at - ts_ms / 1000)
+    def seen(self, now: float) -> None:
+        self.seen_at = now
+
+    def _confirm(self, key: str, ts_ms: int, arrived: float) -> None:
+        latency = max(0.0, arrived - ts_ms / 1000)
         self.totals["confirmed"] += 1
-        self.confirmed_keys[key] = read_at
+        self.confirmed_keys[key] = arrived
         self.buckets[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
         self.latency_sum += latency
         self.latency_max = max(self.latency_max, latency)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .spark_io import MATCH_KEY, hashed_records, read_kafka
 
-ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long, at long"
+ROWS = "c int, topic string, partition int, src int, offset long, ts long, h1 long, h2 long"
 TARGET = -1  # `src` of a target row; a source row's is its flow's number in the config
 
 
@@ -79,21 +79,17 @@ class Plan:
     def rows(self, spark, start_ms: int):
         """The sources and targets as one stream of ROWS."""
         from pyspark.sql import functions as F
-        # When the batch was planned (a stream's current_timestamp), which its offsets were fetched at: a
-        # copy it reads was on the target then, so its latency is exact to within one trigger, however long
-        # the batch takes to run, and a batch run again after a crash has the same.
-        at = F.expr("unix_millis(current_timestamp())").alias("at")
         frames = []
         for f, flow in enumerate(self.flows):
             hashed = hashed_records(_stream(spark, flow.source_bootstrap, flow.source_client,
                                             self.source_pattern(f), start_ms), "topic")
             remote = F.concat(F.lit(self.prefix(f)), F.col("topic")) if self.prefix(f) else F.col("topic")
             frames.append(hashed.select(F.lit(self.target_of[f]).alias("c"), remote.alias("topic"), "partition",
-                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:], at))
+                                        F.lit(f).alias("src"), "offset", *MATCH_KEY[1:]))
         for c, (bootstrap, client) in enumerate(self.targets):
             hashed = hashed_records(_stream(spark, bootstrap, client, self.target_pattern(c), start_ms), "topic")
             frames.append(hashed.select(F.lit(c).alias("c"), "topic", "partition", F.lit(TARGET).alias("src"),
-                                        "offset", *MATCH_KEY[1:], at))
+                                        "offset", *MATCH_KEY[1:]))
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)

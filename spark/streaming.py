@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--window-seconds", type=float, default=60.0, metavar="S",
                         help="a source record not on the target this long after it was read is missing (default 60)")
     parser.add_argument("--trigger-seconds", type=float, default=2.0, metavar="S",
-                        help="a micro-batch every S seconds (default 2): latencies are read to within S")
+                        help="a micro-batch every S seconds (default 2): latencies are read to within half a batch")
     parser.add_argument("--lookback-seconds", type=float, default=None, metavar="S",
                         help="a first start reads records from S seconds ago on both sides (default: the window)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address of /metrics")
@@ -78,7 +78,7 @@ def service_args(path: str) -> argparse.Namespace:
     return args
 
 
-def ledger_step(plan: Plan, window: float, timeout_ms: int):
+def ledger_step(plan: Plan, window: float):
     """applyInPandasWithState's function: one (c, topic, partition)'s rows of a batch into its ledger;
     rows of a topic no flow copies into (MM2's own, excluded ones) are dropped, and so is its state."""
     def step(key, frames, state):
@@ -94,6 +94,9 @@ def ledger_step(plan: Plan, window: float, timeout_ms: int):
                 state.remove()
             return
         now = time.time()
+        # When the batch was planned, which its offsets were fetched at: the same when a batch runs again
+        # after a crash. A copy it reads landed between the batch before (the ledger's `seen_at`) and then.
+        planned = state.getCurrentProcessingTimeMs() / 1000
         ledger = Ledger.from_json(state.get[0] if state.exists else None)
         if not state.hasTimedOut:
             for frame in frames:
@@ -104,11 +107,12 @@ def ledger_step(plan: Plan, window: float, timeout_ms: int):
                 target = ordered[ordered["src"] == TARGET]
                 ledger.take(list(source[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
                             list(target[["src", "offset", "ts", "h1", "h2"]].itertuples(index=False, name=None)),
-                            float(ordered["at"].iloc[0]) / 1000)
+                            planned)
+        ledger.seen(planned)
         ledger.expire(now, window)
         figures = ledger.report(now)
         state.update((ledger.to_json(),))
-        state.setTimeoutDuration(timeout_ms)  # called again without data: what waited too long expires
+        state.setTimeoutDuration(1)  # called again at the next batch, without data: expiry, and `seen_at`
         yield pd.DataFrame([{"c": c, "topic": topic, "partition": partition, **figures}])
     return step
 
@@ -118,7 +122,7 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures):
     from pyspark.sql.streaming.state import GroupStateTimeout
     lookback = args.window_seconds if args.lookback_seconds is None else args.lookback_seconds
     start_ms = int((time.time() - lookback) * 1000)
-    step = ledger_step(plan, args.window_seconds, int(args.trigger_seconds * 1000))
+    step = ledger_step(plan, args.window_seconds)
     figures = plan.rows(spark, start_ms).groupBy("c", "topic", "partition").applyInPandasWithState(
         step, outputStructType=FIGURES, stateStructType="ledger string", outputMode="update",
         timeoutConf=GroupStateTimeout.ProcessingTimeTimeout)

@@ -79,7 +79,33 @@ def test_a_ledger_read_back_from_its_json_goes_on_as_if_it_never_stopped():
     for source, target, now in steps:
         for ledger in (kept, restored):
             ledger.take(source, target, now)
+            ledger.seen(now)
             ledger.expire(now, window=10)
         restored = Ledger.from_json(restored.to_json())
     assert kept.report(T0 + 30) == restored.report(T0 + 30)
     assert kept.totals == {"confirmed": 2, "missing": 1, "duplicates": 1, "extras": 0}
+
+
+def test_a_copy_landed_in_the_middle_of_its_batch_interval_so_a_late_batch_does_not_bias_the_mean():
+    """Batches every 6 s (a loaded machine), a record every 0.25 s, each copy landing 0.5 s after its
+    record: each latency is within half the interval, the mean within a second (by the batch alone,
+    about 3.5 s)."""
+    records = [rec(n, ts=T0 + 0.25 * n - 0.001 * n) for n in range(240)]  # rec() adds n ms
+    ledger, taken = Ledger(), 0
+    ledger.seen(T0)
+    for batch in range(1, 12):
+        now = T0 + 6 * batch
+        landed = [r for r in records[taken:] if r[2] / 1000 + 0.5 <= now]
+        taken += len(landed)
+        ledger.take(landed, [copy(r) for r in landed], now=now)
+        ledger.seen(now)
+    figures = ledger.report(T0 + 66)
+    mean = figures["latency_sum"] / figures["confirmed"]
+    assert figures["confirmed"] == 240 and abs(mean - 0.5) < 1, mean
+    assert figures["latency_max"] <= 0.5 + 3
+
+
+def test_with_no_batch_before_a_copy_counts_as_landed_when_read():
+    ledger = Ledger()
+    ledger.take([rec(1)], [copy(rec(1))], now=T0 + 4)
+    assert abs(ledger.report(T0 + 4)["latency_sum"] - 3.999) < 1e-6
