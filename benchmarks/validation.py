@@ -13,7 +13,7 @@ sum of the resident sets of the validator's process tree (the job and its
 driver JVM), plus, on the cluster, the executors under the workers; sampled
 from /proc every 0.2 s.
 
-  .venv/bin/python -m benchmarks.validation [--sizes 1000000 10000000] [--rounds 2] [--out report.json]
+  .venv/bin/python -m benchmarks.validation [--sizes 1000000 10000000] [--rounds 3] [--out report.json]
 """
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def summary(runs: list[dict], size: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each validator (default 3: each one starts a round)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--driver-memory", default="1g", help="the Spark job's --driver-memory (its default)")
     args = parser.parse_args()

@@ -1,5 +1,5 @@
 """Where a cluster master is: the addresses in its URL (`spark://h:p[,h:p]`,
-`sc://h[:p]`), and whether one answers, asked before any JVM or session starts."""
+`sc://h[:p]`, `k8s://https://h[:p]`), and whether one answers, asked before any JVM or session starts."""
 from __future__ import annotations
 
 import socket
@@ -13,8 +13,13 @@ def is_connect(master: str) -> bool:
 
 
 def master_endpoints(master: str) -> list[tuple[str, int]]:
-    """(host, port) of each address in a cluster master's URL: `spark://h:p[,h:p]` or `sc://h[:p][/]`."""
+    """(host, port) of each address in a cluster master's URL: `spark://h:p[,h:p]`, `sc://h[:p][/]` or
+    `k8s://https://h[:p]` (a Kubernetes API server, port 443 by default)."""
     scheme, rest = master.split("://", 1)
+    if scheme == "k8s":
+        from urllib.parse import urlsplit
+        api = urlsplit(rest)
+        return [(api.hostname, api.port or (443 if api.scheme == "https" else 80))]
     if scheme == "sc":
         host, _, port = rest.split("/", 1)[0].partition(":")
         return [(host, int(port or CONNECT_PORT))]

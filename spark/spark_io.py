@@ -63,6 +63,9 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="heap of the driver JVM, which also runs the local[*] executors (default 1g; "
                              "the job's memory does not grow with the data, so this rarely needs raising). "
                              "Under spark-submit, pass spark-submit's own --driver-memory instead")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the session this process starts (repeatable), e.g. a k8s:// "
+                             "master's executor pods; under spark-submit pass spark-submit's own --conf instead")
     parser.add_argument("--java-options", metavar="OPTIONS",
                         help="extra options of the driver JVM this process starts (spark.driver.extraJavaOptions), "
                              "e.g. a class-data archive; under spark-submit pass its --driver-java-options instead")
@@ -100,6 +103,8 @@ def build_spark(args: argparse.Namespace, source_records: int | None = None):
         if options:
             builder = builder.config("spark.driver.extraJavaOptions", options)
         for key, value in executor_settings(args).items():
+            builder = builder.config(key, value)
+        for key, value in session_conf(args).items():
             builder = builder.config(key, value)
         if master.startswith("local") or on_loopback(master):
             # Bind loopback only, from JVM start: a cluster on this machine reaches the driver there too.
@@ -153,6 +158,17 @@ def executor_settings(args: argparse.Namespace) -> dict[str, str]:
     """A cluster's executors as the job asks for them (none set: the cluster's defaults)."""
     values = (getattr(args, name, None) for name in ("executor_memory", "executor_cores", "max_cores"))
     return {key: str(value) for key, value in zip(EXECUTOR_KEYS, values) if value is not None}
+
+
+def session_conf(args: argparse.Namespace) -> dict[str, str]:
+    """--conf KEY=VALUE settings as a dict (a later one of the same key wins)."""
+    conf = {}
+    for item in getattr(args, "conf", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key] = value
+    return conf
 
 
 class KafkaSourceMissing(RuntimeError):

@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -56,10 +57,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def service_args(path: str) -> argparse.Namespace:
     """The arguments of a stack's validator from its service config: `job` (the flows JSON), `listen`
-    (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, and the platform's
-    `spark_jars` (a list) and `state_dir`. Its checkpoint is in `state_dir` (else beside the config),
-    one per `job`: Spark refuses a checkpoint whose sources changed, so a changed set of flows starts a
-    new one (and the old ones go)."""
+    (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, `master` (default
+    local[2]) with `executor_memory`, `executor_cores` and `executor_wait_seconds`, and the platform's
+    `spark_jars` (a list), `state_dir` and `spark_conf` (settings of the session; `$(NAME)` in a value is
+    the environment's NAME, as a pod's own IP). Its checkpoint is in `state_dir` (else beside the config), one per `job`:
+    Spark refuses a checkpoint whose sources changed, so a changed set of flows starts a new one (and
+    the old ones go). With a cluster master its executors import this package from a zip of it."""
     config = json.loads(Path(path).read_text())
     folder = Path(config.get("state_dir") or Path(path).resolve().parent)
     job = json.dumps(config["job"], sort_keys=True)
@@ -73,9 +76,37 @@ def service_args(path: str) -> argparse.Namespace:
             "--driver-memory", config.get("driver_memory", "1g")]
     if config.get("spark_jars"):
         argv += ["--jars", ",".join(config["spark_jars"])]
+    master = config.get("master") or "local[2]"
+    if not master.startswith("local"):
+        argv += ["--master", master, "--py-files", str(package_zip(folder))]
+        for key in ("executor_memory", "executor_cores", "executor_wait_seconds"):
+            if config.get(key):
+                argv += [f"--{key.replace('_', '-')}", str(config[key])]
+    for key, value in (config.get("spark_conf") or {}).items():
+        argv += ["--conf", f"{key}={from_environment(str(value))}"]
     args = parse_args(argv)
     args.config_json = job  # not on the command line: `ps` shows that
     return args
+
+
+def from_environment(value: str) -> str:
+    """`$(NAME)` in `value` replaced by the environment's NAME (Kubernetes' own syntax for it)."""
+    return re.sub(r"\$\((\w+)\)", lambda m: os.environ[m[1]], value)
+
+
+def package_zip(folder: Path) -> Path:
+    """This package's Python files (mirrorstack, as this process imports it: in a container, what was
+    shipped beside it) zipped into `folder`, for executors elsewhere to import the ledger from
+    (spark.submit.pyFiles)."""
+    import zipfile
+    top = sys.modules[__package__.rsplit(".", 1)[0]]  # imported already, as this package's parent
+    roots = {Path(top.__file__).parent: "mirrorstack", Path(__file__).resolve().parent: "mirrorstack/spark"}
+    files = {f"{name}/{file.relative_to(root)}": file for root, name in roots.items() for file in root.rglob("*.py")}
+    made = folder / "mirrorstack-package.zip"
+    with zipfile.ZipFile(made, "w") as archive:
+        for name in sorted(files):
+            archive.write(files[name], name)
+    return made
 
 
 def ledger_step(plan: Plan, window: float):

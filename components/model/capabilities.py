@@ -67,7 +67,7 @@ BUILT_IN: dict[str, RegisteredPlatform] = {p.name: p for p in (
                        "mirrorstack.platforms.factories:docker"),
     RegisteredPlatform("kubernetes", Capabilities(node_ports=True, scheduled_jobs=True, uploads_files=False,
                                                   runs_containers=True, kubernetes_section=True, needs_extra=True,
-                                                  spark_executor_pods=True),
+                                                  spark_executor_pods=True, continuous_validation=True),
                        "mirrorstack.platforms.factories:kubernetes"),
 )}
 _registered: dict[str, RegisteredPlatform] = dict(BUILT_IN)

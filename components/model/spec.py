@@ -630,7 +630,9 @@ class Validation(_Model):
         "the spark-sql-kafka jars and reach the flows' clusters (the job reads offsets here, with "
         "confluent_kafka); or, on kubernetes, `k8s://https://kubernetes.default.svc`: the Job's pod is the "
         "driver and starts `executor_instances` executor pods (Spark's Kubernetes scheduler, with a "
-        "ServiceAccount and Role of their own). A master that does not answer fails the run before the job starts."))
+        "ServiceAccount and Role of their own), and so does the continuous validator's (`mode` continuous or both; "
+        "with another master it runs `local[2]` in its own process, container or pod). A master that does not "
+        "answer fails the run before the job starts."))
     executor_memory: str | None = Field(None, pattern=r"^[1-9][0-9]*[kmgt]$", examples=["2g"], description=(
         "A `spark://` master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
         "An executor no worker has room for never starts: the job fails after `executor_wait_seconds`."))

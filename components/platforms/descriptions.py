@@ -159,13 +159,26 @@ class PythonModuleService:
     may be an Output) is written with `listen` ("host:port" it serves /healthz
     and /metrics on) and `secrets_file` (where the 0600 JSON of `secret_config`
     is, else None) added; with `runs_spark` also `spark_jars` (the paths of the Kafka source's jars
-    where it runs) and `state_dir` (a folder of its own it may write, kept when it restarts)."""
+    where it runs) and `state_dir` (a folder of its own it may write, kept when it restarts; its
+    executors', with `executor_pods`, too); with `executor_pods` (kubernetes) its Spark driver starts
+    executor pods, and `spark_conf` (their settings) is added."""
     name: str
     module: str
     ships: Sequence[str]
     config: object
     secret_config: object = None
     runs_spark: bool = False
+    executor_pods: "SparkExecutorPods | None" = None
+
+
+@dataclass(frozen=True)
+class SparkExecutorPods:
+    """A service's Spark driver that starts executor pods (a `k8s://` master): their container's
+    command file (`script`), the RBAC rules the driver needs, and `conf(ExecutorPods)`, the session's
+    settings for them."""
+    script: str
+    driver_rules: tuple[dict, ...]
+    conf: Callable[["ExecutorPods"], dict[str, str]]
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,44 @@
 """The continuous validation as a stack's service (`validation.mode: continuous` or `both`):
 mirrorstack.spark.streaming run by the platform beside the flows (a process under its keeper on
-local, a container in the spark image on docker), started again whenever it exits and going on from
-its checkpoint in the folder the platform keeps for it. Its /metrics join the
+local, a container in the spark image on docker, a Deployment's pod on kubernetes, whose driver starts
+executor pods with a `k8s://` master), started again whenever it exits and going on from its
+checkpoint in the folder the platform keeps for it. Its /metrics join the
 stack's Prometheus, whose alert rules (monitoring/alerts.py) watch its figures."""
 from __future__ import annotations
 
 import pulumi
 
-from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget
+from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget, SparkExecutorPods
 from mirrorstack.shipping import project_imports
+from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT, executor_pods_conf
 from mirrorstack.validation.job import validated_input
 from mirrorstack.validation.job_config import validation_job_config
 
 MODULE = "mirrorstack.spark.streaming"
 SERVICE = "continuous-validation"
 ROLE = "validator"  # its scrape target's role label (the ContinuousValidatorDown alert's)
+# An executor runs the ledgers in a Python worker (pandas, Arrow) beside its JVM: room for it in the pod.
+PYTHON_WORKER_OVERHEAD = {"spark.executor.memoryOverhead": "768m"}
 
 
 def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict[str, str]]) -> dict:
     """What the validator reads (its listen address, jars and state folder are the platform's): the
     one-shot job's flows JSON (`job`) and the streaming settings."""
-    settings = topology.validation.continuous
-    return {"job": validation_job_config(topology, servers, clients), "window_seconds": settings.window_seconds,
-            "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory}
+    validation = topology.validation
+    settings = validation.continuous
+    config = {"job": validation_job_config(topology, servers, clients), "window_seconds": settings.window_seconds,
+              "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory}
+    if validation.runs_executor_pods:  # else local[2] in its own process, container or pod
+        config |= {"master": validation.master, "executor_wait_seconds": validation.executor_wait_seconds}
+    return config
+
+
+def executor_pods(validation) -> SparkExecutorPods | None:
+    """With a `k8s://` master the validator's driver starts executor pods, as the one-shot job's does."""
+    if not validation.runs_executor_pods:
+        return None
+    return SparkExecutorPods(EXECUTOR_SCRIPT, DRIVER_RULES,
+                             lambda pods: {**executor_pods_conf(validation, pods), **PYTHON_WORKER_OVERHEAD})
 
 
 def run_continuous_validation(topology, clusters: dict, platform, flows: list,
@@ -32,7 +48,8 @@ def run_continuous_validation(topology, clusters: dict, platform, flows: list,
     config, secured_aliases = validated_input(
         topology, clusters, lambda servers, clients: continuous_config(topology, servers, clients))
     secured = [r for a in secured_aliases for r in clusters[a].client_resources]
-    ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config, runs_spark=True),
+    ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config, runs_spark=True,
+                                           executor_pods=executor_pods(topology.validation)),
                        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*flows, *secured])))
     url = pulumi.Output.all(ran.resource.urn).apply(lambda _: f"{ran.url}/metrics")
     return ScrapeTarget(SERVICE, "%s:%d" % ran.address, {"role": ROLE}), url

@@ -33,8 +33,9 @@ exec java "${java_options[@]}" -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR
   --resourceProfileId "$SPARK_RESOURCE_PROFILE_ID" --podName "$SPARK_EXECUTOR_POD_NAME"
 """
 
-def executor_pods_argv(settings, pods: ExecutorPods) -> list[str]:
-    """spark-submit's arguments for executor pods (after --master)."""
+def executor_pods_conf(settings, pods: ExecutorPods) -> dict[str, str]:
+    """The Spark settings of a client-mode driver in a pod whose executors are pods (`settings`: the
+    topology's validation). `$(NAME)`: the driver pod's environment (its own name and IP)."""
     conf = {
         "spark.kubernetes.namespace": pods.namespace,
         "spark.kubernetes.container.image": pods.image,
@@ -50,11 +51,17 @@ def executor_pods_argv(settings, pods: ExecutorPods) -> list[str]:
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
     }
-    argv = ["--deploy-mode", "client"]
-    for key, value in conf.items():
-        argv += ["--conf", f"{key}={value}"]
     if settings.executor_memory:
-        argv += ["--executor-memory", settings.executor_memory]
+        conf["spark.executor.memory"] = settings.executor_memory
     if settings.executor_cores:
-        argv += ["--executor-cores", str(settings.executor_cores)]
+        conf["spark.executor.cores"] = str(settings.executor_cores)
+    return conf
+
+
+def executor_pods_argv(settings, pods: ExecutorPods) -> list[str]:
+    """spark-submit's arguments for executor pods (after --master)."""
+    conf, argv = executor_pods_conf(settings, pods), ["--deploy-mode", "client"]
+    flags = {"spark.executor.memory": "--executor-memory", "spark.executor.cores": "--executor-cores"}
+    for key, value in conf.items():
+        argv += [flags[key], value] if key in flags else ["--conf", f"{key}={value}"]
     return argv

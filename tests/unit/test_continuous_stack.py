@@ -32,8 +32,6 @@ def topology(platform="local", mode="continuous", monitoring=True, **flow):
 
 
 @pytest.mark.parametrize("change, problem", [
-    (dict(platform="kubernetes"), "validation.mode: continuous: the continuous validator runs on platform local "
-                                  "or docker; fix: use mode `once` on kubernetes"),
     (dict(mode="once", rpo_seconds=60), "flows[0].rpo_seconds: the RPO is measured by the continuous validation"),
     (dict(monitoring=False, rpo_seconds=60), "flows[0].rpo_seconds: its alert is a rule of the stack's Prometheus; "
                                              "fix: add a `monitoring` section"),

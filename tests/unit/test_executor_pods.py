@@ -6,13 +6,16 @@ command in the job's ConfigMap, with the driver's security and files."""
 from __future__ import annotations
 
 import json
+import zipfile
 
 import kubernetes_validate
 import pytest
 
-from mirrorstack.platforms.containers import JOB_DIR
+from mirrorstack.platforms.containers import IMAGE_SPARK_STATE_DIR, JOB_DIR
 from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
 from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
+from mirrorstack.spark.streaming import service_args
+from mirrorstack.validation.continuous import SERVICE
 from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT
 from tests.support.mocked_runs import manifests_of
 from tests.support.pulumi_mocks import deploy, stack_topology
@@ -102,3 +105,66 @@ def test_without_executor_pods_the_job_has_no_account_and_runs_local(run):
     argv = pod["containers"][0]["command"]
     assert argv[argv.index("--master") + 1] == "local[*]" and "--deploy-mode" not in argv
     assert "executor.sh" not in manifests_of(built, "ConfigMap")[f"{JOB}-job"]["data"]
+
+
+@pytest.fixture(scope="module")
+def continuous():
+    """mode both: the continuous validator's driver starts executor pods too."""
+    topology = stack_topology(STACK, platform="kubernetes", images={"spark": IMAGE}, validation={
+        "mode": "both", "master": MASTER, "executor_instances": 2, "executor_wait_seconds": 90})
+    return deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes, images=topology.images), topology)
+
+
+def test_the_continuous_validators_driver_is_a_deployment_with_its_own_account_and_state_volume(continuous):
+    _, built = continuous
+    name = f"{SERVICE}-driver"
+    assert manifests_of(built, "Role")[name]["rules"] == [dict(r) for r in DRIVER_RULES]
+    assert manifests_of(built, "RoleBinding")[name]["subjects"] == [
+        {"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+    claim = manifests_of(built, "PersistentVolumeClaim")[f"{SERVICE}-state"]
+    kubernetes_validate.validate(claim, desired_version=KUBERNETES_VERSION, strict=True)
+    deployment = manifests_of(built, "Deployment")[SERVICE]
+    kubernetes_validate.validate(deployment, desired_version=KUBERNETES_VERSION, strict=True)
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # one driver writes the checkpoint
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    (container,) = pod["containers"]
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]} == {
+        "POD_NAME": "metadata.name", "POD_IP": "status.podIP"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"] == {"claimName": f"{SERVICE}-state"}
+    assert {"name": "state", "mountPath": IMAGE_SPARK_STATE_DIR} in container["volumeMounts"]
+
+
+def test_the_continuous_validators_executors_share_its_checkpoint_on_its_node(continuous, tmp_path, monkeypatch):
+    _, built = continuous
+    files = {k.rsplit("__", 1)[-1]: v for k, v in manifests_of(built, "ConfigMap")[f"{SERVICE}-files"]["data"].items()}
+    assert files["executor.sh"] == EXECUTOR_SCRIPT
+    template = json.loads(files["executor-pod.json"])
+    kubernetes_validate.validate(template, desired_version=KUBERNETES_VERSION, strict=True)
+    (executor,) = template["spec"]["containers"]
+    assert {"name": "state", "mountPath": IMAGE_SPARK_STATE_DIR} in executor["volumeMounts"]
+    # a ReadWriteOnce volume: the executors go where the driver (its pod, not an executor) is
+    (term,) = template["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"] == {"matchLabels": {"app.kubernetes.io/instance": SERVICE},
+                                     "matchExpressions": [{"key": "spark-role", "operator": "DoesNotExist"}]}
+    config = json.loads(files["config.json"])
+    assert config["master"] == MASTER and config["executor_wait_seconds"] == 90
+    settings = config["spark_conf"]
+    assert (settings["spark.kubernetes.namespace"], settings["spark.kubernetes.container.image"],
+            settings["spark.executor.instances"]) == (NAMESPACE, IMAGE, "2")
+    assert settings["spark.kubernetes.executor.podTemplateFile"].endswith(f"/{SERVICE}/executor-pod.json")
+    assert settings["spark.executor.memoryOverhead"] == "768m"
+    assert settings["spark.kubernetes.executor.request.cores"] == "100m"  # idle between batches
+    # the validator reads it as its arguments: $(NAME) from its pod's environment, the package zipped
+    config["state_dir"] = str(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("POD_NAME", "continuous-validation-abc"), monkeypatch.setenv("POD_IP", "10.1.2.3")
+    args = service_args(str(tmp_path / "config.json"))
+    assert args.master == MASTER and args.executor_wait_seconds == 90
+    given = dict(item.split("=", 1) for item in args.conf)
+    assert (given["spark.driver.host"], given["spark.kubernetes.driver.pod.name"]) == (
+        "10.1.2.3", "continuous-validation-abc")
+    with zipfile.ZipFile(args.py_files) as package:
+        assert {"mirrorstack/spark/stream_match.py", "mirrorstack/spark/streaming.py"} <= set(package.namelist())

@@ -56,7 +56,7 @@ from mirrorstack import naming
 from mirrorstack.model.kubernetes import KubernetesSettings
 from mirrorstack.platforms.containers import (
     ADMIN_PORT_NAME, AFTER_START_DONE, CLIENTS_ROOT, FILES_ROOT, HOST, OFFICIAL_IMAGES,
-    IMAGE_SPARK_UID, JOB_DIR, JOB_TIMEOUT_SECONDS, container_port, container_script, dns_label, image_runtime, image_spark_jars,
+    IMAGE_SPARK_STATE_DIR, IMAGE_SPARK_UID, JOB_DIR, JOB_TIMEOUT_SECONDS, container_port, container_script, dns_label, image_runtime, image_spark_jars,
     probe_command, python_service, PYTHON_SERVICE_PORT, ready_gate, tcp_target,
 )
 from mirrorstack.platforms.descriptions import (ExecutorPods, ImageService, Images, JavaService, PythonModuleService,
@@ -76,6 +76,7 @@ from mirrorstack.platforms.base import (ClientLogin, ServiceGroup, UnsupportedSe
 REST_ACCESS = ("port-forward", "in-cluster")
 SPARK_UID = IMAGE_SPARK_UID
 JOB_CPU_REQUEST = "250m"  # as a broker's default request
+SERVICE_EXECUTOR_CPU_REQUEST = "100m"  # a long-running service's executors: idle between its batches
 
 
 class KubernetesPlatform:  # a Platform (components/platforms/base.py)
@@ -544,10 +545,12 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
     # -------------------------------------------------------------- monitoring services
 
     def _run_image(self, service: str, image_key: str, *, port: int, args=None, env=(), files=None,
-                   mounts=(), volumes=(), run_as: int | None = None, workdir: str | None = None, opts=None):
+                   mounts=(), volumes=(), run_as: int | None = None, workdir: str | None = None,
+                   pod_spec: dict | None = None, strategy: dict | None = None, opts=None):
         """A plain image (Prometheus, Grafana, UIs) as a 1-replica Deployment and a
         Service; `files` go in a ConfigMap mounted at each key's folder. Returns
-        (its rollout: done when the Deployment's pod is available, in-cluster URL)."""
+        (its rollout: done when the Deployment's pod is available, in-cluster URL). `pod_spec`: more of the
+        pod's spec (its ServiceAccount); `strategy`: the Deployment's (default a rolling update)."""
         namespace, svc = self._ns(opts), self._label(service)
         labels = {"app.kubernetes.io/name": image_key.replace("_", "-"), "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/managed-by": "pulumi"}
@@ -578,10 +581,10 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             pod_security.update(runAsUser=run_as, runAsGroup=run_as, fsGroup=run_as)
         deployment = self._create(k8s.apps.v1.Deployment, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta(svc), "annotations": AWAIT_OBSERVED},
-            "spec": {"replicas": 1, "selector": {"matchLabels": selector},
+            "spec": {"replicas": 1, "selector": {"matchLabels": selector}, **({"strategy": strategy} if strategy else {}),
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"securityContext": pod_security, "containers": [container],
-                                           "volumes": volumes}}}},
+                                           "volumes": volumes, **(pod_spec or {})}}}},
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
         # What depends on the service waits for its pod available (the provider's own wait ends
         # once the controller has seen the spec), failing fast on a pod that cannot run.
@@ -630,19 +633,72 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         spec = python_service(service.name, service.module, service.ships, service.secret_config is not None,
                               service.runs_spark)
         data = {path.removeprefix(f"{spec.folder}/"): text for path, text in spec.code.items()}
-        data["config.json"] = pulumi.Output.from_input(service.config).apply(spec.config_text)
-        volumes, mounts, depends = [], [], []
+        volumes, mounts, depends, env, pod_spec, strategy, spark_conf = [], [], [], [], {}, None, None
         if service.secret_config is not None:
             depends.append(self._secret(f"{svc}-secrets", {"config.json": pulumi.Output.from_input(
                 service.secret_config).apply(json.dumps)}, opts))
             volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": 0o400}})
             mounts.append({"name": "secrets", "mountPath": spec.secrets_file.rsplit("/", 1)[0], "readOnly": True})
+        if service.runs_spark:
+            # Its state (a streaming checkpoint) on a volume of its own: kept when the pod is made again.
+            # One driver at a time writes it: the old pod goes before the new one starts.
+            depends.append(self._state_claim(f"{svc}-state", opts))
+            volumes += [{"name": "state", "persistentVolumeClaim": {"claimName": f"{svc}-state"}},
+                        {"name": "tmp", "emptyDir": {}}]
+            mounts += [{"name": "state", "mountPath": IMAGE_SPARK_STATE_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+            strategy = {"type": "Recreate"}
+        if service.executor_pods:
+            data, pod_spec, env, spark_conf = self._executor_pods(svc, service.executor_pods, spec.folder, data,
+                                                                  mounts, volumes, depends, opts)
+        data["config.json"] = pulumi.Output.from_input(service.config).apply(
+            lambda config: spec.config_text({**config, "spark_conf": spark_conf} if spark_conf else config))
         deployment, _ = self._run_image(
             service.name, "spark", port=PYTHON_SERVICE_PORT, args=spec.argv, run_as=SPARK_UID, workdir=spec.code_dir,
             files=Files(data, {key: f"{spec.folder}/{key}" for key in data}), mounts=mounts, volumes=volumes,
+            env=env, pod_spec=pod_spec, strategy=strategy,
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
         address = (f"{svc}.{self.namespace}.svc.{self.cluster_domain}", PYTHON_SERVICE_PORT)
         return Ran(deployment, address, "http://%s:%d" % address)
+
+    def _state_claim(self, name: str, opts):
+        """A service's state volume (the stack's storage class and size): the namespace's deletion at
+        `destroy` deletes it, as the brokers' data."""
+        claim = data_claim(self.settings.storage.size, self.settings.storage.class_name)
+        return self._create(k8s.core.v1.PersistentVolumeClaim, {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            # Bound when its pod is scheduled (a WaitForFirstConsumer class): not waited for here.
+            "metadata": {"name": name, "namespace": self.namespace, "annotations": AWAIT_OBSERVED,
+                         "labels": {"app.kubernetes.io/part-of": "mirrorstack"}},
+            "spec": claim["spec"]},
+            pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
+
+    def _executor_pods(self, svc: str, needs, folder: str, data: dict, mounts: list, volumes: list, depends: list,
+                       opts) -> tuple[dict, dict, list, dict]:
+        """A service's Spark driver that starts executor pods: their pod template and command among its
+        files, its own ServiceAccount and Role, its pod's name and IP in its environment, and the
+        session's settings for them in its config (`spark_conf`). Executors mount what the driver does
+        (the state volume: their state stores are in its checkpoint) on the driver's node, where its
+        ReadWriteOnce volume is. Returns (files, pod spec, env, session settings)."""
+        labels = {"app.kubernetes.io/name": "spark", "app.kubernetes.io/instance": svc,
+                  "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/component": "executor"}
+        script = f"{folder}/{EXECUTOR_SCRIPT}"
+        template = executor_pod_template(
+            labels, {"runAsUser": SPARK_UID, "runAsGroup": SPARK_UID, "runAsNonRoot": True, "fsGroup": SPARK_UID,
+                     "seccompProfile": {"type": "RuntimeDefault"}},
+            [*mounts, {"name": "files", "mountPath": script, "subPath": _key(EXECUTOR_SCRIPT), "readOnly": True}],
+            [*volumes, {"name": "files", "configMap": {"name": f"{svc}-files"}}], ["bash", script])
+        template["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname", "labelSelector": {
+                "matchLabels": {"app.kubernetes.io/instance": svc},
+                "matchExpressions": [{"key": "spark-role", "operator": "DoesNotExist"}]}}]}}
+        pods = ExecutorPods(self.namespace, self.images.of("spark"), f"{folder}/{EXECUTOR_POD}",
+                            SERVICE_EXECUTOR_CPU_REQUEST)
+        meta = lambda n: {"name": n, "namespace": self.namespace, "labels": {  # noqa: E731
+            k: v for k, v in labels.items() if k != "app.kubernetes.io/component"}}
+        child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)])
+        depends += self._driver_access(f"{svc}-driver", needs.driver_rules, meta, child)
+        data = {**data, EXECUTOR_SCRIPT: needs.script, EXECUTOR_POD: json.dumps(template, indent=2)}
+        return data, {"serviceAccountName": f"{svc}-driver"}, pod_identity_env(), needs.conf(pods)
 
     def switch_runner(self, aliases) -> dict | None:
         """The failover switch reads and writes both clusters, whose addresses
