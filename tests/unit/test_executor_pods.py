@@ -168,3 +168,20 @@ def test_the_continuous_validators_executors_share_its_checkpoint_on_its_node(co
         "10.1.2.3", "continuous-validation-abc")
     with zipfile.ZipFile(args.py_files) as package:
         assert {"mirrorstack/spark/stream_match.py", "mirrorstack/spark/streaming.py"} <= set(package.namelist())
+
+
+def test_a_deployment_is_made_again_when_its_files_change():
+    """Prometheus's config gains the validator's target: its pod must start again to read it (a subPath
+    mount never sees a ConfigMap update)."""
+    def prometheus(mode: str) -> tuple[str, str]:
+        topology = stack_topology(STACK, platform="kubernetes", monitoring={"grafana": False},
+                                  images={"spark": IMAGE, "kafka": "registry.example.com/mirrorstack/kafka:1"},
+                                  validation={"mode": mode})
+        _, built = deploy(lambda: KubernetesPlatform(STACK, settings=topology.kubernetes, images=topology.images),
+                          topology)
+        (config,) = [v for k, v in manifests_of(built, "ConfigMap")["prometheus-files"]["data"].items()
+                     if k.endswith("prometheus.yml")]
+        pod = manifests_of(built, "Deployment")["prometheus"]["spec"]["template"]
+        return pod["metadata"]["annotations"]["mirrorstack.io/files-sha256"], config
+    (once, once_config), (both, both_config) = prometheus("once"), prometheus("both")
+    assert SERVICE not in once_config and SERVICE in both_config and once != both

@@ -558,8 +558,12 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         meta = lambda name: {"name": name, "namespace": self.namespace, "labels": labels}  # noqa: E731
         child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[namespace])
         depends = [namespace]
-        volumes, mounts = list(volumes), list(mounts)
+        volumes, mounts, annotations = list(volumes), list(mounts), {}
         if files:
+            # The pod is made again when a file changes: its subPath mounts never see a ConfigMap update
+            # (Prometheus kept scraping what its first config listed).
+            annotations["mirrorstack.io/files-sha256"] = pulumi.Output.all(**files).apply(
+                lambda f: hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest())
             depends.append(self._create(k8s.core.v1.ConfigMap, {
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{svc}-files"),
                 "data": {_key(key): text for key, text in files.items()}}, child))
@@ -582,7 +586,7 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         deployment = self._create(k8s.apps.v1.Deployment, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta(svc), "annotations": AWAIT_OBSERVED},
             "spec": {"replicas": 1, "selector": {"matchLabels": selector}, **({"strategy": strategy} if strategy else {}),
-                     "template": {"metadata": {"labels": labels},
+                     "template": {"metadata": {"labels": labels, **({"annotations": annotations} if annotations else {})},
                                   "spec": {"securityContext": pod_security, "containers": [container],
                                            "volumes": volumes, **(pod_spec or {})}}}},
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends)))
