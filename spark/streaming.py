@@ -67,6 +67,7 @@ def service_args(path: str) -> argparse.Namespace:
     folder = Path(config.get("state_dir") or Path(path).resolve().parent)
     job = json.dumps(config["job"], sort_keys=True)
     checkpoint = folder / f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
+    lock = hold_lock(folder / "validator.lock")  # before the old checkpoints go: the one before may use one
     for old in folder.glob("checkpoint-*"):
         if old != checkpoint:
             shutil.rmtree(old, ignore_errors=True)
@@ -86,7 +87,34 @@ def service_args(path: str) -> argparse.Namespace:
         argv += ["--conf", f"{key}={from_environment(str(value))}"]
     args = parse_args(argv)
     args.config_json = job  # not on the command line: `ps` shows that
+    args.lock = lock
     return args
+
+
+LOCK_LOG_SECONDS = 10
+
+
+def hold_lock(path: Path, say=None):
+    """An exclusive lock on `path`, held for the life of this process (the open file is returned: keep
+    it). Two queries writing one checkpoint fail each other; a validator started while the one before
+    still stops (a pod made again before the old one is gone, which a Deployment does when its pod is
+    deleted) waits for it, saying so every LOCK_LOG_SECONDS."""
+    import fcntl
+    say = say or log
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a")
+    started = time.monotonic()
+    said = -LOCK_LOG_SECONDS
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            waited = time.monotonic() - started
+            if waited - said >= LOCK_LOG_SECONDS:
+                say(f"waiting for the validator before this one to stop ({path} is locked, {waited:.0f}s so far)")
+                said = waited
+            time.sleep(0.2)
 
 
 def from_environment(value: str) -> str:
@@ -199,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     from .stream_metrics import Exporter
     argv = sys.argv[1:] if argv is None else argv
     args = service_args(argv[0]) if len(argv) == 1 and not argv[0].startswith("-") else parse_args(argv)
+    if not getattr(args, "lock", None):  # one query per checkpoint: another start waits for this one
+        args.lock = hold_lock(Path(f"{Path(args.checkpoint_dir).resolve()}.lock"))
     try:
         plan = Plan(load_config(args).flows)
     except BadInput as bad:

@@ -158,11 +158,18 @@ def _node_address() -> str:
 
 
 def _prometheus(expr: str) -> list[dict]:
-    url = kube_tunnel.local(kube_tunnel.address(NAMESPACE, "service", "prometheus", 9090,
-                                                kubeconfig=str(layout.KUBECONFIG)))
-    reply = requests.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10)
-    reply.raise_for_status()
-    return reply.json()["data"]["result"]
+    """A query of the stack's Prometheus; its pod made again (a changed config), through a new tunnel."""
+    where = kube_tunnel.address(NAMESPACE, "service", "prometheus", 9090, kubeconfig=str(layout.KUBECONFIG))
+    for attempt in range(3):
+        try:
+            reply = requests.get(f"{kube_tunnel.local(where)}/api/v1/query", params={"query": expr}, timeout=10)
+            reply.raise_for_status()
+            return reply.json()["data"]["result"]
+        except requests.ConnectionError:
+            if attempt == 2:
+                raise
+            kube_tunnel.forget(where)  # its pod went away: the next try opens a tunnel to the new one
+            time.sleep(2)
 
 
 def _arrived(bootstrap: str, topic: str, wanted: set[bytes], timeout: float = 240) -> set[bytes]:

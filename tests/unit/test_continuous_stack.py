@@ -250,3 +250,30 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
     # a platform whose config folder is read-only (a container's uploads, a ConfigMap) names a state folder
     state = tmp_path / "state"
     assert args_for(job, state_dir=str(state)).checkpoint_dir == str(state / first.checkpoint_dir.rsplit("/", 1)[1])
+
+
+def test_a_second_validator_on_one_state_folder_waits_for_the_first_to_stop(tmp_path):
+    """A Deployment makes a deleted pod again before the old one is gone: two queries on one checkpoint
+    would fail each other, so the second start waits (saying so) until the first process ends."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from mirrorstack.spark.streaming import hold_lock
+    lock = tmp_path / "validator.lock"
+    first = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                              "from mirrorstack.spark.streaming import hold_lock; "
+                              f"held = hold_lock(Path({str(lock)!r})); print('held', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        said, started = [], time.monotonic()
+        threading.Timer(1.5, first.kill).start()  # the first process ends: its lock goes with it
+        held = hold_lock(lock, say=said.append)
+        assert first.poll() is not None and time.monotonic() - started >= 1.0
+        assert said and "waiting for the validator before this one to stop" in said[0]
+        held.close()
+    finally:
+        first.kill()
+        first.wait()
