@@ -439,11 +439,17 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
                                   for pod in seen.values()), seen
     assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", JOB_EXECUTORS, "-o", "name") == ""
     _continuous_validator_on_executor_pods(outside)
+    # paused (as an operator would): its driver and executors hold CPU requests the node needs for the
+    # job's executor pods below (the next `up` removes it)
+    kube.kubectl("scale", "deployment/continuous-validation", "--namespace", NAMESPACE, "--replicas=0")
+    _wait("the validator's pods gone", lambda: kube.kubectl(
+        "get", "pods", "--namespace", NAMESPACE, "-l", VALIDATOR, "-o", "name").strip() == "", timeout=180)
     # the CronJob runs the same pod: a run of it started by hand (its schedule is a year away) has
     # executor pods of its own and reports the same counts
     scheduled = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
     kube.kubectl("create", "job", "--namespace", NAMESPACE, "--from=cronjob/validation-job-cron", "validation-by-hand")
-    assert _job_outcome("validation-by-hand", bound=600) == "Complete"
+    assert _job_outcome("validation-by-hand", bound=600) == "Complete", kube.kubectl(
+        "logs", "--namespace", NAMESPACE, "job/validation-by-hand", "--tail=40", expect=None, timeout=60)
     by_hand = scheduled.stop()
     assert len(by_hand) >= 2 and not set(by_hand) & set(seen), (by_hand, seen)
     assert _summary_counts(job="validation-by-hand") == on_pods[1]
