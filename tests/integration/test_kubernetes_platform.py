@@ -26,7 +26,7 @@ import yaml
 from confluent_kafka import Producer
 
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
-from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_LAST_BATCH, DELIVERY_MISSING, MM2_RECORDS
+from mirrorstack.monitoring.metrics import MM2_RECORDS
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.job_run import job_finished
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
@@ -423,27 +423,18 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     # Job's pod: the same counts. Records written straight into central are extras in both runs, and
     # a copy deleted from central is missing in both (report-only: reported, `up` goes on): the check
     # can fail. (Deleted where a rogue record went: the partition holds what its sources put there.)
-    # The same `up` starts the continuous validator (mode both), whose driver, a Deployment's pod, starts
-    # executor pods too (test_continuous_validator_runs_with_executor_pods_and_keeps_its_checkpoint).
     rogue_partitions = _produce_rogue(outside["central"], "orders", 3)
     delete_first_record(outside["central"], "orders", rogue_partitions[0])
     executors = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
     _set_topology(project, lambda t: t["validation"].update(
         master=K8S_MASTER, executor_instances=2, executor_memory="512m",
-        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY, mode="both",
-        continuous={"window_seconds": CONTINUOUS_WINDOW, "trigger_seconds": 2}))
+        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY))
     project.run("up", "--yes", "--skip-preview", timeout=900)
     seen = executors.stop()
     on_pods = project.outputs()["validation"], _summary_counts()
     assert len(seen) >= 2 and all(pod["labels"].get("app.kubernetes.io/component") == "executor"
                                   for pod in seen.values()), seen
     assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", JOB_EXECUTORS, "-o", "name") == ""
-    _continuous_validator_on_executor_pods(outside)
-    # paused (as an operator would): its driver and executors hold CPU requests the node needs for the
-    # job's executor pods below (the next `up` removes it)
-    kube.kubectl("scale", "deployment/continuous-validation", "--namespace", NAMESPACE, "--replicas=0")
-    _wait("the validator's pods gone", lambda: kube.kubectl(
-        "get", "pods", "--namespace", NAMESPACE, "-l", VALIDATOR, "-o", "name").strip() == "", timeout=180)
     # the CronJob runs the same pod: a run of it started by hand (its schedule is a year away) has
     # executor pods of its own and reports the same counts
     scheduled = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
@@ -454,7 +445,7 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     assert len(by_hand) >= 2 and not set(by_hand) & set(seen), (by_hand, seen)
     assert _summary_counts(job="validation-by-hand") == on_pods[1]
     def local_again(topology: dict) -> None:
-        for key in ("master", "executor_instances", "executor_memory", "schedule", "mode", "continuous"):
+        for key in ("master", "executor_instances", "executor_memory", "schedule"):
             del topology["validation"][key]
         topology["validation"]["run_id"] = "local-again"
     _set_topology(project, local_again)
@@ -485,57 +476,6 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
 
 
 JOB_EXECUTORS = "spark-role=executor,app.kubernetes.io/instance=validation-job"  # the one-shot job's
-VALIDATOR = "app.kubernetes.io/instance=continuous-validation"
-CONTINUOUS_WINDOW = 30  # seconds
-
-
-def _confirmed() -> float | None:
-    """The continuous validator's confirmed count of central's `orders`, as Prometheus scraped it."""
-    found = _prometheus(f'sum({DELIVERY_CONFIRMED}{{topic="orders"}})')
-    return float(found[0]["value"][1]) if found else None
-
-
-def _continuous_validator_on_executor_pods(outside: dict) -> None:
-    """The continuous validator with a `k8s://` master: its driver (a Deployment's pod) starts executor
-    pods; records written now are confirmed, each once; its driver pod deleted, the Deployment makes
-    it again, it starts new executors and goes on from its checkpoint (on its volume): the next
-    records are confirmed once, none of the earlier again."""
-    def executors() -> set[str]:
-        listed = kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", f"{VALIDATOR},spark-role=executor",
-                              "--field-selector", "status.phase=Running", "-o", "name")
-        return set(listed.split())
-    def two_more(than: set[str]) -> set[str] | None:
-        running = executors() - than
-        return running if len(running) >= 2 else None
-    first = _wait("the validator's 2 executor pods", lambda: two_more(set()))
-    _wait("Prometheus scraping the validator", lambda: [u for u in _prometheus('up{role="validator"}')
-                                                         if u["value"][1] == "1"])
-    # what it read of the window before it started is counted once its batches run and the count
-    # settles; the rest is written now
-    _wait("the validator's batches", lambda: _prometheus(f"{DELIVERY_LAST_BATCH} > 0"), timeout=240)
-    before = _settled(_confirmed)
-    sent = produce(outside["us"], "orders", 40, prefix="watched")
-    _wait("40 more confirmed", lambda: _confirmed() == before + 40, timeout=240)
-    driver = kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", f"{VALIDATOR},!spark-role", "-o", "name")
-    kube.kubectl("delete", "--namespace", NAMESPACE, driver.strip(), "--wait=true", timeout=120)
-    again = _wait("2 new executor pods", lambda: two_more(first), timeout=300)
-    sent += produce(outside["us"], "orders", 20, prefix="watched-after")
-    _wait("20 more confirmed after the restart", lambda: _confirmed() == before + 60, timeout=300)
-    settled = _settled(_confirmed)  # later batches count none of them again
-    missing = _prometheus(f'sum({DELIVERY_MISSING}{{topic="orders"}})')
-    print(f"\ncontinuous validator: {len(first)} then {len(again)} executor pods, confirmed {before:.0f} + "
-          f"{len(sent)}, missing {missing[0]['value'][1] if missing else None}")
-    assert settled == before + 60 and (not missing or float(missing[0]["value"][1]) == 0), (settled, missing)
-
-
-def _settled(read, batches: int = 3, every: float = 2.0):
-    """`read()` once it gives the same value `batches` times in a row, `every` seconds apart."""
-    values = []
-    while len(values) < batches or len(set(values[-batches:])) > 1:
-        values.append(read())
-        time.sleep(every)
-        assert len(values) <= 60, f"still changing after {len(values)} reads: {values[-5:]}"
-    return values[-1] if values[-1] is not None else 0.0
 
 
 # `up` and `destroy` run beside the tests that start them; their futures are waited for later
