@@ -58,19 +58,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def service_args(path: str) -> argparse.Namespace:
     """The arguments of a stack's validator from its service config: `job` (the flows JSON), `listen`
     (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, `master` (default
-    local[2]) with `executor_memory`, `executor_cores` and `executor_wait_seconds`, and the platform's
-    `spark_jars` (a list), `state_dir` and `spark_conf` (settings of the session; `$(NAME)` in a value is
-    the environment's NAME, as a pod's own IP). Its checkpoint is in `state_dir` (else beside the config), one per `job`:
-    Spark refuses a checkpoint whose sources changed, so a changed set of flows starts a new one (and
-    the old ones go). With a cluster master its executors import this package from a zip of it."""
+    local[2]) with `executor_wait_seconds`, and the platform's `spark_jars` (a list), `state_dir` and
+    `spark_conf` (settings of the session; `$(NAME)` in a value is the environment's NAME, as a pod's
+    own IP). Its checkpoint is in `state_dir` (else beside the config), one per `job`: Spark refuses a
+    checkpoint whose sources changed, so a changed set of flows starts a new one (and the old ones go:
+    claim_checkpoint). With a cluster master its executors import this package from a zip of it."""
     config = json.loads(Path(path).read_text())
     folder = Path(config.get("state_dir") or Path(path).resolve().parent)
     job = json.dumps(config["job"], sort_keys=True)
     checkpoint = folder / f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
-    lock = hold_lock(folder / "validator.lock")  # before the old checkpoints go: the one before may use one
-    for old in folder.glob("checkpoint-*"):
-        if old != checkpoint:
-            shutil.rmtree(old, ignore_errors=True)
     host, port = config["listen"].rsplit(":", 1)
     argv = ["--checkpoint-dir", str(checkpoint), "--metrics-host", host, "--metrics-port", port,
             "--window-seconds", str(config["window_seconds"]), "--trigger-seconds", str(config["trigger_seconds"]),
@@ -80,15 +76,28 @@ def service_args(path: str) -> argparse.Namespace:
     master = config.get("master") or "local[2]"
     if not master.startswith("local"):
         argv += ["--master", master, "--py-files", str(package_zip(folder))]
-        for key in ("executor_memory", "executor_cores", "executor_wait_seconds"):
-            if config.get(key):
-                argv += [f"--{key.replace('_', '-')}", str(config[key])]
+        if config.get("executor_wait_seconds"):
+            argv += ["--executor-wait-seconds", str(config["executor_wait_seconds"])]
     for key, value in (config.get("spark_conf") or {}).items():
         argv += ["--conf", f"{key}={from_environment(str(value))}"]
     args = parse_args(argv)
     args.config_json = job  # not on the command line: `ps` shows that
-    args.lock = lock
+    args.state_folder = folder
     return args
+
+
+def claim_checkpoint(args: argparse.Namespace):
+    """The lock of this process's checkpoint, held for its life (keep the returned file): one query per
+    checkpoint. A service's state folder has one lock for all its checkpoints, and once it is held the
+    checkpoints of other sets of flows go (the validator before may have been using one)."""
+    folder = getattr(args, "state_folder", None)
+    if folder is None:
+        return hold_lock(Path(f"{Path(args.checkpoint_dir).resolve()}.lock"))
+    lock = hold_lock(folder / "validator.lock")
+    for old in folder.glob("checkpoint-*"):
+        if str(old) != args.checkpoint_dir:
+            shutil.rmtree(old, ignore_errors=True)
+    return lock
 
 
 LOCK_LOG_SECONDS = 10
@@ -227,8 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     from .stream_metrics import Exporter
     argv = sys.argv[1:] if argv is None else argv
     args = service_args(argv[0]) if len(argv) == 1 and not argv[0].startswith("-") else parse_args(argv)
-    if not getattr(args, "lock", None):  # one query per checkpoint: another start waits for this one
-        args.lock = hold_lock(Path(f"{Path(args.checkpoint_dir).resolve()}.lock"))
+    lock = claim_checkpoint(args)  # noqa: F841 - held until this process ends: another start waits
     try:
         plan = Plan(load_config(args).flows)
     except BadInput as bad:

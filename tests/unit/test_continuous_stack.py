@@ -5,6 +5,10 @@ exporter's names and per-flow RPO."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 import yaml
@@ -18,6 +22,7 @@ from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.spark import stream_metrics
 from mirrorstack.spark.config import parse_config
 from mirrorstack.spark.stream_plan import Plan
+from mirrorstack.spark.streaming import claim_checkpoint, hold_lock, service_args
 from mirrorstack.validation.continuous import MODULE, SERVICE
 from tests.support.promtool import promtool
 from tests.support.pulumi_mocks import deploy
@@ -226,7 +231,6 @@ def test_the_alerts_fire_and_clear_under_prometheus_rule_engine(tmp_path):
 def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
     """Its service config: the flows JSON never on the command line; a changed set of flows (Spark
     refuses a checkpoint whose sources changed) starts a new checkpoint and the old one goes."""
-    from mirrorstack.spark.streaming import service_args
     job = {"flows": [{"flow": {"name": "a->b", "source": "a", "target": "b", "topics": ["x.*"]},
                       "source_bootstrap": "a:1", "target_bootstrap": "b:1"}]}
     config = tmp_path / "config.json"
@@ -246,7 +250,10 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
     assert (tmp_path / first.checkpoint_dir.rsplit("/", 1)[1] / "offsets").is_dir()
     changed = args_for({"flows": [{**job["flows"][0], "flow": {**job["flows"][0]["flow"], "topics": ["y"]}}]})
     assert changed.checkpoint_dir != first.checkpoint_dir
+    assert (tmp_path / first.checkpoint_dir.rsplit("/", 1)[1]).is_dir()  # kept until the folder's lock is held
+    claim_checkpoint(changed).close()
     assert [p.name for p in tmp_path.glob("checkpoint-*")] == []  # the old one went; Spark makes the new one
+    assert (tmp_path / "validator.lock").exists()
     # a platform whose config folder is read-only (a container's uploads, a ConfigMap) names a state folder
     state = tmp_path / "state"
     assert args_for(job, state_dir=str(state)).checkpoint_dir == str(state / first.checkpoint_dir.rsplit("/", 1)[1])
@@ -255,12 +262,6 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
 def test_a_second_validator_on_one_state_folder_waits_for_the_first_to_stop(tmp_path):
     """A Deployment makes a deleted pod again before the old one is gone: two queries on one checkpoint
     would fail each other, so the second start waits (saying so) until the first process ends."""
-    import subprocess
-    import sys
-    import threading
-    import time
-
-    from mirrorstack.spark.streaming import hold_lock
     lock = tmp_path / "validator.lock"
     first = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                               "from mirrorstack.spark.streaming import hold_lock; "

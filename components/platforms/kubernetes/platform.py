@@ -652,8 +652,11 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             mounts += [{"name": "state", "mountPath": IMAGE_SPARK_STATE_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
             strategy = {"type": "Recreate"}
         if service.executor_pods:
-            data, pod_spec, env, spark_conf = self._executor_pods(svc, service.executor_pods, spec.folder, data,
-                                                                  mounts, volumes, depends, opts)
+            files, access, spark_conf = self._executor_pods(svc, service.executor_pods, spec.folder, mounts,
+                                                            volumes, opts)
+            data, depends = {**data, **files}, [*depends, *access]
+            # The driver's own account, and its pod's name and IP: the executors' owner and way back to it.
+            pod_spec, env = {"serviceAccountName": f"{svc}-driver"}, pod_identity_env()
         data["config.json"] = pulumi.Output.from_input(service.config).apply(
             lambda config: spec.config_text({**config, "spark_conf": spark_conf} if spark_conf else config))
         deployment, _ = self._run_image(
@@ -676,13 +679,13 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
             "spec": claim["spec"]},
             pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)]))
 
-    def _executor_pods(self, svc: str, needs, folder: str, data: dict, mounts: list, volumes: list, depends: list,
-                       opts) -> tuple[dict, dict, list, dict]:
-        """A service's Spark driver that starts executor pods: their pod template and command among its
-        files, its own ServiceAccount and Role, its pod's name and IP in its environment, and the
-        session's settings for them in its config (`spark_conf`). Executors mount what the driver does
-        (the state volume: their state stores are in its checkpoint) on the driver's node, where its
-        ReadWriteOnce volume is. Returns (files, pod spec, env, session settings)."""
+    def _executor_pods(self, svc: str, needs, folder: str, mounts: list, volumes: list,
+                       opts) -> tuple[dict, list, dict]:
+        """What a service's Spark driver that starts executor pods needs: their pod template and command
+        (files beside its own), its ServiceAccount `<svc>-driver` with its Role, and the session's
+        settings for them. Executors mount what the driver does (the state volume: their state stores
+        are in its checkpoint) on the driver's node, where its ReadWriteOnce volume is. Returns (files,
+        the account's resources, session settings)."""
         labels = {"app.kubernetes.io/name": "spark", "app.kubernetes.io/instance": svc,
                   "app.kubernetes.io/part-of": "mirrorstack", "app.kubernetes.io/component": "executor"}
         script = f"{folder}/{EXECUTOR_SCRIPT}"
@@ -700,9 +703,9 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
         meta = lambda n: {"name": n, "namespace": self.namespace, "labels": {  # noqa: E731
             k: v for k, v in labels.items() if k != "app.kubernetes.io/component"}}
         child = pulumi.ResourceOptions(parent=opts.parent if opts else None, depends_on=[self._ns(opts)])
-        depends += self._driver_access(f"{svc}-driver", needs.driver_rules, meta, child)
-        data = {**data, EXECUTOR_SCRIPT: needs.script, EXECUTOR_POD: json.dumps(template, indent=2)}
-        return data, {"serviceAccountName": f"{svc}-driver"}, pod_identity_env(), needs.conf(pods)
+        access = self._driver_access(f"{svc}-driver", needs.driver_rules, meta, child)
+        files = {EXECUTOR_SCRIPT: needs.script, EXECUTOR_POD: json.dumps(template, indent=2)}
+        return files, access, needs.conf(pods)
 
     def switch_runner(self, aliases) -> dict | None:
         """The failover switch reads and writes both clusters, whose addresses
