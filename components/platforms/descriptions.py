@@ -161,7 +161,8 @@ class PythonModuleService:
     is, else None) added; with `runs_spark` also `spark_jars` (the paths of the Kafka source's jars
     where it runs) and `state_dir` (a folder of its own it may write, kept when it restarts; its
     executors', with `executor_pods`, too); with `executor_pods` (kubernetes) its Spark driver starts
-    executor pods, and `spark_conf` (their settings) is added."""
+    executor pods, and `spark_conf` (their settings) is added. `uses_clients`: the aliases whose client
+    folders (client_dir) it reads, there where it runs (its executors too)."""
     name: str
     module: str
     ships: Sequence[str]
@@ -169,6 +170,7 @@ class PythonModuleService:
     secret_config: object = None
     runs_spark: bool = False
     executor_pods: "SparkExecutorPods | None" = None
+    uses_clients: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

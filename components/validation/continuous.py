@@ -49,7 +49,8 @@ def run_continuous_validation(topology, clusters: dict, platform, flows: list,
         topology, clusters, lambda servers, clients: continuous_config(topology, servers, clients))
     secured = [r for a in secured_aliases for r in clusters[a].client_resources]
     ran = platform.run(PythonModuleService(SERVICE, MODULE, project_imports(MODULE), config, runs_spark=True,
-                                           executor_pods=executor_pods(topology.validation)),
+                                           executor_pods=executor_pods(topology.validation),
+                                           uses_clients=tuple(secured_aliases)),
                        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*flows, *secured])))
     url = pulumi.Output.all(ran.resource.urn).apply(lambda _: f"{ran.url}/metrics")
     return ScrapeTarget(SERVICE, "%s:%d" % ran.address, {"role": ROLE}), url

@@ -23,6 +23,7 @@ import docker
 import pytest
 import requests
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorstack.certificates.tls import keystore_parts
 from mirrorstack.kafka import security
@@ -35,6 +36,7 @@ from mirrorstack.kafka.scram_users import scram_mechanism, set_users
 from mirrorstack.kafka.acls import Acl
 from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_MISSING, MM2_RECORDS
 from mirrorstack.platforms import make_platform, tunnels
+from mirrorstack.platforms.containers import PYTHON_SERVICE_PORT
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
 from mirrorstack.validation.continuous import SERVICE as VALIDATOR
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
@@ -405,7 +407,7 @@ def secure(engine):
     clusters["edge"]["security"]["mechanism"] = "SCRAM-SHA-512"
     try:
         yield from bring_up(engine, "secure", over_tcp=over_tcp, clusters=clusters, connect={
-            "central": {"kafka": "central", "rest_auth": True, "self_healing": healing}})
+            "central": {"kafka": "central", "rest_auth": True, "self_healing": healing}}, validation=BOTH)
     finally:
         over_tcp.close()
 
@@ -532,6 +534,28 @@ class TestSecure:
             "--producer.config {config} --producer-property max.block.ms=20000"), records=["x-x-1"])
         assert REFUSED.search(out + err), (code, out[-2000:], err[-2000:])
         self._healed_without_up(secure, sent)
+        self._validated_as_it_went(secure, 2 * len(sent))
+
+    @staticmethod
+    def _validated_as_it_went(secure, copied: int) -> None:
+        """The continuous validator reads both secured clusters with their client folders (uploaded to
+        its container, 0600): each record copied above confirmed once, none missing."""
+        validator = stack_containers(secure.mocks, "secure")[VALIDATOR]
+        read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                f"'http://127.0.0.1:{PYTHON_SERVICE_PORT}/metrics', timeout=5).read().decode())"]
+
+        def figures() -> dict[str, float]:  # over every topic: the stack's one flow
+            found = {DELIVERY_CONFIRMED: 0.0, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
+            for family in text_string_to_metric_families(exec_output(validator, read)):
+                for sample in family.samples:
+                    if sample.name in found:
+                        found[sample.name] += sample.value
+            return found
+        expected = {DELIVERY_CONFIRMED: copied, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
+        try:
+            wait_until("the validator confirms every record copied", lambda: figures() == expected, timeout=WAIT)
+        except AssertionError as late:
+            raise AssertionError((str(late), figures(), validator.logs(tail=40).decode(errors="replace"))) from None
 
     @staticmethod
     def _healed_without_up(secure, sent: list[str]) -> None:

@@ -98,7 +98,7 @@ def container_commands(docker_mocks, k8s_built) -> tuple[dict, dict]:
     """(docker, kubernetes) service → its start script's command lines."""
     docker_side = {n: script_commands(c["command"][0])
                    for n, c in docker_mocks.of_type("docker:index/container:Container").items()
-                   if n != JOB and not n.startswith("supervisor-")}
+                   if n != JOB and c["command"][0] != "python3"}  # not mirrorstack's Python services
     k8s_side = {n: script_commands(sts["spec"]["template"]["spec"]["containers"][0]["command"][2])
                 for n, sts in manifests_of(k8s_built, "StatefulSet").items()}
     return docker_side, k8s_side

@@ -23,6 +23,7 @@ from mirrorstack.platforms.docker.platform import DockerPlatform
 from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
 from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
 from mirrorstack.platforms.local.platform import LocalPlatform
+from mirrorstack.validation.continuous import SERVICE
 from tests.support.http_stand_in import serve
 from tests.support.mocked_runs import assert_ships_the_job_package, connectors_of, container_commands, local_commands
 from tests.support.pulumi_mocks import (
@@ -36,7 +37,9 @@ NODES = {"edge-controller", "edge-broker-0", "central-controller", "central-brok
 WORKER = "connect-central-0"
 SERVICES = NODES | {WORKER}
 JOB = "validation-job"
+VALIDATOR = SERVICE  # the continuous validator
 CLIENTS = "/etc/mirrorstack/clients"
+EXECUTOR_PODS_MASTER = "k8s://https://kubernetes.default.svc"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
@@ -56,11 +59,17 @@ def internal_port(platform, service: str) -> int:
     return platform.address(service, "internal")[1]
 
 
-def secure_topology(platform: str):
+def secure_topology(platform: str, continuous: bool = False):
+    """The secure stack on `platform`; `continuous`: with the continuous validator beside the one-shot job
+    (on kubernetes both with executor pods, which read the clusters too)."""
     document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    topology = on_platform(document["config"]["mirrorstack:topology"], platform)
     # On kubernetes the validation job needs a Spark image with the spark-sql-kafka jars (not apache/spark).
     images = {"spark": "registry.example.com/mirrorstack/spark:1"} if platform == "kubernetes" else {}
-    return load_topology({**on_platform(document["config"]["mirrorstack:topology"], platform), "images": images})
+    if continuous:
+        topology["validation"] = {**topology.get("validation", {}), "mode": "both", **(
+            {"master": EXECUTOR_PODS_MASTER, "executor_instances": 1} if platform == "kubernetes" else {})}
+    return load_topology({**topology, "images": images})
 
 
 def folder(service: str) -> str:
@@ -71,7 +80,7 @@ def folder(service: str) -> str:
 
 @pytest.fixture(scope="module")
 def docker_secure():
-    return deploy(lambda: DockerPlatform(STACK), topology=secure_topology("docker"), stack=STACK)
+    return deploy(lambda: DockerPlatform(STACK), topology=secure_topology("docker", continuous=True), stack=STACK)
 
 
 def docker_containers(mocks) -> dict[str, dict]:
@@ -215,11 +224,21 @@ def test_docker_validation_job_gets_the_client_folders(docker_secure):
     assert_ships_the_job_package("docker", *docker_secure)  # beside the secret uploads
 
 
+def test_docker_continuous_validator_gets_the_client_folders(docker_secure):
+    mocks, _ = docker_secure
+    validator = docker_containers(mocks)[VALIDATOR]
+    assert SECRET_SIG in validator["uploads"]
+    clients = {p: u for p, u in uploads_of(validator).items() if p.startswith(f"{CLIENTS}/")}
+    assert {p.rsplit("/", 2)[1] for p in clients} == {"edge", "central"}
+    assert all((u["owner"], u["permissions"]) == ("185", "0600") for u in clients.values())  # the spark user
+
+
 # ---------------------------------------------------------------- kubernetes
 
 @pytest.fixture(scope="module")
 def k8s_secure():
-    return deploy(lambda: KubernetesPlatform(STACK), topology=secure_topology("kubernetes"), stack=STACK)
+    return deploy(lambda: KubernetesPlatform(STACK), topology=secure_topology("kubernetes", continuous=True),
+                  stack=STACK)
 
 
 def manifests(built, kind: str) -> dict[str, dict]:
@@ -334,6 +353,20 @@ def test_k8s_validation_job_mounts_the_client_secrets(k8s_secure):
         assert volumes[mounts[f"{CLIENTS}/{alias}"]]["secret"]["secretName"] == f"{alias}-client"
     assert pod["spec"]["securityContext"]["fsGroup"] == 185  # the spark user reads the 0400 files
     assert_ships_the_job_package("kubernetes", *k8s_secure)
+
+
+def test_k8s_continuous_validator_and_its_executors_mount_the_client_secrets(k8s_secure):
+    _, built = k8s_secure
+    pod = manifests(built, "Deployment")[VALIDATOR]["spec"]["template"]["spec"]
+    template = json.loads(next(text for key, text in manifests(built, "ConfigMap")[f"{VALIDATOR}-files"]["data"].items()
+                               if key.endswith("executor-pod.json")))["spec"]
+    for spec in (pod, template):
+        (container,) = spec["containers"]
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        for alias in ("edge", "central"):
+            assert volumes[mounts[f"{CLIENTS}/{alias}"]]["secret"]["secretName"] == f"{alias}-client"
+        assert spec["securityContext"]["fsGroup"] == 185
 
 
 @pytest.mark.parametrize("version", [KUBERNETES_VERSION, kubernetes_validate.latest_version()])

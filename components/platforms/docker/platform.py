@@ -383,14 +383,17 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
 
     def _run_python(self, service: PythonModuleService, opts) -> Ran:
         """In the spark image (python3, urllib3), the modules' source and its
-        config uploaded, the secrets 0600 for the image's user; not published."""
+        config uploaded, the secrets and the client folders it reads 0600 for the
+        image's user; not published."""
         spec = python_service(service.name, service.module, service.ships, service.secret_config is not None,
                               service.runs_spark)
         uploads = [*({"file": path, "content": text} for path, text in sorted(spec.code.items())),
                    {"file": spec.config_file, "content": pulumi.Output.from_input(service.config).apply(spec.config_text)}]
+        secret_folders = self._clients(service.uses_clients, service.name)
         if service.secret_config is not None:
             secrets = pulumi.Output.from_input(service.secret_config).apply(lambda c: {"config.json": json.dumps(c)})
-            uploads = self._with_secret_uploads(uploads, [(spec.secrets_file.rsplit("/", 1)[0], secrets)], SPARK_UID)
+            secret_folders.append((spec.secrets_file.rsplit("/", 1)[0], secrets))
+        uploads = self._with_secret_uploads(uploads, secret_folders, SPARK_UID)
         container, url = self._run_image(service.name, "spark", port=PYTHON_SERVICE_PORT, publish=False,
                                          command=spec.argv, envs=[f"PYTHONPATH={spec.code_dir}"], uploads=uploads,
                                          opts=opts)

@@ -632,7 +632,8 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
 
     def _run_python(self, service: PythonModuleService, opts) -> Ran:
         """A Deployment in the spark image (python3, urllib3): the modules' source
-        and its config in a ConfigMap, `secret_config` in a Secret (mode 0400)."""
+        and its config in a ConfigMap, `secret_config` in a Secret (mode 0400), the
+        client Secrets it reads at their client_dir."""
         svc = self._label(service.name)
         spec = python_service(service.name, service.module, service.ships, service.secret_config is not None,
                               service.runs_spark)
@@ -643,6 +644,10 @@ class KubernetesPlatform:  # a Platform (components/platforms/base.py)
                 service.secret_config).apply(json.dumps)}, opts))
             volumes.append({"name": "secrets", "secret": {"secretName": f"{svc}-secrets", "defaultMode": 0o400}})
             mounts.append({"name": "secrets", "mountPath": spec.secrets_file.rsplit("/", 1)[0], "readOnly": True})
+        clients = self._clients(service.uses_clients, svc)  # before the executors' template: they read them too
+        client_volumes, client_mounts = self._client_volumes(clients)
+        volumes, mounts, depends = volumes + client_volumes, mounts + client_mounts, depends + [
+            secret for *_, secret in clients]
         if service.runs_spark:
             # Its state (a streaming checkpoint) on a volume of its own: kept when the pod is made again.
             # One driver at a time writes it: the old pod goes before the new one starts.
