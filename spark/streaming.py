@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -58,26 +59,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def service_args(path: str) -> argparse.Namespace:
     """The arguments of a stack's validator from its service config: `job` (the flows JSON), `listen`
     (host:port of /metrics), `window_seconds`, `trigger_seconds`, `driver_memory`, `master` (default
-    local[2]) with `executor_wait_seconds`, and the platform's `spark_jars` (a list), `state_dir` and
-    `spark_conf` (settings of the session; `$(NAME)` in a value is the environment's NAME, as a pod's
-    own IP). Its checkpoint is in `state_dir` (else beside the config), one per `job`: Spark refuses a
-    checkpoint whose sources changed, so a changed set of flows starts a new one (and the old ones go:
-    claim_checkpoint). With a cluster master its executors import this package from a zip of it."""
+    local[2]) with `executor_memory`, `executor_cores`, `max_cores` and `executor_wait_seconds`,
+    `checkpoint_location`, and the platform's `spark_jars` (a list), `state_dir` and `spark_conf`
+    (settings of the session; `$(NAME)` in a value is the environment's NAME, as a pod's own IP). Its
+    checkpoint is in `checkpoint_location`, else `state_dir` (else beside the config), one per `job`:
+    Spark refuses a checkpoint whose sources changed, so a changed set of flows starts a new one (and
+    the old ones go: claim_checkpoint)."""
     config = json.loads(Path(path).read_text())
     folder = Path(config.get("state_dir") or Path(path).resolve().parent)
     job = json.dumps(config["job"], sort_keys=True)
-    checkpoint = folder / f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
+    name = f"checkpoint-{hashlib.sha256(job.encode()).hexdigest()[:12]}"
+    location = config.get("checkpoint_location")
+    checkpoint = f"{location.rstrip('/')}/{name}" if location else str(folder / name)
     host, port = config["listen"].rsplit(":", 1)
-    argv = ["--checkpoint-dir", str(checkpoint), "--metrics-host", host, "--metrics-port", port,
+    argv = ["--checkpoint-dir", checkpoint, "--metrics-host", host, "--metrics-port", port,
             "--window-seconds", str(config["window_seconds"]), "--trigger-seconds", str(config["trigger_seconds"]),
             "--driver-memory", config.get("driver_memory", "1g")]
     if config.get("spark_jars"):
         argv += ["--jars", ",".join(config["spark_jars"])]
-    master = config.get("master") or "local[2]"
-    if not master.startswith("local"):
-        argv += ["--master", master, "--py-files", str(package_zip(folder))]
-        if config.get("executor_wait_seconds"):
-            argv += ["--executor-wait-seconds", str(config["executor_wait_seconds"])]
+    if config.get("master"):
+        argv += ["--master", config["master"]]
+    for key in ("executor_memory", "executor_cores", "max_cores", "executor_wait_seconds"):
+        if config.get(key):
+            argv += [f"--{key.replace('_', '-')}", str(config[key])]
     for key, value in (config.get("spark_conf") or {}).items():
         argv += ["--conf", f"{key}={from_environment(str(value))}"]
     args = parse_args(argv)
@@ -94,7 +98,8 @@ def claim_checkpoint(args: argparse.Namespace):
     if folder is None:
         return hold_lock(Path(f"{Path(args.checkpoint_dir).resolve()}.lock"))
     lock = hold_lock(folder / "validator.lock")
-    for old in folder.glob("checkpoint-*"):
+    here = Path(args.checkpoint_dir).parent  # another location (a URI, a cluster's) is the cluster's to clean
+    for old in here.glob("checkpoint-*") if "://" not in args.checkpoint_dir else ():
         if str(old) != args.checkpoint_dir:
             shutil.rmtree(old, ignore_errors=True)
     return lock
@@ -133,8 +138,8 @@ def from_environment(value: str) -> str:
 
 def package_zip(folder: Path) -> Path:
     """This package's Python files (mirrorstack, as this process imports it: in a container, what was
-    shipped beside it) zipped into `folder`, for executors elsewhere to import the ledger from
-    (spark.submit.pyFiles)."""
+    shipped beside it) zipped into `folder`, for a cluster's executors to import the ledger from
+    (spark.submit.pyFiles, or a Spark Connect session's artifacts)."""
     import zipfile
     top = sys.modules[__package__.rsplit(".", 1)[0]]  # imported already, as this package's parent
     roots = {Path(top.__file__).parent: "mirrorstack", Path(__file__).resolve().parent: "mirrorstack/spark"}
@@ -185,7 +190,7 @@ def ledger_step(plan: Plan, window: float):
     return step
 
 
-def start(spark, plan: Plan, args: argparse.Namespace, on_figures):
+def start(spark, plan: Plan, args: argparse.Namespace, on_figures, remote: bool = False):
     """The running query; `on_figures(rows)` gets each batch's figures (one row per ledger touched)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
     lookback = args.window_seconds if args.lookback_seconds is None else args.lookback_seconds
@@ -194,11 +199,47 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures):
     figures = plan.rows(spark, start_ms).groupBy("c", "topic", "partition").applyInPandasWithState(
         step, outputStructType=FIGURES, stateStructType="ledger string", outputMode="update",
         timeoutConf=GroupStateTimeout.ProcessingTimeTimeout)
-    return (figures.writeStream.outputMode("update")
-            .option("checkpointLocation", args.checkpoint_dir)
-            .trigger(processingTime=f"{args.trigger_seconds} seconds")
-            .foreachBatch(lambda batch, _id: on_figures([r.asDict() for r in batch.collect()]))
-            .start())
+    writer = (figures.writeStream.outputMode("update")
+              .option("checkpointLocation", args.checkpoint_dir)
+              .trigger(processingTime=f"{args.trigger_seconds} seconds"))
+    if remote:
+        return writer.foreachBatch(keep_in_view(figures_view(args.checkpoint_dir))).start()
+    return writer.foreachBatch(lambda batch, _id: on_figures([r.asDict() for r in batch.collect()])).start()
+
+
+def figures_view(checkpoint_dir: str) -> str:
+    """The Spark Connect server's global temporary view of one validator's latest figures."""
+    return f"mirrorstack_figures_{hashlib.sha256(checkpoint_dir.encode()).hexdigest()[:12]}"
+
+
+def keep_in_view(name: str):
+    """foreachBatch on a Spark Connect server, which runs it there, not in this process: each ledger's
+    latest figures (every ledger reports at every batch) in the server's global temporary view `name`,
+    with the batch's id, for this process to read (follow_view)."""
+    latest = {}
+
+    def keep(batch, batch_id: int) -> None:
+        for row in batch.collect():
+            latest[(row["c"], row["topic"], row["partition"])] = tuple(row)
+        if latest:
+            rows = [(*row, batch_id) for row in latest.values()]
+            batch.sparkSession.createDataFrame(rows, f"{FIGURES}, batch long").createOrReplaceGlobalTempView(name)
+    return keep
+
+
+def follow_view(spark, name: str, on_figures, stopping: threading.Event, every: float) -> None:
+    """A Spark Connect validator's figures: the server's view (keep_in_view) read every `every` seconds,
+    taken when a later batch wrote it."""
+    last = -1
+    while not stopping.wait(every):
+        try:
+            rows = [r.asDict() for r in spark.table(f"global_temp.{name}").collect()]
+        except Exception:  # no batch wrote it yet, or the session ends
+            continue
+        batch = max((r.pop("batch") for r in rows), default=-1)
+        if batch > last:
+            last = batch
+            on_figures(rows)
 
 
 PROGRESS_SECONDS = 60  # a line on how the batches go, this often
@@ -248,14 +289,24 @@ def main(argv: list[str] | None = None) -> int:
         exporter.serve(args.metrics_host, args.metrics_port)
     # PySpark's own pandas calls warn on every batch (a pandas deprecation inside PySpark 4.2)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    cluster = bool(args.master) and not args.master.startswith("local")
+    if cluster:  # its executors (a standalone cluster's, a Connect server's) run the ledgers: this package's
+        shipped = package_zip(Path(tempfile.mkdtemp(prefix="mirrorstack-validator-")))
+        args.py_files = args.py_files or str(shipped)
     spark, ending = build_spark(args)
+    remote = ending == "remote"
+    if remote:
+        spark.addArtifacts(str(shipped), pyfile=True)
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # one ledger per partition: few, small groups
     warm_up(spark)
-    query = start(spark, plan, args, exporter.take)
+    query = start(spark, plan, args, exporter.take, remote)
     log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, "
         f"a batch every {args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
     stopping = threading.Event()
     threading.Thread(target=report_progress, args=(query, stopping), daemon=True).start()
+    if remote:
+        threading.Thread(target=follow_view, args=(spark, figures_view(args.checkpoint_dir), exporter.take, stopping,
+                                                   min(args.trigger_seconds, 1.0)), daemon=True).start()
     threading.Thread(target=exporter.follow, args=(lambda: (query.lastProgress or {}).get("timestamp"), stopping),
                      daemon=True).start()
 

@@ -588,6 +588,12 @@ class ContinuousValidation(_Model):
         "A micro-batch every this many seconds: latencies and the RPO are measured to within it."))
     driver_memory: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgt]$", description=(
         "Heap of the validator's Spark driver (which runs its local executors)."))
+    checkpoint_location: str | None = Field(None, min_length=1, examples=["hdfs://namenode:8020/mirrorstack",
+                                                                        "/mnt/shared/mirrorstack"], description=(
+        "Where the validator keeps its checkpoint (Kafka offsets read and the ledgers): a folder or a URI its Spark "
+        "writes. Default: a folder of its own the platform keeps. On a standalone cluster the executors write "
+        "the ledgers there and on a Spark Connect server the server does: when they are on other machines, give "
+        "a location they all reach (a shared mount, hdfs://, s3a:// with the cluster's own jars)."))
 
 
 class Validation(_Model):
@@ -630,9 +636,10 @@ class Validation(_Model):
         "the spark-sql-kafka jars and reach the flows' clusters (the job reads offsets here, with "
         "confluent_kafka); or, on kubernetes, `k8s://https://kubernetes.default.svc`: the Job's pod is the "
         "driver and starts `executor_instances` executor pods (Spark's Kubernetes scheduler, with a "
-        "ServiceAccount and Role of their own), and so does the continuous validator's (`mode` continuous or both; "
-        "with another master it runs `local[2]` in its own process, container or pod). A master that does not "
-        "answer fails the run before the job starts."))
+        "ServiceAccount and Role of their own). The continuous validator (`mode` continuous or both) runs on the "
+        "same Spark: the standalone cluster's executors, the Connect server, or executor pods of its own; with "
+        "`local[N]`, `local[2]` in its own process, container or pod. A master that does not answer fails the "
+        "run before the job starts."))
     executor_memory: str | None = Field(None, pattern=r"^[1-9][0-9]*[kmgt]$", examples=["2g"], description=(
         "A `spark://` master's executors: the memory of each (spark.executor.memory); default the cluster's (1g). "
         "An executor no worker has room for never starts: the job fails after `executor_wait_seconds`."))

@@ -1,13 +1,15 @@
 """The continuous validation as a stack's service (`validation.mode: continuous` or `both`):
 mirrorstack.spark.streaming run by the platform beside the flows (a process under its keeper on
-local, a container in the spark image on docker, a Deployment's pod on kubernetes, whose driver starts
-executor pods with a `k8s://` master), started again whenever it exits and going on from its
+local, a container in the spark image on docker, a Deployment's pod on kubernetes), on the Spark
+`validation.master` names: its standalone cluster or Spark Connect server (local), executor pods of
+its own (a `k8s://` master), else local[2] where it runs; started again whenever it exits and going on from its
 checkpoint in the folder the platform keeps for it. Its /metrics join the
 stack's Prometheus, whose alert rules (monitoring/alerts.py) watch its figures."""
 from __future__ import annotations
 
 import pulumi
 
+from mirrorstack.model.spark_masters import master_kind
 from mirrorstack.platforms.descriptions import PythonModuleService, ScrapeTarget, SparkExecutorPods
 from mirrorstack.shipping import project_imports
 from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT, executor_pods_conf
@@ -28,8 +30,14 @@ def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict
     settings = validation.continuous
     config = {"job": validation_job_config(topology, servers, clients), "window_seconds": settings.window_seconds,
               "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory}
-    if validation.runs_executor_pods:  # else local[2] in its own process, container or pod
+    if settings.checkpoint_location:
+        config["checkpoint_location"] = settings.checkpoint_location
+    kind = master_kind(validation.master)
+    if kind != "local":  # the job's cluster; else local[2] in its own process, container or pod
         config |= {"master": validation.master, "executor_wait_seconds": validation.executor_wait_seconds}
+    if kind == "standalone":  # executor pods' sizes are session settings (executor_pods_conf)
+        config |= {key: value for key in ("executor_memory", "executor_cores", "max_cores")
+                   if (value := getattr(validation, key)) is not None}
     return config
 
 

@@ -6,23 +6,14 @@ by offset, a duplicate counted, the RPO rises while copies wait and falls when t
 latency agrees with the copies' own, and a restart from the checkpoint counts nothing twice."""
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic
-from tests.support.ports import free_ports
 from tests.support.services import KafkaCluster
+from tests.support.streaming_validator import StreamingValidator
 
 pytestmark = pytest.mark.integration
 
@@ -31,68 +22,11 @@ WINDOW = 20  # seconds a copy may take before its record counts missing
 TRIGGER = 1
 
 
-class Validator:
+def local_validator(folder: Path, bootstrap: str) -> StreamingValidator:
     """The streaming job as a process, on local[2]."""
-
-    def __init__(self, folder: Path, bootstrap: str):
-        self.folder = folder
-        self.port = free_ports(1)[0]
-        self.config = folder / "flows.json"
-        self.config.write_text(json.dumps({"flows": [{
-            "name": "edge->central", "source_bootstrap": bootstrap, "target_bootstrap": bootstrap,
-            "source_alias": "edge", "topics": ["orders"]}]}))
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        self.log = self.folder / f"validator-{self.starts}.log"
-        argv = [sys.executable, "-m", "mirrorstack.spark.streaming", "--config", str(self.config),
-                "--checkpoint-dir", str(self.folder / "checkpoint"), "--metrics-port", str(self.port),
-                "--window-seconds", str(WINDOW), "--trigger-seconds", str(TRIGGER),
-                "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars()),
-                *([f"--java-options={toolchain.spark_archive_option()}"] if toolchain.spark_archive_option() else [])]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
-                                     env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-
-    def stop(self) -> int | None:
-        """TERM, as a pod's or container's stop sends: its exit code."""
-        proc, self.proc = self.proc, None
-        if proc and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode if proc else None
-
-    def said(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def figures(self) -> dict[str, float]:
-        """name (with the histogram's _sum and _count) -> value, for the one target topic."""
-        assert self.proc and self.proc.poll() is None, f"the validator ended:\n{self.said()[-3000:]}"
-        try:
-            text = requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-        except requests.ConnectionError:
-            return {}
-        out: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.labels.get("topic", "edge.orders") == "edge.orders" and "le" not in sample.labels:
-                    out[sample.name.removeprefix("mirrorstack_continuous_")] = sample.value
-        return out
-
-    def until(self, what: str, check, timeout: float = 120) -> dict[str, float]:
-        """The figures once `check(figures)` holds; a figure not exported yet is -1."""
-        deadline = time.monotonic() + timeout
-        while True:
-            figures = self.figures()
-            if figures and check(defaultdict(lambda: -1, figures)):
-                return figures
-            assert time.monotonic() < deadline, f"{what}: not within {timeout}s: {figures}\n{self.said()[-3000:]}"
-            time.sleep(0.5)
+    return StreamingValidator(folder, {"flows": [{
+        "name": "edge->central", "source_bootstrap": bootstrap, "target_bootstrap": bootstrap,
+        "source_alias": "edge", "topics": ["orders"]}]}, "edge.orders", window=WINDOW, trigger=TRIGGER)
 
 
 def _produce(bootstrap: str, count: int, start: int) -> list[tuple]:
@@ -133,7 +67,7 @@ def kafka(tmp_path_factory):
 
 
 def test_missing_duplicates_rpo_latency_and_a_restart(kafka, tmp_path):
-    validator = Validator(tmp_path, kafka)
+    validator = local_validator(tmp_path, kafka)
     validator.start()
     try:
         validator.until("the first batch", lambda f: "last_batch_timestamp_seconds" in f

@@ -54,6 +54,7 @@ from tests.support.services import KafkaCluster
 from tests.support.spark import local_spark
 from tests.support.ports import free_ports
 from tests.support.spark_cluster import ConnectServer, StandaloneCluster
+from tests.support.streaming_validator import StreamingValidator
 
 pytestmark = pytest.mark.integration
 
@@ -860,6 +861,14 @@ def test_a_standalone_cluster_reports_what_local_does_and_an_executor_no_worker_
         assert "spark.executor.memory=4g" in said and "validation.executor_memory" in said
         assert big_left == []  # the driver's JVM stopped with the job
         assert [app for app in requests.get(f"{cluster.ui_url}/json/", timeout=5).json()["activeapps"]] == []
+
+        # The continuous validator on the same cluster: its ledgers in its executors' state stores.
+        watched = watch_on(cluster.master_url, tmp_path / "watch", kafka_a, kafka_b, topic, remote,
+                           "--executor-memory", "512m")
+        assert (watched["confirmed_records_total"], watched["duplicates_records_total"]) == (len(src) - 3, 0)
+        (validator_app,) = {app["id"] for app in cluster.applications()} - app_ids
+        assert all((tmp_path / "spark-cluster" / f"worker-{i}" / validator_app).is_dir() for i in (0, 1))
+        assert [app for app in requests.get(f"{cluster.ui_url}/json/", timeout=5).json()["activeapps"]] == []
     finally:
         cluster.stop()
 
@@ -925,9 +934,30 @@ def test_a_spark_connect_server_reports_what_local_does_and_its_bad_inputs_are_n
         assert {key: sent.pop(key, None) for key in ("connect", "bare", "silent")} == {
             "connect": report, "bare": bare_report, "silent": silent_report}
         assert list(sent.values()) == [local_report]
+
+        # The continuous validator through the server: its ledgers there, its figures read back from it.
+        watched = watch_on(servers[0].url, tmp_path / "watch", kafka_a, kafka_b, topic, remote,
+                           env={"JAVA_HOME": "/nonexistent/java"})
+        assert (watched["confirmed_records_total"], watched["duplicates_records_total"]) == (len(src) - 3, 0)
     finally:
         for server in servers:
             server.stop()
+
+
+def watch_on(master: str, folder: Path, kafka_a, kafka_b, topic: str, remote: str, *more: str,
+             env: dict[str, str] | None = None) -> dict[str, float]:
+    """The continuous validator on `master` over a pair whose copy lacks 3 records (read from two hours
+    back, both sides): its figures once the 3 count missing; it stops on TERM with exit 0."""
+    folder.mkdir()
+    validator = StreamingValidator(folder, config(kafka_a, kafka_b, topic), remote, window=5, trigger=1,
+                                   master=master, more=("--lookback-seconds", "7200", *more), env=env)
+    validator.start()
+    try:
+        figures = validator.until("3 records missing", lambda f: f["missing_records_total"] == 3, timeout=300)
+    finally:
+        code = validator.stop()
+    assert code == 0, validator.said()[-3000:]
+    return figures
 
 
 def test_up_takes_the_report_from_its_topic_and_fails_in_time_when_none_comes(tmp_path, kafka_b, monkeypatch):

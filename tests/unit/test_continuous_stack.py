@@ -259,6 +259,33 @@ def test_a_stacks_validator_keeps_one_checkpoint_per_set_of_flows(tmp_path):
     assert args_for(job, state_dir=str(state)).checkpoint_dir == str(state / first.checkpoint_dir.rsplit("/", 1)[1])
 
 
+@pytest.mark.parametrize("validation, expected", [
+    ({}, {}),  # local[2] in its own process
+    ({"master": "local[4]"}, {}),
+    ({"master": "spark://spark-master:7077", "executor_memory": "512m", "max_cores": 2, "executor_wait_seconds": 30},
+     {"master": "spark://spark-master:7077", "executor_memory": "512m", "max_cores": 2, "executor_wait_seconds": 30}),
+    ({"master": "sc://spark-connect:15002"}, {"master": "sc://spark-connect:15002"}),
+])
+def test_the_validator_runs_on_the_jobs_cluster_with_its_executor_sizes(tmp_path, validation, expected):
+    """What the validator runs on, from the stack to its own arguments: the job's standalone cluster or
+    Connect server; a checkpoint location they reach in place of its state folder."""
+    document = {"platform": "local", "clusters": {"a": {}, "b": {}}, "flows": [{"source": "a", "target": "b"}],
+                "validation": {"mode": "continuous", **validation,
+                               "continuous": {"checkpoint_location": "hdfs://nn:8020/mirrorstack/"}}}
+    mocks, _ = deploy(lambda: LocalPlatform("on-cluster", str(tmp_path / "stack")), load_topology(document),
+                      stack="on-cluster")
+    config = json.loads(mocks.of_type("pulumi-python:dynamic")[SERVICE]["files"]["config.json"])
+    (tmp_path / "config.json").write_text(json.dumps({**config, "state_dir": str(tmp_path / "state")}))
+    args = service_args(str(tmp_path / "config.json"))
+    unset = {"master": None, "executor_memory": None, "executor_cores": None, "max_cores": None,
+             "executor_wait_seconds": 60}
+    assert {key: getattr(args, key) for key in unset} == {**unset, **expected}
+    assert args.checkpoint_dir.startswith("hdfs://nn:8020/mirrorstack/checkpoint-")
+    (tmp_path / "state" / "checkpoint-old").mkdir(parents=True)
+    claim_checkpoint(args).close()  # the lock in the state folder; nothing there is the cluster's checkpoint
+    assert (tmp_path / "state" / "checkpoint-old").is_dir() and (tmp_path / "state" / "validator.lock").exists()
+
+
 def test_a_second_validator_on_one_state_folder_waits_for_the_first_to_stop(tmp_path):
     """A Deployment makes a deleted pod again before the old one is gone: two queries on one checkpoint
     would fail each other, so the second start waits (saying so) until the first process ends."""

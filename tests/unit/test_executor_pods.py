@@ -14,7 +14,7 @@ import pytest
 from mirrorstack.platforms.containers import IMAGE_SPARK_STATE_DIR, JOB_DIR
 from mirrorstack.platforms.kubernetes.manifests import KUBERNETES_VERSION
 from mirrorstack.platforms.kubernetes.platform import KubernetesPlatform
-from mirrorstack.spark.streaming import service_args
+from mirrorstack.spark.streaming import package_zip, service_args
 from mirrorstack.validation.continuous import SERVICE
 from mirrorstack.validation.executor_pods import DRIVER_RULES, EXECUTOR_SCRIPT
 from tests.support.mocked_runs import manifests_of
@@ -157,7 +157,7 @@ def test_the_continuous_validators_executors_share_its_checkpoint_on_its_node(co
     assert settings["spark.kubernetes.executor.podTemplateFile"].endswith(f"/{SERVICE}/executor-pod.json")
     assert settings["spark.executor.memoryOverhead"] == "768m"
     assert settings["spark.kubernetes.executor.request.cores"] == "100m"  # idle between batches
-    # the validator reads it as its arguments: $(NAME) from its pod's environment, the package zipped
+    # the validator reads it as its arguments: $(NAME) from its pod's environment
     config["state_dir"] = str(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("POD_NAME", "continuous-validation-abc"), monkeypatch.setenv("POD_IP", "10.1.2.3")
@@ -166,7 +166,8 @@ def test_the_continuous_validators_executors_share_its_checkpoint_on_its_node(co
     given = dict(item.split("=", 1) for item in args.conf)
     assert (given["spark.driver.host"], given["spark.kubernetes.driver.pod.name"]) == (
         "10.1.2.3", "continuous-validation-abc")
-    with zipfile.ZipFile(args.py_files) as package:
+    # what its executors import the ledger from (a cluster master's)
+    with zipfile.ZipFile(package_zip(tmp_path)) as package:
         assert {"mirrorstack/spark/stream_match.py", "mirrorstack/spark/streaming.py"} <= set(package.namelist())
 
 
