@@ -451,10 +451,11 @@ class TestSecure:
 
     def test_every_service_container_is_healthy(self, secure):
         found = stack_containers(secure.mocks, "secure")
-        assert {s for s in found if s not in (JOB, SUPERVISOR)} == {
+        assert {s for s in found if s not in (JOB, SUPERVISOR, VALIDATOR)} == {
             "edge-controller", "central-controller", "edge-broker-0", "central-broker-0", "connect-central-0"}
+        assert found[VALIDATOR].status == "running", found[VALIDATOR].logs(tail=30)
         for service, container in found.items():
-            if service not in (JOB, SUPERVISOR):
+            if service not in (JOB, SUPERVISOR, VALIDATOR):
                 assert health(container) == "healthy", (service, container.logs(tail=30))
         assert secure.outputs_of(CONTAINER)[f"{secure.platform.prefix}-{JOB}"]["exitCode"] == 0
         # The supervisor reads Connect behind its basic auth (the password from its 0600 file):
@@ -634,7 +635,8 @@ class TestSecure:
         for name in services:
             container = client.containers.get(name)
             uid = exec_output(container, ["id", "-u"]).strip()
-            assert uid == ("185" if name.endswith(SUPERVISOR) else "1000")  # the spark image's user, or Kafka's
+            # the spark image's user (mirrorstack's Python services), or Kafka's
+            assert uid == ("185" if name.endswith((SUPERVISOR, VALIDATOR)) else "1000")
             for line in exec_output(container, ["stat", "-c", "%n %a %u %g", *files[name]]).splitlines():
                 path, mode, owner, group = line.rsplit(" ", 3)
                 assert (mode, owner, group) == ("600", uid, uid), line
