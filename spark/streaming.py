@@ -236,7 +236,7 @@ def follow_view(spark, name: str, on_figures, stopping: threading.Event, every: 
             rows = [r.asDict() for r in spark.table(f"global_temp.{name}").collect()]
         except Exception:  # no batch wrote it yet, or the session ends
             continue
-        batch = max((r.pop("batch") for r in rows), default=-1)
+        batch = max([r.pop("batch") for r in rows], default=-1)  # the rows as the exporter takes them
         if batch > last:
             last = batch
             on_figures(rows)
