@@ -685,6 +685,17 @@ class Validation(_Model):
         return self.mode in ("continuous", "both")
 
     @property
+    def standalone_executors(self) -> dict | None:
+        """What a standalone master's executors are asked for, the settings given (None elsewhere:
+        `local[N]` runs them in its driver, a Spark Connect server sizes its own, executor pods are
+        sized by the pods' settings)."""
+        if master_kind(self.master) != "standalone":
+            return None
+        asked = {key: getattr(self, key) for key in ("executor_memory", "executor_cores", "max_cores",
+                                                     "executor_wait_seconds")}
+        return {key: value for key, value in asked.items() if value is not None}
+
+    @property
     def runs_executor_pods(self) -> bool:
         """The driver (the Job's pod) starts its executors as pods: a `k8s://` master."""
         return master_kind(self.master) == "kubernetes"

@@ -32,13 +32,11 @@ def continuous_config(topology, servers: dict[str, str], clients: dict[str, dict
               "trigger_seconds": settings.trigger_seconds, "driver_memory": settings.driver_memory}
     if settings.checkpoint_location:
         config["checkpoint_location"] = settings.checkpoint_location
-    kind = master_kind(validation.master)
-    if kind != "local":  # the job's cluster; else local[2] in its own process, container or pod
-        config |= {"master": validation.master, "executor_wait_seconds": validation.executor_wait_seconds}
-    if kind == "standalone":  # executor pods' sizes are session settings (executor_pods_conf)
-        config |= {key: value for key in ("executor_memory", "executor_cores", "max_cores")
-                   if (value := getattr(validation, key)) is not None}
-    return config
+    if master_kind(validation.master) != "local":  # the job's cluster; else local[2] where it runs
+        config["master"] = validation.master
+    if validation.runs_executor_pods:  # their sizes are session settings (executor_pods_conf)
+        config["executor_wait_seconds"] = validation.executor_wait_seconds
+    return config | (validation.standalone_executors or {})  # as the job's are asked for
 
 
 def executor_pods(validation) -> SparkExecutorPods | None:

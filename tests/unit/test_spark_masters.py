@@ -11,7 +11,6 @@ import pytest
 
 from mirrorstack.model.capabilities import capabilities, offering
 from mirrorstack.model.spec import Topology, Validation
-from mirrorstack.platforms.local.platform import _cluster
 from mirrorstack.spark.masters import MasterUnreachable, master_answers, master_endpoints, on_loopback
 from mirrorstack.spark.spark_io import executor_settings
 
@@ -57,11 +56,11 @@ def test_executor_pods_only_where_the_driver_runs_in_the_cluster(platform):
 
 
 def test_a_cluster_is_asked_only_what_is_set_and_local_is_asked_nothing():
-    assert _cluster(Validation()) is None  # a stack deployed before sees no new input
-    assert _cluster(Validation(master="sc://m:15002")) is None  # a Spark Connect server sizes its own
-    assert _cluster(Validation(master="spark://m:7077")) == {"executor_wait_seconds": 60}
-    asked = _cluster(Validation(master="spark://m:7077", executor_memory="2g", executor_cores=1, max_cores=4,
-                                executor_wait_seconds=30))
+    assert Validation().standalone_executors is None  # a stack deployed before sees no new input
+    assert Validation(master="sc://m:15002").standalone_executors is None  # a Spark Connect server sizes its own
+    assert Validation(master="spark://m:7077").standalone_executors == {"executor_wait_seconds": 60}
+    asked = Validation(master="spark://m:7077", executor_memory="2g", executor_cores=1, max_cores=4,
+                       executor_wait_seconds=30).standalone_executors
     assert asked == {"executor_memory": "2g", "executor_cores": 1, "max_cores": 4, "executor_wait_seconds": 30}
     args = argparse.Namespace(executor_memory="2g", executor_cores=1, max_cores=None)
     assert executor_settings(args) == {"spark.executor.memory": "2g", "spark.executor.cores": "1"}

@@ -21,7 +21,7 @@ from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.files import LocalFiles
 from mirrorstack.platforms.local.service import LocalService
 from mirrorstack.platforms.local.handed_out_job import HandedOutSparkJob
-from mirrorstack.platforms.local.spark_job import CLUSTER_FLAGS, LocalSparkJob
+from mirrorstack.platforms.local.spark_job import LocalSparkJob
 
 JOB_TIMEOUT_MARGIN = 3600  # on top of the job's wait bound: reading and comparing
 
@@ -130,7 +130,7 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
             workdir=str(self.base_dir / name), report_only=settings.report_only,
             jars=",".join(str(j) for j in toolchain.spark_kafka_jars()),
             run_id=settings.run_id, driver_memory=settings.driver_memory, master=settings.master,
-            java_options=settings.jvm_options, cluster=_cluster(settings),
+            java_options=settings.jvm_options, cluster=settings.standalone_executors,
             timeout_seconds=int(settings.wait_seconds) + JOB_TIMEOUT_MARGIN, opts=opts)
 
     def run(self, service: Service, opts: pulumi.ResourceOptions | None = None) -> Ran:
@@ -170,12 +170,3 @@ class LocalPlatform:  # a Platform (components/platforms/base.py)
 
     def switch_runner(self, aliases) -> None:
         return None  # the clusters answer on this machine: the switch runs in the program
-
-
-def _cluster(settings) -> dict | None:
-    """What a standalone master's executors are asked for (None elsewhere: `local[N]` runs them in its
-    driver, a Spark Connect server sizes its own)."""
-    if not settings.master.startswith("spark://"):
-        return None
-    asked = {key: getattr(settings, key) for key in CLUSTER_FLAGS}
-    return {key: value for key, value in asked.items() if value is not None}
