@@ -139,15 +139,27 @@ def from_environment(value: str) -> str:
 def package_zip(folder: Path) -> Path:
     """This package's Python files (mirrorstack, as this process imports it: in a container, what was
     shipped beside it) zipped into `folder`, for a cluster's executors to import the ledger from
-    (spark.submit.pyFiles, or a Spark Connect session's artifacts)."""
+    (spark.submit.pyFiles, or a Spark Connect session's artifacts).
+
+    The same files give the same bytes and name (no file times: a pod's mounted files get new ones each
+    start), and other files another name: an executor refuses a file of the same name but other bytes
+    in its working folder, which on kubernetes is the state volume a restarted driver's executors share
+    with the ones before (a restart, or an upgrade, stopped every executor it started)."""
+    import hashlib
+    import io
     import zipfile
     top = sys.modules[__package__.rsplit(".", 1)[0]]  # imported already, as this package's parent
     roots = {Path(top.__file__).parent: "mirrorstack", Path(__file__).resolve().parent: "mirrorstack/spark"}
     files = {f"{name}/{file.relative_to(root)}": file for root, name in roots.items() for file in root.rglob("*.py")}
-    made = folder / "mirrorstack-package.zip"
-    with zipfile.ZipFile(made, "w") as archive:
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(files):
-            archive.write(files[name], name)
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, files[name].read_bytes(), zipfile.ZIP_DEFLATED)
+    data = packed.getvalue()
+    made = folder / f"mirrorstack-package-{hashlib.sha256(data).hexdigest()[:12]}.zip"
+    made.write_bytes(data)
     return made
 
 

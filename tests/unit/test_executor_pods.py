@@ -5,8 +5,11 @@ its CronJob; the driver's spark-submit line; the executors' pod template and
 command in the job's ConfigMap, with the driver's security and files."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import zipfile
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -169,6 +172,26 @@ def test_the_continuous_validators_executors_share_its_checkpoint_on_its_node(co
     # what its executors import the ledger from (a cluster master's)
     with zipfile.ZipFile(package_zip(tmp_path)) as package:
         assert {"mirrorstack/spark/stream_match.py", "mirrorstack/spark/streaming.py"} <= set(package.namelist())
+
+
+def test_the_package_zip_is_the_same_bytes_for_the_same_files_and_named_by_its_bytes(tmp_path):
+    """A restarted driver's executors find the zip of the driver before in their working folder (the
+    state volume, on kubernetes), and Spark refuses a file of that name with other bytes: the same code
+    zips to the same bytes whatever its files' times (a pod's mounted files get new ones each start),
+    and other code (an upgrade) to another name."""
+    import mirrorstack.spark.stream_match as module
+    first, again = tmp_path / "first", tmp_path / "again"
+    first.mkdir(), again.mkdir()
+    zipped = package_zip(first)
+    source = Path(module.__file__)
+    stat = source.stat()
+    os.utime(source, (stat.st_atime, stat.st_mtime + 3600))  # the same files, touched
+    try:
+        rezipped = package_zip(again)
+    finally:
+        os.utime(source, (stat.st_atime, stat.st_mtime))
+    assert rezipped.name == zipped.name and rezipped.read_bytes() == zipped.read_bytes()
+    assert zipped.name == f"mirrorstack-package-{hashlib.sha256(zipped.read_bytes()).hexdigest()[:12]}.zip"
 
 
 def test_a_deployment_is_made_again_when_its_files_change():
