@@ -44,6 +44,9 @@ class ModuleTimes:
         if self.cpu:
             terminalreporter.write_line(f"all modules: {sum(self.seconds.values()):.0f} s, "
                                         f"{sum(self.cpu.values()):.0f} CPU s")
+            # on 2 cores the suite is bound by CPU: where every CPU second of it went
+            terminalreporter.write_line("by CPU: " + ", ".join(
+                f"{module.rsplit('/', 1)[-1]} {cpu:.0f}" for module, cpu in self.by_cpu()))
         for line in self.worker_ends():
             terminalreporter.write_line(line)
         if os.environ.get("MIRRORSTACK_RECORD_WEIGHTS"):
@@ -66,6 +69,10 @@ class ModuleTimes:
 
     def slowest(self, count: int = SHOWN) -> list[tuple[str, float]]:
         return sorted(self.seconds.items(), key=lambda item: -item[1])[:count]
+
+    def by_cpu(self, at_least: float = 10.0) -> list[tuple[str, float]]:
+        """Modules that used `at_least` CPU seconds, most first."""
+        return sorted(((m, c) for m, c in self.cpu.items() if c >= at_least), key=lambda item: -item[1])
 
     def write_weights(self) -> None:
         """Merge this run's figures into the weights (a narrowed run keeps the others)."""

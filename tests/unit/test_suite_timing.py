@@ -27,3 +27,9 @@ def test_one_process_has_no_worker_lines():
     times.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/a.py::t", duration=1, start=0, stop=1,
                                                    user_properties=[]))
     assert times.worker_ends() == []
+
+
+def test_modules_are_listed_by_cpu_most_first_leaving_out_the_small():
+    times = ModuleTimes()
+    times.cpu.update({"tests/a.py": 12.0, "tests/b.py": 300.5, "tests/c.py": 3.0})
+    assert times.by_cpu() == [("tests/b.py", 300.5), ("tests/a.py", 12.0)]
