@@ -26,7 +26,9 @@ import yaml
 from confluent_kafka import Producer
 
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
-from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_LAST_BATCH, DELIVERY_MISSING, MM2_RECORDS
+from mirrorstack.monitoring.metrics import (DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_LAST_BATCH,
+                                            DELIVERY_MISSING, MM2_RECORDS)
+from mirrorstack.platforms.containers import PYTHON_SERVICE_PORT
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.platforms.kubernetes.job_run import job_finished
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
@@ -631,6 +633,24 @@ def secure(deployer, tmp_path_factory):
         yield project
 
 
+def _delivered_inside(namespace: str) -> dict[str, float] | None:
+    """The continuous validator's totals, read from its own /metrics inside its pod (this stack has no
+    Prometheus); None until its pod answers."""
+    pods = kube.kubectl("get", "pods", "--namespace", namespace, "-l", f"{VALIDATOR},!spark-role",
+                        "--field-selector", "status.phase=Running", "-o", "name", expect=None, timeout=60).split()
+    if len(pods) != 1:
+        return None
+    read = ("import urllib.request; print(urllib.request.urlopen("
+            f"'http://127.0.0.1:{PYTHON_SERVICE_PORT}/metrics', timeout=5).read().decode())")
+    text = kube.kubectl("exec", "--namespace", namespace, pods[0], "--", "python3", "-c", read, expect=None, timeout=60)
+    found = {DELIVERY_CONFIRMED: 0.0, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
+    for line in (text or "").splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in found:
+            found[name] += float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: int,
                     credentials: dict | None = None, expect: int | None = 0) -> str:
     """Create `topic` on `alias` and write `records` records to it with Kafka's own tools, run in
@@ -706,16 +726,20 @@ def test_secure_stack_replicates_and_keeps_every_secret_out_of_sight(secure, act
     assert f"{SECURE_RECORDS} records sent" in summary, summary
     assert not [line for line in out["acls"]["edge"] if line.startswith("allow User:mirrorstack WRITE")]
     # the validation Job reads both clusters over SASL_SSL (central with its client certificate) and
-    # reconciles every record of edge's `orders` with central's copy, read_committed (exactly-once)
-    _add_validation(project, "secure")
+    # reconciles every record of edge's `orders` with central's copy, read_committed (exactly-once);
+    # the continuous validator (mode both) reads them with the same client Secrets, mounted in its pod,
+    # and confirms each record once (read from one window back: they were written before it started)
+    _add_validation(project, "secure", mode="both", continuous={"window_seconds": 600, "trigger_seconds": 5})
     project.run("up", "--yes", "--skip-preview", timeout=900)
     _validated(SECURE_RECORDS, SECURE_NAMESPACE)
+    _wait(f"the validator confirming {SECURE_RECORDS} records", lambda: _delivered_inside(SECURE_NAMESPACE) == {
+        DELIVERY_CONFIRMED: SECURE_RECORDS, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}, timeout=300)
 
     # no secret where a reader of the namespace (not of its Secrets) looks: ConfigMaps, StatefulSets,
     # Jobs, pods and their environment, and `kubectl describe` of all of them
     secrets = _state_secrets(project)
     assert sum("password" in k for k in secrets) >= 3 and sum(" line " in k for k in secrets) >= 4, list(secrets)
-    readable = "configmaps,statefulsets,jobs,pods,services,poddisruptionbudgets"
+    readable = "configmaps,statefulsets,deployments,jobs,pods,services,poddisruptionbudgets"
     seen = kube.kubectl("get", readable, "--namespace", SECURE_NAMESPACE, "-o", "json", timeout=60)
     seen += kube.kubectl("describe", readable, "--namespace", SECURE_NAMESPACE, timeout=60)
     assert [name for name, secret in secrets.items() if secret in seen] == []
