@@ -23,7 +23,6 @@ import docker
 import pytest
 import requests
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorstack.certificates.tls import keystore_parts
 from mirrorstack.kafka import security
@@ -36,7 +35,6 @@ from mirrorstack.kafka.scram_users import scram_mechanism, set_users
 from mirrorstack.kafka.acls import Acl
 from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_MISSING, MM2_RECORDS
 from mirrorstack.platforms import make_platform, tunnels
-from mirrorstack.platforms.containers import PYTHON_SERVICE_PORT
 from mirrorstack.platforms.docker import tunnel as docker_tunnel
 from mirrorstack.validation.continuous import SERVICE as VALIDATOR
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image, official_image
@@ -46,6 +44,7 @@ from tests.support.engine_over_tcp import EngineOverTcp
 from tests.support.pulumi_mocks import unwrap_secrets
 from tests.support.secured import private_key_bodies
 from tests.support.stacks import REPO, on_c1_only, on_platform, port_base
+from tests.support.streaming_validator import READ_METRICS_INSIDE, delivery_totals
 from tests.support.supervisor_metrics import supervisor_samples
 from tests.support.waiting import wait_until
 from tools.docker_engine import API_TIMEOUT, ensure_engine, stop_engine
@@ -543,16 +542,9 @@ class TestSecure:
         """The continuous validator reads both secured clusters with their client folders (uploaded to
         its container, 0600): each record copied above confirmed once, none missing."""
         validator = stack_containers(secure.mocks, "secure")[VALIDATOR]
-        read = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
-                f"'http://127.0.0.1:{PYTHON_SERVICE_PORT}/metrics', timeout=5).read().decode())"]
 
         def figures() -> dict[str, float]:  # over every topic: the stack's one flow
-            found = {DELIVERY_CONFIRMED: 0.0, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
-            for family in text_string_to_metric_families(exec_output(validator, read)):
-                for sample in family.samples:
-                    if sample.name in found:
-                        found[sample.name] += sample.value
-            return found
+            return delivery_totals(exec_output(validator, READ_METRICS_INSIDE))
         expected = {DELIVERY_CONFIRMED: copied, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
         try:
             wait_until("the validator confirms every record copied", lambda: figures() == expected, timeout=WAIT)

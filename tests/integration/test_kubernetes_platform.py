@@ -28,14 +28,13 @@ from confluent_kafka import Producer
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS
 from mirrorstack.monitoring.metrics import (DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_LAST_BATCH,
                                             DELIVERY_MISSING, MM2_RECORDS)
-from mirrorstack.platforms.containers import PYTHON_SERVICE_PORT
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
-from mirrorstack.platforms.kubernetes.job_run import job_finished
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
 from tests.support.kafka_clients import (admin, consume, consume_group, consume_group_to_end, create_topic,
                                          delete_first_record, end_offsets, produce)
 from tests.support.secured import private_key_bodies
+from tests.support.streaming_validator import READ_METRICS_INSIDE, delivery_totals
 from tests.support.stacks import C1_ONLY, REPO, on_c1_only, on_platform, stack_project
 from tools.kube import layout, pki
 
@@ -270,18 +269,6 @@ def _summary_counts(namespace: str = NAMESPACE, job: str = "validation-job") -> 
 
 
 A_YEAR_AWAY = "0 0 1 1 *"  # a CronJob schedule that fires on its own in no test
-
-
-def _job_outcome(job: str, bound: float, namespace: str = NAMESPACE) -> str:
-    """"Complete" or "Failed", once the Job has its outcome (bounded)."""
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        done = job_finished(json.loads(kube.kubectl("get", "job", job, "--namespace", namespace, "-o", "json",
-                                                    timeout=30)))
-        if done:
-            return done["type"]
-        time.sleep(2)
-    raise AssertionError(f"job {job} had no outcome within {bound:.0f} s")
 
 
 def _set_topology(project, change, stack: str = "aggregation") -> None:
@@ -640,15 +627,8 @@ def _delivered_inside(namespace: str) -> dict[str, float] | None:
                         "--field-selector", "status.phase=Running", "-o", "name", expect=None, timeout=60).split()
     if len(pods) != 1:
         return None
-    read = ("import urllib.request; print(urllib.request.urlopen("
-            f"'http://127.0.0.1:{PYTHON_SERVICE_PORT}/metrics', timeout=5).read().decode())")
-    text = kube.kubectl("exec", "--namespace", namespace, pods[0], "--", "python3", "-c", read, expect=None, timeout=60)
-    found = {DELIVERY_CONFIRMED: 0.0, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
-    for line in (text or "").splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in found:
-            found[name] += float(line.rsplit(" ", 1)[1])
-    return found
+    return delivery_totals(kube.kubectl("exec", "--namespace", namespace, pods[0], "--", *READ_METRICS_INSIDE,
+                                        expect=None, timeout=60))
 
 
 def _produce_inside(pod: str, alias: str, bootstrap: str, topic: str, records: int,

@@ -15,7 +15,23 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorstack import toolchain
+from mirrorstack.monitoring.metrics import DELIVERY_CONFIRMED, DELIVERY_EXTRAS, DELIVERY_MISSING
+from mirrorstack.platforms.containers import PYTHON_SERVICE_PORT
 from tests.support.ports import free_ports
+
+# Prints the validator's /metrics, run inside its container or pod (python3 is in the spark image).
+READ_METRICS_INSIDE = ["python3", "-c", "import urllib.request; print(urllib.request.urlopen("
+                       f"'http://127.0.0.1:{PYTHON_SERVICE_PORT}/metrics', timeout=5).read().decode())"]
+
+
+def delivery_totals(text: str) -> dict[str, float]:
+    """Confirmed, missing and extra records over every flow and topic, from a /metrics text."""
+    found = {DELIVERY_CONFIRMED: 0.0, DELIVERY_MISSING: 0.0, DELIVERY_EXTRAS: 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in found:
+                found[sample.name] += sample.value
+    return found
 
 
 class StreamingValidator:
