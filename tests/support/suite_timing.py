@@ -23,6 +23,7 @@ class ModuleTimes:
         self.seconds: dict[str, float] = defaultdict(float)
         self.cpu: dict[str, float] = {}
         self.spans: dict[str, list] = {}  # module -> [worker, first start, last stop] (epoch seconds)
+        self.test_cpu: dict[str, float] = defaultdict(float)  # nodeid -> its phases' share of its module's CPU
 
     def pytest_runtest_logreport(self, report) -> None:
         module = module_of(report.nodeid)
@@ -32,6 +33,9 @@ class ModuleTimes:
         span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
         cpu = module_seconds(report)
         if cpu is not None:
+            # a report carries its module's CPU so far: the rise since the module's previous report
+            # is this phase's, the module's stack held open meanwhile included
+            self.test_cpu[report.nodeid] += max(0.0, cpu - self.cpu.get(module, 0.0))
             self.cpu[module] = max(cpu, self.cpu.get(module, 0.0))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -47,6 +51,8 @@ class ModuleTimes:
             # on 2 cores the suite is bound by CPU: where every CPU second of it went
             terminalreporter.write_line("by CPU: " + ", ".join(
                 f"{module.rsplit('/', 1)[-1]} {cpu:.0f}" for module, cpu in self.by_cpu()))
+            terminalreporter.write_line("tests by CPU (setup + call + teardown): " + ", ".join(
+                f"{nodeid.rsplit('/', 1)[-1]} {cpu:.0f}" for nodeid, cpu in self.tests_by_cpu()))
         for line in self.worker_ends():
             terminalreporter.write_line(line)
         if os.environ.get("MIRRORSTACK_RECORD_WEIGHTS"):
@@ -73,6 +79,11 @@ class ModuleTimes:
     def by_cpu(self, at_least: float = 10.0) -> list[tuple[str, float]]:
         """Modules that used `at_least` CPU seconds, most first."""
         return sorted(((m, c) for m, c in self.cpu.items() if c >= at_least), key=lambda item: -item[1])
+
+    def tests_by_cpu(self, count: int = 20, at_least: float = 10.0) -> list[tuple[str, float]]:
+        """The `count` tests that used the most CPU, each at least `at_least` seconds."""
+        ranked = sorted(((t, c) for t, c in self.test_cpu.items() if c >= at_least), key=lambda item: -item[1])
+        return ranked[:count]
 
     def write_weights(self) -> None:
         """Merge this run's figures into the weights (a narrowed run keeps the others)."""

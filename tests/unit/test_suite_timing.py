@@ -33,3 +33,19 @@ def test_modules_are_listed_by_cpu_most_first_leaving_out_the_small():
     times = ModuleTimes()
     times.cpu.update({"tests/a.py": 12.0, "tests/b.py": 300.5, "tests/c.py": 3.0})
     assert times.by_cpu() == [("tests/b.py", 300.5), ("tests/a.py", 12.0)]
+
+
+def test_each_test_is_given_the_rise_of_its_modules_cpu_over_its_phases():
+    times = ModuleTimes()
+    def report(nodeid, when, cpu):
+        times.pytest_runtest_logreport(SimpleNamespace(
+            nodeid=nodeid, when=when, duration=1, start=0, stop=1,
+            user_properties=[("module_cpu_seconds", cpu)]))
+    report("tests/a.py::first", "setup", 40.0)  # the module's stack came up in the first test's setup
+    report("tests/a.py::first", "call", 52.0)
+    report("tests/a.py::second", "call", 70.0)
+    report("tests/b.py::only", "call", 15.0)
+    report("tests/a.py::third", "call", 71.0)
+    assert times.tests_by_cpu() == [("tests/a.py::first", 52.0), ("tests/a.py::second", 18.0),
+                                    ("tests/b.py::only", 15.0)]
+    assert times.cpu == {"tests/a.py": 71.0, "tests/b.py": 15.0}
