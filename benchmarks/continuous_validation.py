@@ -14,7 +14,9 @@ At the end the validator's own figures must show every record confirmed and none
       [--long-rate 1000] [--long-minutes 30] [--out report.json] [--quick]
 
 The long run's samples also break the resident set down: the Python driver, the driver JVM (and its
-heap committed and in use, from jcmd) and the Python workers.
+heap committed and in use, from jcmd) and the Python workers. `--native-memory` turns on the driver
+JVM's Native Memory Tracking and adds, every minute of the long run, what each of its categories
+has committed (`jcmd VM.native_memory summary`): which part of the JVM's resident set grows.
 """
 from __future__ import annotations
 
@@ -116,6 +118,25 @@ def heap_mib(pid: int) -> tuple[float | None, float | None]:
     return None, None
 
 
+def native_memory_mib(pid: int) -> dict[str, float]:
+    """Committed MiB per Native Memory Tracking category ("Java Heap", "Class", "Thread", "Code", "GC",
+    "Internal", "Other", "Arena Chunk", ...) and "Total"; {} when the JVM does not answer."""
+    try:
+        said = subprocess.run(["jcmd", str(pid), "VM.native_memory", "summary", "scale=KB"], capture_output=True,
+                              text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for line in said.splitlines():  # "Total: reserved=...KB, committed=...KB" / "-  Class (reserved=...KB, committed=...KB)"
+        line = line.strip()
+        if not line.startswith(("-", "Total:")):  # a category's own lines ("(mmap: ...)") are its parts
+            continue
+        name, _, rest = line.lstrip("-").partition("(") if line.startswith("-") else line.partition(":")
+        if "committed=" in rest and name.strip():
+            found[name.strip().rstrip(":")] = round(int(rest.split("committed=", 1)[1].split("KB", 1)[0]) / 1024, 1)
+    return found
+
+
 def breakdown(root: int) -> dict[str, float]:
     """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap committed and in use), the
     Python workers the JVM started (pyspark's daemon and its forks)."""
@@ -156,6 +177,8 @@ def main() -> None:
     parser.add_argument("--long-rate", type=int, default=1000)
     parser.add_argument("--long-minutes", type=float, default=30)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--native-memory", action="store_true",
+                        help="the driver JVM's Native Memory Tracking, sampled every minute of the long run")
     parser.add_argument("--quick", action="store_true", help="tiny phases: a smoke run, figures meaningless")
     args = parser.parse_args()
     if args.quick:
@@ -178,7 +201,10 @@ def main() -> None:
                 "--window-seconds", str(WINDOW), "--trigger-seconds", str(TRIGGER),
                 "--jars", ",".join(str(j) for j in toolchain.spark_kafka_jars())]
         log = open(work / "validator.log", "w")
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log)
+        env = dict(os.environ)
+        if args.native_memory:  # the driver JVM is pyspark's: JDK_JAVA_OPTIONS reaches it
+            env["JDK_JAVA_OPTIONS"] = f"{env.get('JDK_JAVA_OPTIONS', '')} -XX:NativeMemoryTracking=summary".strip()
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log, env=env)
         deadline = time.monotonic() + 180
         while _try(figures, port).get("last_batch_timestamp_seconds", 0) == 0:  # its first batch
             assert proc.poll() is None and time.monotonic() < deadline, (work / "validator.log").read_text()[-3000:]
@@ -197,17 +223,20 @@ def main() -> None:
             report["rates"][str(rate)] = measured
         writer.rate = args.long_rate
         print(f"{args.long_minutes:g} min at {args.long_rate} records/s ...", file=sys.stderr, flush=True)
-        samples, started = [], time.monotonic()
+        samples, native, started = [], [], time.monotonic()
         while time.monotonic() - started < args.long_minutes * 60:
             time.sleep(min(10.0, args.long_minutes * 6))
             samples.append([round(time.monotonic() - started), round(rss_mib(proc.pid), 1), breakdown(proc.pid)])
+            if args.native_memory and (not native or samples[-1][0] - native[-1][0] >= 60):
+                jvms = [pid for pid in _process_table()[0].get(proc.pid, []) if "java" in _command(pid).split(" ", 1)[0]]
+                native.append([samples[-1][0], native_memory_mib(jvms[0]) if jvms else {}])
         tenth = max(1, len(samples) // 10)
         first, last = statistics.median(s[1] for s in samples[:tenth]), statistics.median(s[1] for s in samples[-tenth:])
         parts = {key: [statistics.median(s[2][key] for s in part if s[2][key] is not None)
                        for part in (samples[:tenth], samples[-tenth:])] for key in samples[0][2]}
         report["long"] = {"rate": args.long_rate, "minutes": args.long_minutes, "rss_mib_samples": samples,
                           "rss_mib_first_tenth": first, "rss_mib_last_tenth": last, "growth": last / first,
-                          "parts_first_and_last_tenth": parts}
+                          "parts_first_and_last_tenth": parts, "native_memory_mib_samples": native}
         writer.rate = 0
         written = writer.written
         deadline = time.monotonic() + WINDOW + 120
