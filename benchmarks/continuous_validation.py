@@ -137,11 +137,16 @@ def native_memory_mib(pid: int) -> dict[str, float]:
     return found
 
 
+def driver_jvms(root: int, children: dict[int, list[int]]) -> list[int]:
+    """The JVMs among `root`'s children (pyspark's driver JVM)."""
+    return [pid for pid in children.get(root, []) if "java" in _command(pid).split(" ", 1)[0]]
+
+
 def breakdown(root: int) -> dict[str, float]:
     """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap committed and in use), the
     Python workers the JVM started (pyspark's daemon and its forks)."""
     children, rss = _process_table()
-    jvms = [pid for pid in children.get(root, []) if "java" in _command(pid).split(" ", 1)[0]]
+    jvms = driver_jvms(root, children)
     workers = [pid for jvm in jvms for pid in children.get(jvm, [])]
     return {"python_driver_mib": round(rss.get(root, 0) / 1024, 1),
             "jvm_mib": round(sum(rss.get(pid, 0) for pid in jvms) / 1024, 1),
@@ -228,7 +233,7 @@ def main() -> None:
             time.sleep(min(10.0, args.long_minutes * 6))
             samples.append([round(time.monotonic() - started), round(rss_mib(proc.pid), 1), breakdown(proc.pid)])
             if args.native_memory and (not native or samples[-1][0] - native[-1][0] >= 60):
-                jvms = [pid for pid in _process_table()[0].get(proc.pid, []) if "java" in _command(pid).split(" ", 1)[0]]
+                jvms = driver_jvms(proc.pid, _process_table()[0])
                 native.append([samples[-1][0], native_memory_mib(jvms[0]) if jvms else {}])
         tenth = max(1, len(samples) // 10)
         first, last = statistics.median(s[1] for s in samples[:tenth]), statistics.median(s[1] for s in samples[-tenth:])

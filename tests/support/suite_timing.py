@@ -78,18 +78,21 @@ class ModuleTimes:
 
     def by_cpu(self, at_least: float = 10.0) -> list[tuple[str, float]]:
         """Modules that used `at_least` CPU seconds, most first."""
-        return sorted(((m, c) for m, c in self.cpu.items() if c >= at_least), key=lambda item: -item[1])
+        return _most_first(self.cpu, at_least)
 
     def tests_by_cpu(self, count: int = 20, at_least: float = 10.0) -> list[tuple[str, float]]:
         """The `count` tests that used the most CPU, each at least `at_least` seconds."""
-        ranked = sorted(((t, c) for t, c in self.test_cpu.items() if c >= at_least), key=lambda item: -item[1])
-        return ranked[:count]
+        return _most_first(self.test_cpu, at_least)[:count]
 
     def write_weights(self) -> None:
         """Merge this run's figures into the weights (a narrowed run keeps the others)."""
         weights = json.loads(WEIGHTS_FILE.read_text()) if WEIGHTS_FILE.exists() else {}
         weights.update({module: round(seconds, 1) for module, seconds in self.seconds.items()})
         WEIGHTS_FILE.write_text(json.dumps(dict(sorted(weights.items())), indent=1) + "\n")
+
+
+def _most_first(cpu: dict[str, float], at_least: float) -> list[tuple[str, float]]:
+    return sorted(((name, c) for name, c in cpu.items() if c >= at_least), key=lambda item: -item[1])
 
 
 def _minutes(seconds: float) -> str:
