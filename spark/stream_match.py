@@ -46,11 +46,20 @@ class Ledger:
     def from_json(cls, text: str | None) -> "Ledger":
         return cls(json.loads(text) if text else None)
 
+    @classmethod
+    def fresh(cls, now: float, trigger: float) -> "Ledger":
+        """The ledger of a partition first read by the batch of `now`: its batch before is taken to be
+        one trigger earlier, as when batches keep time, so the copies of a topic made while the
+        validator runs are timed like any others, not as late as the batch that first read them."""
+        ledger = cls()
+        ledger.seen(now - trigger)
+        return ledger
+
     def arrival(self, ts_ms: int, now: float) -> float:
         """When a copy first read by the batch of `now` landed: after the batch before fetched its offsets
         (`seen_at`), so the middle of that interval (not before its record's timestamp): within half the
         interval, and the mean unbiased when copies land evenly, however late the batches run. With no
-        batch before, `now`: an upper bound."""
+        batch before, `now`: an upper bound (a new ledger is given one: Ledger.fresh)."""
         if self.seen_at is None:
             return now
         return min(max((self.seen_at + now) / 2, ts_ms / 1000), now)

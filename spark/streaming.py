@@ -163,7 +163,7 @@ def package_zip(folder: Path) -> Path:
     return made
 
 
-def ledger_step(plan: Plan, window: float):
+def ledger_step(plan: Plan, window: float, trigger: float):
     """applyInPandasWithState's function: one (c, topic, partition)'s rows of a batch into its ledger;
     rows of a topic no flow copies into (MM2's own, excluded ones) are dropped, and so is its state."""
     def step(key, frames, state):
@@ -182,7 +182,7 @@ def ledger_step(plan: Plan, window: float):
         # When the batch was planned, which its offsets were fetched at: the same when a batch runs again
         # after a crash. A copy it reads landed between the batch before (the ledger's `seen_at`) and then.
         planned = state.getCurrentProcessingTimeMs() / 1000
-        ledger = Ledger.from_json(state.get[0] if state.exists else None)
+        ledger = Ledger.from_json(state.get[0]) if state.exists else Ledger.fresh(planned, trigger)
         if not state.hasTimedOut:
             for frame in frames:
                 if frame.empty:
@@ -207,7 +207,7 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures, remote: bool 
     from pyspark.sql.streaming.state import GroupStateTimeout
     lookback = args.window_seconds if args.lookback_seconds is None else args.lookback_seconds
     start_ms = int((time.time() - lookback) * 1000)
-    step = ledger_step(plan, args.window_seconds)
+    step = ledger_step(plan, args.window_seconds, args.trigger_seconds)
     figures = plan.rows(spark, start_ms).groupBy("c", "topic", "partition").applyInPandasWithState(
         step, outputStructType=FIGURES, stateStructType="ledger string", outputMode="update",
         timeoutConf=GroupStateTimeout.ProcessingTimeTimeout)
