@@ -256,6 +256,18 @@ def follow_view(spark, name: str, on_figures, stopping: threading.Event, every: 
 
 PROGRESS_SECONDS = 60  # a line on how the batches go, this often
 
+# glibc's malloc gives a JVM's threads up to 8 arenas a core; run for hours, the driver JVM's resident
+# set grew 3 MiB/min at 1,000 records/s outside all the JVM accounts for, and with 2 arenas it stayed
+# flat (docs/measurements.md, continuous validation runs 5 and 6).
+MALLOC_ARENAS = "2"
+
+
+def few_malloc_arenas(args: argparse.Namespace, environ=os.environ) -> None:
+    """MALLOC_ARENA_MAX for the JVMs this validator starts, unless set already: the driver's (launched
+    from this process's environment) and its executors' (spark.executorEnv; a --conf of it wins)."""
+    environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
+    args.conf = [f"spark.executorEnv.MALLOC_ARENA_MAX={environ['MALLOC_ARENA_MAX']}", *(args.conf or [])]
+
 
 def warm_up(spark) -> None:
     """Start the Python workers the ledgers run in (with pandas and Arrow loaded) before the query: else
@@ -301,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         exporter.serve(args.metrics_host, args.metrics_port)
     # PySpark's own pandas calls warn on every batch (a pandas deprecation inside PySpark 4.2)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    few_malloc_arenas(args)
     cluster = bool(args.master) and not args.master.startswith("local")
     if cluster:  # its executors (a standalone cluster's, a Connect server's) run the ledgers: this package's
         shipped = package_zip(Path(tempfile.mkdtemp(prefix="mirrorstack-validator-")))

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -143,6 +144,15 @@ def write_and_confirm(prometheus: str, reader: "Reader", writer: "Writer", until
     return sent
 
 
+def jvm_environment(pid: int) -> dict[str, str]:
+    """The environment of the one Java process the validator `pid` started (its Spark driver)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    jvms = [c for c in children if Path(f"/proc/{c}/exe").resolve().name == "java"]
+    assert len(jvms) == 1, children
+    pairs = Path(f"/proc/{jvms[0]}/environ").read_bytes().decode(errors="replace").split("\0")
+    return dict(p.split("=", 1) for p in pairs if "=" in p)
+
+
 def firing(prometheus: str, alert: str) -> list[dict]:
     return query(prometheus, f'ALERTS{{alertname="{alert}", alertstate="firing"}}')
 
@@ -217,6 +227,7 @@ def _watch(stack):
         status = stack.local_dir / SERVICE / keeper.STATUS_FILE
         killed = keeper.current(status)
         assert killed is not None and is_alive(killed), killed
+        assert [jvm_environment(killed.pid).get("MALLOC_ARENA_MAX")] == ["2"]  # its driver JVM's, few arenas
         os.kill(killed.pid, signal.SIGKILL)
         wait_until("a new validator process", lambda: (now := keeper.current(status)) is not None
                    and now.pid != killed.pid and is_alive(now), timeout=60)

@@ -490,6 +490,9 @@ def _continuous_validator_on_executor_pods(outside: dict) -> None:
         running = executors() - than
         return running if len(running) >= 2 else None
     first = _wait("the validator's 2 executor pods", lambda: two_more(set()), timeout=300)
+    arenas = kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", f"{VALIDATOR},spark-role=executor", "-o",
+                          'jsonpath={.items[*].spec.containers[0].env[?(@.name=="MALLOC_ARENA_MAX")].value}')
+    assert len(arenas.split()) >= 2 and set(arenas.split()) == {"2"}, arenas  # few malloc arenas, as the driver
     _wait("Prometheus scraping the validator", lambda: [u for u in _prometheus('up{role="validator"}')
                                                          if u["value"][1] == "1"])
     # what it read of the window before it started is counted once its batches run and the count

@@ -22,7 +22,8 @@ from mirrorstack.platforms.local.platform import LocalPlatform
 from mirrorstack.spark import stream_metrics
 from mirrorstack.spark.config import parse_config
 from mirrorstack.spark.stream_plan import Plan
-from mirrorstack.spark.streaming import claim_checkpoint, hold_lock, service_args
+from mirrorstack.spark.spark_io import session_conf
+from mirrorstack.spark.streaming import claim_checkpoint, few_malloc_arenas, hold_lock, parse_args, service_args
 from mirrorstack.validation.continuous import MODULE, SERVICE
 from tests.support.promtool import promtool
 from tests.support.pulumi_mocks import deploy
@@ -284,6 +285,19 @@ def test_the_validator_runs_on_the_jobs_cluster_with_its_executor_sizes(tmp_path
     (tmp_path / "state" / "checkpoint-old").mkdir(parents=True)
     claim_checkpoint(args).close()  # the lock in the state folder; nothing there is the cluster's checkpoint
     assert (tmp_path / "state" / "checkpoint-old").is_dir() and (tmp_path / "state" / "validator.lock").exists()
+
+
+def test_the_validators_jvms_start_with_few_malloc_arenas_unless_told_otherwise():
+    """The driver's through this process's environment, the executors' through spark.executorEnv; a
+    value already in the environment, or an executor setting given, wins."""
+    base = ["--config", "flows.json", "--checkpoint-dir", "/tmp/c"]
+    environ, args = {}, parse_args(base)
+    few_malloc_arenas(args, environ)
+    assert environ == {"MALLOC_ARENA_MAX": "2"}
+    assert session_conf(args)["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+    environ, args = {"MALLOC_ARENA_MAX": "4"}, parse_args([*base, "--conf", "spark.executorEnv.MALLOC_ARENA_MAX=8"])
+    few_malloc_arenas(args, environ)
+    assert environ == {"MALLOC_ARENA_MAX": "4"} and session_conf(args)["spark.executorEnv.MALLOC_ARENA_MAX"] == "8"
 
 
 def test_a_second_validator_on_one_state_folder_waits_for_the_first_to_stop(tmp_path):
