@@ -511,23 +511,38 @@ def test_a_tail_is_in_flight_only_where_the_target_took_records_during_the_wait(
 
 class _Mirroring(threading.Thread):
     """An application writing into the source while a stand-in for MM2 copies each
-    record to the target at once (same partition, key, value, headers and
-    timestamp), about 30 a second until stopped: records keep arriving on both
-    sides while the job runs."""
+    record to the target (same partition, key, value, headers and timestamp), about
+    30 a second until stopped: records keep arriving on both sides while the job runs.
+    Partition 1's copies are made at once, partition 0's LAG records behind (in order,
+    as MM2's tasks may run unevenly): the job waits for partition 0 to hold its
+    snapshot, and partition 1 meanwhile takes copies of records newer than the
+    snapshot, however fast the job runs."""
+
+    LAG = 4
 
     def __init__(self, source: str, target: str, topic: str, remote: str):
         super().__init__(daemon=True)
         self.source, self.target = (Producer({"bootstrap.servers": b, "acks": "all"}) for b in (source, target))
         self.topic, self.remote, self.stop, self.copied = topic, remote, threading.Event(), 0
+        self.behind: list[dict] = []  # partition 0's records not copied yet
 
     def run(self) -> None:
+        n = 0
         while not self.stop.is_set():
-            record = dict(partition=self.copied % PARTITIONS, key=f"live-{self.copied}".encode(),
-                          value=b"live", timestamp=int(time.time() * 1000))
-            for producer, topic in ((self.source, self.topic), (self.target, self.remote)):
-                producer.produce(topic, **record)
-                producer.flush(10)
-            self.copied += 1
+            record = dict(partition=n % PARTITIONS, key=f"live-{n}".encode(), value=b"live",
+                          timestamp=int(time.time() * 1000))
+            self.source.produce(self.topic, **record)
+            self.source.flush(10)
+            n += 1
+            copies = [record] if record["partition"] else []
+            if not record["partition"]:
+                self.behind.append(record)
+                copies = self.behind[:-self.LAG]
+                self.behind = self.behind[-self.LAG:]
+            for copy in copies:
+                self.target.produce(self.remote, **copy)
+            self.target.flush(10)
+            self.copied += len(copies)
             self.stop.wait(0.03)
         self.source = self.target = None  # closed: they would retry the clusters (and log it) until the module ends
 
