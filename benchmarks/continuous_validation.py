@@ -39,6 +39,7 @@ from benchmarks.validation import _process_table, _tree_kib
 from mirrorstack import toolchain
 from tests.support.kafka_clients import create_topic
 from tests.support.ports import free_ports
+from tests.support.processes import environment
 from tests.support.services import KafkaCluster
 
 PARTITIONS = 4
@@ -142,15 +143,6 @@ def driver_jvms(root: int, children: dict[int, list[int]]) -> list[int]:
     return [pid for pid in children.get(root, []) if "java" in _command(pid).split(" ", 1)[0]]
 
 
-def environment_value(pid: int, name: str) -> str | None:
-    """`name` in process `pid`'s environment (as it started)."""
-    for pair in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-        key, _, value = pair.decode(errors="replace").partition("=")
-        if key == name:
-            return value
-    return None
-
-
 def breakdown(root: int) -> dict[str, float]:
     """Where the tree's resident set is: the Python driver, its JVM (and the JVM's heap committed and in use), the
     Python workers the JVM started (pyspark's daemon and its forks)."""
@@ -230,7 +222,7 @@ def main() -> None:
         idle = phase(proc, args.phase_seconds, 4)
         report["idle"] = idle
         jvms = driver_jvms(proc.pid, _process_table()[0])  # the validator's default, or this run's environment's
-        report["driver_malloc_arena_max"] = environment_value(jvms[0], "MALLOC_ARENA_MAX") if jvms else None
+        report["driver_malloc_arena_max"] = environment(jvms[0]).get("MALLOC_ARENA_MAX") if jvms else None
         for rate in args.rates:
             writer.rate = rate
             print(f"{rate} records/s ...", file=sys.stderr, flush=True)

@@ -29,6 +29,7 @@ from mirrorstack.platforms.local import keeper
 from mirrorstack.platforms.local.launcher import is_alive
 from mirrorstack.validation.continuous import SERVICE
 from tests.support.kafka_clients import create_topic
+from tests.support.processes import environment
 from tests.support.stacks import stack_project
 from tests.support.waiting import prometheus_query as query
 from tests.support.waiting import wait_until
@@ -149,8 +150,7 @@ def jvm_environment(pid: int) -> dict[str, str]:
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     jvms = [c for c in children if Path(f"/proc/{c}/exe").resolve().name == "java"]
     assert len(jvms) == 1, children
-    pairs = Path(f"/proc/{jvms[0]}/environ").read_bytes().decode(errors="replace").split("\0")
-    return dict(p.split("=", 1) for p in pairs if "=" in p)
+    return environment(int(jvms[0]))
 
 
 def firing(prometheus: str, alert: str) -> list[dict]:
