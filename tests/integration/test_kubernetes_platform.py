@@ -298,16 +298,18 @@ def _add_validation(project, stack: str = "aggregation", **settings) -> None:
                   stack)
 
 
-def _validated(expected: int, namespace: str = NAMESPACE) -> None:
-    """The validation Job's summary (its log): every one of the `expected` records of the flows matched,
-    none missing."""
+def _validated(expected: int, namespace: str = NAMESPACE, at_least: bool = False) -> None:
+    """The validation Job's summary (its log): every record of the flows matched, none missing;
+    `at_least`: its snapshot held `expected` records or more."""
     log = kube.kubectl("logs", "--namespace", namespace, "job/validation-job", timeout=60)
     counts = re.search(r"source (\d+)  target (\d+)  matched (\d+)  missing (\d+)", log)
     assert "replication check PASSED" in log and counts, log[-3000:]
     source, target, matched, missing = map(int, counts.groups())
     print("\nthe validation Job:", *[line.strip() for line in log.splitlines()
                                      if "source " in line and " matched " in line], sep="\n  ")
-    assert (source, matched, missing) == (expected, expected, 0) and target >= source, log[-3000:]
+    # at-least-once: a broker restarted mid-write may get a record twice (counted, allowed), never none
+    assert source == matched and missing == 0 and target >= source, log[-3000:]
+    assert source >= expected if at_least else source == expected, (expected, log[-3000:])
 
 
 def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedulable):
@@ -379,53 +381,59 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     # (rejoined every ISR: the readiness gate, waited for by the rollout resource), while a client
     # sends acks=all to a topic on both: no send fails; and records flow into us's `orders`, which
     # MM2 goes on copying into central through the roll: nothing is lost. The same `up` adds the
-    # validation Job (a failed Job fails `up`; report-only here), which reconciles every record of
-    # both flows its snapshot holds, those copied during the roll too, by a driver whose executors
-    # are pods (Spark's Kubernetes scheduler; the driver's own ServiceAccount and Role, made by the
-    # same deployer). (The Job's default, local[*] in its pod, runs in the secure and active-passive
-    # tests.) At least once: a broker restarted under MM2's producer may get a batch twice (a CI run
-    # counted 27), which MM2 does not promise to avoid; what it promises is checked: nothing missing
-    # but the one copy deleted below, each partition in source order.
-    # Records written straight into central are extras, and a copy deleted from central is missing:
-    # the check can fail. (Deleted where a rogue record went: the partition holds what its sources
-    # put there.) The same `up` starts the continuous validator (mode both), whose driver, a
-    # Deployment's pod, starts executor pods too (_continuous_validator_on_executor_pods).
+    # validation Job (Spark in the cluster; a failed Job fails `up`), which reconciles every record
+    # of both flows its snapshot holds, those copied during the roll too. At least once: a broker
+    # restarted under MM2's producer may get a batch twice (a CI run counted 27), which MM2 does not
+    # promise to avoid; what it promises is checked: nothing missing, each partition in source order.
     create_topic(outside["central"], "payments", partitions=2, replication_factor=2)
     paying, producing = Steady(outside["central"], "payments", "pay"), Steady(outside["us"], "orders", "during")
     paying.start(), producing.start()
     _wait("records flowing", lambda: len(producing.delivered) >= 50, timeout=60)
-    rogue_partitions = _produce_rogue(outside["central"], "orders", 3)
-    delete_first_record(outside["central"], "orders", rogue_partitions[0])
     paying_since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # the node's clock: this machine's
     _set_topology(project, lambda t: t["clusters"]["central"].setdefault("settings", {}).update(
         {"log.retention.hours": "100"}))  # a dotted key, a string: in the stack file, not `config set --path`
-    _add_validation(project, tolerance={"duplicates": "unlimited"}, master=K8S_MASTER, executor_instances=2,
-                    executor_memory="512m", report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY,
-                    mode="both", continuous={"window_seconds": CONTINUOUS_WINDOW, "trigger_seconds": CONTINUOUS_TRIGGER})
-    executors = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
+    _add_validation(project, tolerance={"duplicates": "unlimited"})
     project.run("up", "--yes", "--skip-preview", timeout=900)
-    seen = executors.stop()
+    validation = project.outputs()["validation"]
+    assert (validation["job"], validation["status"], validation["failures"]) == ("validation-job", "passed", [])
+    # the report the job printed, summed up as local's is: per flow, every record matched
+    assert validation["records_checked"] >= 2 * RECORDS + 50 and validation["flows"], validation
+    assert all(f["matched"] == f["records_checked"] for f in validation["flows"].values()), validation
     paid, more = paying.finish(), producing.finish()  # no failed send
     assert len(paid) >= 100 and len(set(paid)) == len(paid)
     first, second = (_pod_times(name) for name in ("central-broker-0-0", "central-broker-1-0"))
     print(f"\ncentral's brokers after the setting change: {first} {second}")
     assert first["ready"][0] == second["ready"][0] == "True", (first, second)
     assert first["created"] >= paying_since and first["ready"][1] <= second["created"], (paying_since, first, second)
+    _validated(2 * RECORDS + 50, at_least=True)  # the snapshot came while records still flowed
     assert set(more) <= _arrived(outside["central"], "orders", set(more))
 
-    validation, counted = project.outputs()["validation"], _summary_counts()
+    # the same records validated by a driver whose executors are pods (Spark's Kubernetes scheduler;
+    # the driver's own ServiceAccount and Role, made by the same deployer). Records written straight
+    # into central are extras, and a copy deleted from central is missing (report-only: reported, `up`
+    # goes on): the check can fail. (Deleted where a rogue record went: the partition holds what its
+    # sources put there.) local[*] in the Job's pod counted the same way above, and on local.
+    # The same `up` starts the continuous validator (mode both), whose driver, a Deployment's pod,
+    # starts executor pods too (_continuous_validator_on_executor_pods).
+    rogue_partitions = _produce_rogue(outside["central"], "orders", 3)
+    delete_first_record(outside["central"], "orders", rogue_partitions[0])
+    executors = _PodsSeen(NAMESPACE, JOB_EXECUTORS).start()
+    _set_topology(project, lambda t: t["validation"].update(
+        master=K8S_MASTER, executor_instances=2, executor_memory="512m",
+        report_only=True, run_id="executor-pods", schedule=A_YEAR_AWAY, mode="both",
+        continuous={"window_seconds": CONTINUOUS_WINDOW, "trigger_seconds": CONTINUOUS_TRIGGER}))
+    project.run("up", "--yes", "--skip-preview", timeout=900)
+    seen = executors.stop()
+    on_pods = project.outputs()["validation"], _summary_counts()
     assert len(seen) >= 2 and all(pod["labels"].get("app.kubernetes.io/component") == "executor"
                                   for pod in seen.values()), seen
     assert kube.kubectl("get", "pods", "--namespace", NAMESPACE, "-l", JOB_EXECUTORS, "-o", "name") == ""
-    assert sum(int(re.search(r"missing (\d+)", line)[1]) for line in counted) == 1, counted
-    assert (validation["job"], validation["status"]) == ("validation-job", "failed"), validation
-    assert sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
+    assert sum(int(re.search(r"missing (\d+)", line)[1]) for line in on_pods[1]) == 1, on_pods[1]
+    validation = on_pods[0]
+    assert validation["status"] == "failed" and sorted(f.split(": ", 1)[1] for f in validation["failures"]) == [
         "extras 3 > tolerance 0", "missing 1 > tolerance 0"], validation
     assert sum(f["missing"] for f in validation["flows"].values()) == 1 and validation["extras"] == 3, validation
-    # every record of the first round and of the roll's first seconds (the snapshot came while records flowed),
-    # each matched but the deleted one
-    assert validation["records_checked"] >= 2 * RECORDS + 50 and validation["flows"], validation
-    assert sum(f["records_checked"] - f["matched"] for f in validation["flows"].values()) == 1, validation
+    assert validation["records_checked"] >= 2 * RECORDS + 50, validation  # every record of the roll, and more
     # the CronJob runs the Job's pod (a run of it by hand, tried before, needs the node's CPU for two more
     # executors: the Job's own run above is the proof that pod works)
     assert _job_pod("cronjob", "validation-job-cron") == _job_pod("job", "validation-job")
