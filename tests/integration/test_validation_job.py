@@ -534,11 +534,11 @@ class _Mirroring(threading.Thread):
             self.source.produce(self.topic, **record)
             self.source.flush(10)
             n += 1
-            copies = [record] if record["partition"] else []
-            if not record["partition"]:
+            if record["partition"]:
+                copies = [record]
+            else:
                 self.behind.append(record)
-                copies = self.behind[:-self.LAG]
-                self.behind = self.behind[-self.LAG:]
+                copies, self.behind = self.behind[:-self.LAG], self.behind[-self.LAG:]
             for copy in copies:
                 self.target.produce(self.remote, **copy)
             self.target.flush(10)
