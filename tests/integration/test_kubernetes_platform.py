@@ -312,7 +312,23 @@ def _validated(expected: int, namespace: str = NAMESPACE, at_least: bool = False
     assert source >= expected if at_least else source == expected, (expected, log[-3000:])
 
 
-def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedulable):
+# The aggregation stack's tests run in this order on one stack, each within the suite's bound (900 s):
+# one `up` each. A test that fails destroys the stack (_failed_stack_destroyed); the next say so at once.
+_passed: set[str] = set()
+
+
+def _after(step: str) -> None:
+    if step not in _passed:
+        pytest.fail(f"needs the aggregation stack as `{step}` leaves it, and that test did not pass")
+
+
+def _outside() -> dict[str, str]:
+    """A client outside the cluster: through the NodePorts, each broker advertising its node's address."""
+    node = _node_address()
+    return {alias: ",".join(f"{node}:{port + i}" for i in range(BROKERS[alias])) for alias, port in NODE_PORTS.items()}
+
+
+def test_aggregation_replicates_and_is_scraped(aggregation, unschedulable):
     project = aggregation
     # the stack whose pod cannot be scheduled is tried meanwhile (its test waits for that `up`)
     unschedulable.attempt = _beside.submit(_timed_up, unschedulable)
@@ -323,9 +339,7 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     assert all(".svc.cluster.local:" in servers for servers in out["clusters"].values())
     assert {s["state"] for states in out["flows"].values() for s in states.values()} == {"RUNNING"}
 
-    # a client outside the cluster: through the NodePorts, each broker advertising its node's address
-    node = _node_address()
-    outside = {alias: ",".join(f"{node}:{port + i}" for i in range(BROKERS[alias])) for alias, port in NODE_PORTS.items()}
+    outside = _outside()
     sent = []
     for region in ("us", "uk"):
         create_topic(outside[region], "orders", partitions=2, replication_factor=1)
@@ -375,7 +389,12 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
                   for s in _prometheus(f"sum by (source) ({MM2_RECORDS})")}
         return counts if set(counts) == {"us", "uk"} and min(counts.values()) >= RECORDS else None
     assert set(_wait("MM2's record counts of both sources", counted)) == {"us", "uk"}
+    _passed.add("replicates")
 
+
+def test_a_broker_roll_fails_no_send_and_the_job_validates_what_it_copied(aggregation):
+    _after("replicates")
+    project, outside = aggregation, _outside()
     # a broker setting changed: central's brokers restart one at a time (each pod deleted and made
     # again by its StatefulSet, on its own volume), the second only once the first is Ready again
     # (rejoined every ISR: the readiness gate, waited for by the rollout resource), while a client
@@ -407,7 +426,12 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     assert first["created"] >= paying_since and first["ready"][1] <= second["created"], (paying_since, first, second)
     _validated(2 * RECORDS + 50, at_least=True)  # the snapshot came while records still flowed
     assert set(more) <= _arrived(outside["central"], "orders", set(more))
+    _passed.add("roll")
 
+
+def test_executor_pods_validate_the_same_records_and_find_what_is_missing(aggregation):
+    _after("roll")
+    project, outside = aggregation, _outside()
     # the same records validated by a driver whose executors are pods (Spark's Kubernetes scheduler;
     # the driver's own ServiceAccount and Role, made by the same deployer). Records written straight
     # into central are extras, and a copy deleted from central is missing (report-only: reported, `up`
@@ -438,7 +462,12 @@ def test_aggregation_replicates_is_scraped_and_validated(aggregation, unschedula
     # executors: the Job's own run above is the proof that pod works)
     assert _job_pod("cronjob", "validation-job-cron") == _job_pod("job", "validation-job")
     _continuous_validator_on_executor_pods(outside)
+    _passed.add("executor pods")
 
+
+def test_executors_no_node_can_hold_fail_the_job_in_bounded_time_then_destroy(aggregation):
+    _after("executor pods")
+    project = aggregation
     # executors no node has room for: Spark would wait for ever; the job fails within
     # executor_wait_seconds naming the field, and its executor pods go with it. (The continuous
     # validator is left out, mode once: its executors would be asked the same 64g.)
