@@ -30,7 +30,9 @@ def send_report(report_to: ReportTo, key: str, report: dict, spark=None) -> None
         _make_topic(report_to)
         if spark is not None:
             frame = spark.createDataFrame([(key, bytearray(value))], "key string, value binary")
-            writer = frame.write.format("kafka").option("kafka.bootstrap.servers", report_to.bootstrap)
+            # append: a topic takes records, and Kafka's V2 sink (the job reads through V2) refuses any other mode
+            writer = (frame.write.format("kafka").mode("append")
+                      .option("kafka.bootstrap.servers", report_to.bootstrap))
             for setting, setting_value in report_to.client.items():
                 writer = writer.option(f"kafka.{setting}", setting_value)
             writer.option("topic", report_to.topic).save()

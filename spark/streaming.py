@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if cluster:  # its executors (a standalone cluster's, a Connect server's) run the ledgers: this package's
         shipped = package_zip(Path(tempfile.mkdtemp(prefix="mirrorstack-validator-")))
         args.py_files = args.py_files or str(shipped)
-    spark, ending = build_spark(args)
+    spark, ending = build_spark(args, kafka_v2=False)  # its checkpoints were written by the V1 source
     remote = ending == "remote"
     if remote:
         spark.addArtifacts(str(shipped), pyfile=True)

@@ -298,6 +298,30 @@ def test_two_swapped_records_are_out_of_order(spark, tmp_path, kafka_a, kafka_b)
         (first.partition, first.offset, first.offset + 1)
 
 
+def test_the_job_reads_kafka_through_the_v2_scan_and_the_continuous_validator_keeps_sparks_default(spark):
+    """The batch job's Kafka reads are Spark's DataSource V2 scan (binary rows built directly), not
+    the V1 relation Spark picks for kafka by default (a JVM Row per record and back); the continuous
+    validator's session keeps the default. Only analysed: no broker is asked."""
+    from mirrorstack.spark.spark_io import V1_SOURCES, job_settings
+
+    def analysed():
+        frame = (spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+                 .option("subscribe", "t").load())
+        return frame._jdf.queryExecution().analyzed().toString()
+
+    spark.conf.unset(V1_SOURCES)  # Spark's default again (an earlier run in this session set it)
+    try:
+        job_settings(spark, kafka_v2=False)
+        assert "kafka" in spark.conf.get(V1_SOURCES).split(",")
+        assert "KafkaRelation" in analysed()
+        job_settings(spark)
+        assert "kafka" not in spark.conf.get(V1_SOURCES).split(",")
+        plan = analysed()
+        assert "RelationV2" in plan and "KafkaTable" in plan and "KafkaRelation" not in plan, plan
+    finally:
+        job_settings(spark)
+
+
 def test_the_match_key_tells_apart_what_differs_only_by_nulls_empties_or_places(spark):
     """Records whose bytes differ only in where a value sits (key or value, which header), or in a
     null against an empty value, get different digests; identical records the same."""
