@@ -10,6 +10,8 @@ import functools
 import importlib.util
 from pathlib import Path
 
+from . import source_parsing
+
 ROOT = "mirrorstack"
 
 
@@ -38,7 +40,7 @@ def _imported_by(path: Path, package: str) -> set[str]:
     (at any depth: imports inside functions count); `package`: its own, for
     relative imports."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(source_parsing.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -219,6 +219,21 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures, remote: bool 
     return writer.foreachBatch(lambda batch, _id: on_figures([r.asDict() for r in batch.collect()])).start()
 
 
+# A Spark Connect server starts foreachBatch's Python worker as the query starts and waits a fixed 10 s
+# for it to connect back; on a loaded machine it may not (a fresh-clone suite run). Nothing started yet.
+WORKER_LATE = "waiting for the Python worker to connect back"
+
+
+def start_again_if_worker_late(starting, attempts: int = 3):
+    for attempt in range(attempts):
+        try:
+            return starting()
+        except Exception as error:  # noqa: BLE001 - only the late worker is tried again
+            if WORKER_LATE not in str(error) or attempt == attempts - 1:
+                raise
+            log(f"the server's Python worker did not connect back in time; starting again ({attempt + 2} of {attempts})")
+
+
 def figures_view(checkpoint_dir: str) -> str:
     """The Spark Connect server's global temporary view of one validator's latest figures."""
     return f"mirrorstack_figures_{hashlib.sha256(checkpoint_dir.encode()).hexdigest()[:12]}"
@@ -324,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.addArtifacts(str(shipped), pyfile=True)
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # one ledger per partition: few, small groups
     warm_up(spark)
-    query = start(spark, plan, args, exporter.take, remote)
+    query = start_again_if_worker_late(lambda: start(spark, plan, args, exporter.take, remote))
     log(f"{len(plan.flows)} flow(s) into {len(plan.targets)} target cluster(s), window {args.window_seconds:g}s, "
         f"a batch every {args.trigger_seconds:g}s, checkpoint {args.checkpoint_dir}")
     stopping = threading.Event()

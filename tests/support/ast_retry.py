@@ -10,19 +10,7 @@ from __future__ import annotations
 import ast
 import types
 
-ATTEMPTS = 3
-MISMATCH = "recursion depth mismatch"
-
-
-def parse_again_on_mismatch(parse=ast.parse, attempts: int = ATTEMPTS):
-    def parse_with_retry(*args, **kwargs):
-        for attempt in range(attempts):
-            try:
-                return parse(*args, **kwargs)
-            except SystemError as error:
-                if MISMATCH not in str(error) or attempt == attempts - 1:
-                    raise
-    return parse_with_retry
+from mirrorstack.source_parsing import parse_again_on_mismatch
 
 
 def install() -> None:

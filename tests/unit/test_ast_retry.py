@@ -40,3 +40,14 @@ def test_pytests_statement_ranges_use_it():
     assert pytest_source.ast.parse.__name__ == "parse_with_retry"
     source = pytest_source.Source("def f():\n    assert (1 ==\n            2)\n")
     assert str(source.getstatement(2)) == "    assert (1 ==\n            2)"
+
+
+def test_up_scanning_the_files_it_ships_parses_again_on_a_mismatch(monkeypatch, tmp_path):
+    """The program's own parse (which files a service ships) runs beside other threads too: a docker
+    stack's `up` failed on the mismatch in a fresh-clone suite run."""
+    from mirrorstack import shipping, source_parsing
+    parse, calls = _flaky(failures=2)
+    monkeypatch.setattr(source_parsing, "parse", parse_again_on_mismatch(parse))
+    module = tmp_path / "m.py"
+    module.write_text("import mirrorstack.naming\n")
+    assert shipping._imported_by(module, "mirrorstack") == {"mirrorstack.naming"} and len(calls) == 3
