@@ -251,9 +251,20 @@ def _quote_pattern(topic: str) -> str:
     return f"^\\Q{topic}\\E$"
 
 
+# A batch read's consumers wait at most this long for a fetch the log end cannot fill (Kafka's
+# default: 500 ms). A consumer fetches ahead of what its task asked for; at a partition's end that
+# fetch sits at the broker for the whole wait, and the next fetch to that broker queues behind it.
+# The 1M-record job: 18.3 s with the default, 15.2 s with 10 ms; a 200-record one 11.7 s and 9.4 s
+# (docs/measurements.md). A fetch with data returns at once either way.
+BATCH_FETCH_WAIT_MS = "10"
+
+
 def read_kafka(spark, bootstrap: str, client: dict[str, str], stream: bool = False, **options: str):
-    """A Kafka read with the client's settings: a batch, or with `stream` a Structured Streaming source."""
+    """A Kafka read with the client's settings (they win): a batch, or with `stream` a Structured
+    Streaming source."""
     reader = (spark.readStream if stream else spark.read).format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    if not stream:
+        client = {"fetch.max.wait.ms": BATCH_FETCH_WAIT_MS, **client}
     for key, value in client.items():
         reader = reader.option(f"kafka.{key}", value)
     for key, value in options.items():

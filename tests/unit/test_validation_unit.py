@@ -13,8 +13,8 @@ from mirrorstack.mm2.flows import FlowSelection
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, encode_checkpoint
 from mirrorstack.spark.reconcile import Validator
 from mirrorstack.spark.report import group_failures, summary_text
-from mirrorstack.spark.spark_io import (C1_ONLY, QUICK_JIT_BELOW, ROWS_PER_TASK, THROUGHPUT_GC, driver_java_options,
-                                        read_kafka, tasks_for)
+from mirrorstack.spark.spark_io import (BATCH_FETCH_WAIT_MS, C1_ONLY, QUICK_JIT_BELOW, ROWS_PER_TASK, THROUGHPUT_GC,
+                                        driver_java_options, read_kafka, tasks_for)
 
 A, B, C = "127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"
 
@@ -355,9 +355,15 @@ def test_librdkafka_translation_of_pem_stores_and_jaas_logins():
 def test_isolation_level_reaches_spark_as_a_kafka_option():
     config = parse_config({"flows": [flow(target_client={"isolation.level": "read_committed"})]})
     assert config.groups[0].target_client == {"isolation.level": "read_committed"}
+    options = _options_read(False, config.groups[0].target_client)
+    assert options == {"kafka.bootstrap.servers": C, "kafka.fetch.max.wait.ms": BATCH_FETCH_WAIT_MS,
+                       "kafka.isolation.level": "read_committed", "subscribe": "t"}
 
+
+def _options_read(stream: bool, client: dict) -> dict:
     class Reader:
-        options: dict = {}
+        def __init__(self):
+            self.options = {}
 
         def format(self, _name):
             return self
@@ -369,9 +375,15 @@ def test_isolation_level_reaches_spark_as_a_kafka_option():
         def load(self):
             return self.options
 
-    spark = type("Spark", (), {"read": Reader()})()
-    options = read_kafka(spark, C, config.groups[0].target_client, subscribe="t")
-    assert options == {"kafka.bootstrap.servers": C, "kafka.isolation.level": "read_committed", "subscribe": "t"}
+    spark = type("Spark", (), {"read": Reader(), "readStream": Reader()})()
+    return read_kafka(spark, C, client, stream=stream, subscribe="t")
+
+
+def test_a_batch_read_waits_briefly_at_the_log_end_unless_the_client_says_otherwise():
+    # the pooled consumer's fetch past a task's range waits at the log end before the next seek is served
+    assert _options_read(False, {})["kafka.fetch.max.wait.ms"] == BATCH_FETCH_WAIT_MS == "10"
+    assert _options_read(False, {"fetch.max.wait.ms": "250"})["kafka.fetch.max.wait.ms"] == "250"
+    assert "kafka.fetch.max.wait.ms" not in _options_read(True, {})  # the continuous validator: Kafka's default
 
 
 def test_exactly_once_flows_read_their_target_read_committed():
