@@ -380,7 +380,7 @@ def _options_read(stream: bool, client: dict) -> dict:
 
 
 def test_a_batch_read_waits_briefly_at_the_log_end_unless_the_client_says_otherwise():
-    # the pooled consumer's fetch past a task's range waits at the log end before the next seek is served
+    # a consumer's fetch ahead of its task sat at a partition's end for Kafka's whole 500 ms
     assert _options_read(False, {})["kafka.fetch.max.wait.ms"] == BATCH_FETCH_WAIT_MS == "10"
     assert _options_read(False, {"fetch.max.wait.ms": "250"})["kafka.fetch.max.wait.ms"] == "250"
     assert "kafka.fetch.max.wait.ms" not in _options_read(True, {})  # the continuous validator: Kafka's default
