@@ -653,8 +653,9 @@ class Validation(_Model):
         "A `spark://` master: how long the job waits for its first executor before it fails naming what it asked "
         "for (Spark itself would wait for ever)."))
     jvm_options: list[str] = Field(default_factory=list, examples=[["-XX:TieredStopAtLevel=1"]], description=(
-        "Options for the Spark driver's JVM (which runs the local executors), after mirrorstack's own, so they "
-        "win; the same kinds as `resources.jvm_options`. On local the job picks C1 by itself for fewer than "
+        "Options for the Spark driver's JVM (which runs the local executors), and for the executor pods' of a "
+        "`k8s://` master, after mirrorstack's own, so they win; the same kinds as `resources.jvm_options`. A "
+        "standalone cluster's executors keep the cluster's own. On local the job picks C1 by itself for fewer than "
         "1.2 million source records; on docker and kubernetes spark-submit starts the JVM before the job knows "
         "its size, so a small check runs on C2 unless `-XX:TieredStopAtLevel=1` is set here (measured: 0.51x "
         "the CPU at 1,000 records; the time at 1M records 0.93x, at 2M 1.2x). Changing them runs the job again."))

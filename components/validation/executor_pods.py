@@ -51,6 +51,8 @@ def executor_pods_conf(settings, pods: ExecutorPods) -> dict[str, str]:
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
     }
+    if settings.jvm_options:  # the executors' JVMs start from this script, as the driver's: the same JIT question
+        conf["spark.executor.extraJavaOptions"] = " ".join(settings.jvm_options)
     if settings.executor_memory:
         conf["spark.executor.memory"] = settings.executor_memory
     if settings.executor_cores:

@@ -209,3 +209,16 @@ def test_a_deployment_is_made_again_when_its_files_change():
         return pod["metadata"]["annotations"]["mirrorstack.io/files-sha256"], config
     (once, once_config), (both, both_config) = prometheus("once"), prometheus("both")
     assert SERVICE not in once_config and SERVICE in both_config and once != both
+
+
+def test_the_jobs_jvm_options_reach_the_executor_pods_too():
+    """`validation.jvm_options` on the executors' JVMs as on the driver's (C1 for a small check),
+    through Spark's executor setting, which the executor script puts on its java command line."""
+    from mirrorstack.model.spec import Validation
+    from mirrorstack.platforms.descriptions import ExecutorPods
+    from mirrorstack.validation.executor_pods import executor_pods_conf
+    pods = ExecutorPods(NAMESPACE, IMAGE, "/t.json", "100m")
+    tuned = Validation(master=MASTER, jvm_options=["-XX:TieredStopAtLevel=1", "-Xss1m"])
+    assert executor_pods_conf(tuned, pods)["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Xss1m"
+    assert "spark.executor.extraJavaOptions" not in executor_pods_conf(Validation(master=MASTER), pods)
+    assert "SPARK_JAVA_OPT_" in EXECUTOR_SCRIPT and '"${java_options[@]}"' in EXECUTOR_SCRIPT
