@@ -14,6 +14,17 @@ from mirrorstack.mm2.client_settings import librdkafka_config
 from .config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
 from .spark_io import read_whole_topic
 
+def _transient(error) -> bool:
+    """A watermark request that may answer if asked again: a topic created a moment ago may still be
+    electing its leader, and a broker just restarted (a roll) may answer for a partition of a topic the
+    metadata lists before its own metadata has caught up (UNKNOWN_TOPIC_OR_PART: a fresh-clone run of
+    the day-2 roll test met it in the validation right after the roll)."""
+    from confluent_kafka import KafkaError
+    return error.retriable() or error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT,
+        KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
 class KafkaClientOffsets:
     """Partition counts and watermarks through confluent_kafka (offsets only)."""
 
@@ -60,13 +71,11 @@ class KafkaClientOffsets:
                 try:
                     out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
                     break
-                except KafkaException as exc:  # a topic created a moment ago may still be electing its leader
-                    error = exc.args[0]
-                    transient = error.retriable() or error.code() in (
-                        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT)
-                    if not transient or attempt == WATERMARK_ATTEMPTS - 1:
+                except KafkaException as exc:
+                    if not _transient(exc.args[0]) or attempt == WATERMARK_ATTEMPTS - 1:
                         raise
                     time.sleep(1)
+                    consumer.list_topics(topic, timeout=15)  # where the partition's leader is now
         return out
 
     def offsets_for_time(self, bootstrap: str, client: dict[str, str], topic: str, partitions,

@@ -433,3 +433,44 @@ def test_the_wait_tells_moving_partitions_and_bounds_what_is_in_flight():
     assert still.moving(1) == set() and still.in_flight_bound(1, waited=3.0, wait_seconds=3.0) == 0
     assert WaitProgress().in_flight_bound(7, waited=0.0, wait_seconds=60) == 0  # never observed
     assert "stuck" in why("stalled") and "on its way" in why("in_flight") and "not on its way" in why("missing")
+
+
+class _BehindBroker:
+    """A consumer whose broker answers UNKNOWN_TOPIC_OR_PART for a topic the metadata lists, `behind`
+    times (a broker just restarted, its metadata not caught up), then the watermarks."""
+
+    def __init__(self, behind: int, code=None):
+        from confluent_kafka import KafkaError
+        self.behind, self.code = behind, KafkaError.UNKNOWN_TOPIC_OR_PART if code is None else code
+        self.asked = self.refreshed = 0
+
+    def list_topics(self, topic, timeout):
+        from types import SimpleNamespace
+        self.refreshed += 1
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions={0: None})})
+
+    def get_watermark_offsets(self, tp, timeout, cached):
+        from confluent_kafka import KafkaError, KafkaException
+        self.asked += 1
+        if self.asked <= self.behind:
+            raise KafkaException(KafkaError(self.code))
+        return (0, 7)
+
+
+def test_a_broker_behind_on_metadata_is_asked_again_and_a_lasting_answer_is_raised(monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+    from mirrorstack.spark import offsets
+    monkeypatch.setattr(offsets.time, "sleep", lambda _s: None)
+    for behind, code, expected in ((2, None, {0: (0, 7)}),
+                                   (offsets.WATERMARK_ATTEMPTS, None, KafkaError.UNKNOWN_TOPIC_OR_PART),
+                                   (1, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)):
+        reader, consumer = offsets.KafkaClientOffsets(), _BehindBroker(behind, code)
+        monkeypatch.setattr(reader, "_consumer", lambda _b, _c: consumer)
+        if isinstance(expected, dict):
+            assert reader.watermarks("b:9092", {}, "t") == expected
+            assert consumer.refreshed == 1 + behind  # the leader looked up again before each new ask
+        else:
+            with pytest.raises(KafkaException) as raised:
+                reader.watermarks("b:9092", {}, "t")
+            assert raised.value.args[0].code() == expected
+            assert consumer.asked == (behind if code is None else 1)  # a lasting refusal is not asked again
