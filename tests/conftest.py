@@ -18,7 +18,6 @@ from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support import ast_retry
 from tests.support.leftovers import kill_leftovers
 from tests.support import module_cpu
-from tests.support.shared_spark import SESSION_DIR_VARIABLE, stop_shared_server
 from tests.support.suite_timing import ModuleTimes
 
 # The suite is CPU-bound on 2 cores, and its JVMs (brokers, workers, Kafka's tools, the Spark
@@ -39,24 +38,14 @@ def pytest_sessionfinish(session, exitstatus):
     if factory is None or hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
         return
     marker = str(factory.getbasetemp())
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    said = stop_shared_server(factory.getbasetemp())  # before the guard: it is the session's, not a leftover
-    if said and reporter is not None:
-        reporter.write_line(f"\n{said}")
     survivors = kill_leftovers(marker, parent=os.getpid())
     if not survivors:
         return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     reporter.write_line("\nProcesses started by the test suite were still running (killed):", red=True)
     for proc in survivors:
         reporter.write_line(f"  pid {proc.pid} (ppid {proc.ppid}): {proc.args}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers, which inherit the variable
-def pytest_sessionstart(session):
-    factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is not None and not hasattr(session.config, "workerinput"):
-        os.environ[SESSION_DIR_VARIABLE] = str(factory.getbasetemp())  # tests/support/shared_spark.py
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -120,8 +120,6 @@ class ConnectServer:
                 *(["--jars", ",".join(map(str, self.jars))] if self.jars else []),
                 "--conf", f"spark.connect.grpc.binding.address={HOST}",
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
-                # its scratch in its own folder: a server left running is found by the run's temp dir
-                "--conf", f"spark.local.dir={self.base_dir / 'scratch'}",
                 "--conf", "spark.ui.enabled=false", "spark-internal"]
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.handle = launcher.start(f"spark-connect-{self.port}", argv, log_file=self.base_dir / "server.log",

@@ -14,7 +14,6 @@ from mirrorstack.spark.spark_io import C1_ONLY
 from tests.support.leftovers import kill_leftovers, leftover_processes
 from tests.support.ports import STACK_PORTS, worker_share
 from tests.support.pulumi_cli import PulumiProject, engine_env
-from tests.support.shared_spark import on_shared_spark
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_REFRESH_SECONDS = 5
@@ -99,7 +98,6 @@ def stack_project(stack: str, tmp_path: Path, topology: dict | None = None, chan
         change(document["config"]["mirrorstack:topology"])
     fast_discovery(document["config"]["mirrorstack:topology"])
     fast_first_rebalance(document["config"]["mirrorstack:topology"])
-    on_shared_spark(document["config"]["mirrorstack:topology"])
     stack_file.write_text(yaml.safe_dump(document))
     project.local_dir = tmp_path / "local"
     project.run("stack", "init", stack)
