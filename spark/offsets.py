@@ -14,11 +14,11 @@ from mirrorstack.mm2.client_settings import librdkafka_config
 from .config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
 from .spark_io import read_whole_topic
 
+
 def _transient(error) -> bool:
     """A watermark request that may answer if asked again: a topic created a moment ago may still be
-    electing its leader, and a broker just restarted (a roll) may answer for a partition of a topic the
-    metadata lists before its own metadata has caught up (UNKNOWN_TOPIC_OR_PART: a fresh-clone run of
-    the day-2 roll test met it in the validation right after the roll)."""
+    electing its leader, and a broker just restarted (a roll) may answer UNKNOWN_TOPIC_OR_PART for a
+    partition of a topic the metadata lists, until its own metadata has caught up."""
     from confluent_kafka import KafkaError
     return error.retriable() or error.code() in (
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT,
