@@ -111,6 +111,51 @@ class Cluster:
             consumer.unassign()
         return records
 
+    def records(self, topic: str, partition: int, start: int, stop: int):
+        """The records of topic/partition from offset `start` to before `stop`, in order; an error when
+        none comes for the cluster's timeout (a transaction's markers take offsets and are never
+        delivered: the position passing `stop` ends it too)."""
+        from confluent_kafka import TopicPartition
+        if start >= stop:
+            return
+        consumer = self.consumer()
+        consumer.assign([TopicPartition(topic, partition, start)])
+        quiet_until = time.monotonic() + self.timeout * 2
+        try:
+            while True:
+                batch = [m for m in consumer.consume(num_messages=500, timeout=0.5)
+                         if m.error() is None and m.partition() == partition]
+                for msg in batch:
+                    if msg.offset() >= stop:
+                        return
+                    yield msg
+                (at,) = consumer.position([TopicPartition(topic, partition)])
+                if at.offset >= stop:
+                    return
+                if batch:
+                    quiet_until = time.monotonic() + self.timeout * 2
+                elif time.monotonic() > quiet_until:
+                    raise RuntimeError(f"{self.alias}: {topic}/{partition} gave no record for "
+                                       f"{self.timeout * 2:.0f}s at offset {at.offset} (reading up to {stop})")
+        finally:
+            consumer.unassign()
+
+    def first_record(self, topic: str, partition: int, start: int, stop: int) -> tuple[int, tuple] | None:
+        """(offset, identity) of the first record at or after `start` and before `stop`; None: none."""
+        for msg in self.records(topic, partition, start, stop):
+            return msg.offset(), identity(msg)
+        return None
+
+    def find_copy(self, topic: str, partition: int, start: int, stop: int, wanted: tuple) -> tuple[int | None, int]:
+        """(offset of the first record from `start` to before `stop` whose identity is `wanted`, how many
+        records came before it); (None, how many there were) when none is."""
+        passed = 0
+        for msg in self.records(topic, partition, start, stop):
+            if identity(msg) == wanted:
+                return msg.offset(), passed
+            passed += 1
+        return None, passed
+
     def group_ids(self) -> list[str]:
         result = self.admin().list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
         return sorted(g.group_id for g in result.valid)
@@ -145,6 +190,12 @@ class Cluster:
         failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in result.topic_partitions if tp.error]
         if failed:
             raise RuntimeError(f"writing the offsets of {group} on {self.alias} failed: {'; '.join(failed)}")
+
+
+def identity(msg) -> tuple:
+    """What makes a record itself wherever MM2 copied it: key, value, headers and timestamp (MM2 copies
+    all four as bytes; the offset is the copy's own)."""
+    return msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1]
 
 
 def latest_checkpoints(cluster: Cluster, topic: str) -> dict[tuple[str, str, int], tuple[int, int]]:
@@ -194,6 +245,7 @@ class Switch:
         self.back = FlowDescription.from_dict(back["description"]) if back else None
         self.narrowed = spec.get("groups")
         self.gate = {**rules.DEFAULT_GATE, **(spec.get("gate") or {})}
+        self.exact = {**rules.DEFAULT_EXACT, **(spec.get("exact") or {})}
         self.notes: list[str] = []
         self._connect = None
 
@@ -274,7 +326,58 @@ class Switch:
             groups[group], notes = rules.translate_planned(group, commits[group], self.flow, self.back, checkpoints,
                                                            back_syncs, ends_from, ends_to)
             self.notes += notes
+        if self.exact["enabled"]:
+            self.move_exactly(groups, source, target)
         return seen["figures"], groups
+
+    def move_exactly(self, groups: dict, source: Cluster, target: Cluster) -> None:
+        """Each moved partition to the copy on `to` of the first record its group has not read on `from`,
+        found by identity from MM2's translated offset on (a lower bound: MM2 translates so that a group
+        re-reads, never skips). MM2 keeps a partition's records in order in one partition of the copy, so
+        whatever came before that copy the group has read (or is an earlier duplicate). Not found within
+        `search_records`: MM2's translation stays, and a note says why."""
+        rows = [r for entry in groups.values() for r in entry["partitions"]]
+        marks_from = self._marks(source, {(r["from_topic"], r["partition"]) for r in rows})
+        marks_to = self._marks(target, {(r["to_topic"], r["partition"]) for r in rows})
+        found = {}  # groups at the same position with the same translation: one search
+        for group, entry in groups.items():
+            moved = []
+            for row in entry["partitions"]:
+                key = (row["from_topic"], row["to_topic"], row["partition"], row["old"], row["new"])
+                if key not in found:
+                    ends = marks_from.get((key[0], key[2])), marks_to.get((key[1], key[2]))
+                    found[key] = (self.exact_position(row, source, target, *ends) if all(ends) else
+                                  (None, f"{key[1]}/{key[2]} is not on {self.to_alias}", 0))
+                exact, how, passed = found[key]
+                if exact is None:
+                    self.notes.append(f"{group}: {row['from_topic']}/{row['partition']} at {row['old']}: {how}; "
+                                      f"moved to MM2's translated offset {row['new']} on {row['to_topic']}")
+                    moved.append(rules.translated_row(row))
+                else:
+                    moved.append(rules.exact_row(row, exact, how, passed))
+            groups[group] = rules.group_entry(moved)
+
+    def exact_position(self, row: dict, source: Cluster, target: Cluster, marks_from: tuple[int, int],
+                       marks_to: tuple[int, int]) -> tuple[int | None, str, int]:
+        """(the exact offset, "identity" or "end", the records MM2's translation would re-read), or
+        (None, why not, 0)."""
+        (low_from, end_from), (low_to, end_to) = marks_from, marks_to
+        old, bound = row["old"], int(self.exact["search_records"])
+        if old < low_from:
+            return None, f"that record is gone from {self.from_alias} (its log now starts at {low_from})", 0
+        start = max(row["new"], low_to)
+        first = source.first_record(row["from_topic"], row["partition"], old, end_from)
+        if first is None:  # it had read everything: the end of what the copy holds
+            passed = end_to - start if end_to - start > bound else \
+                sum(1 for _ in target.records(row["to_topic"], row["partition"], start, end_to))
+            return end_to, "end", passed
+        stop = min(end_to, start + bound)
+        at, passed = target.find_copy(row["to_topic"], row["partition"], start, stop, first[1])
+        if at is None:
+            limit = f" (failover.exact_search_records: {bound})" if stop < end_to else ""
+            return None, (f"no copy of its record at {first[0]} among the {passed} record(s) of {row['to_topic']}/"
+                          f"{row['partition']} from {start}{limit}"), 0
+        return at, "identity", passed
 
     # -- unplanned ------------------------------------------------------------
     def unplanned(self, target: Cluster) -> dict:
@@ -306,9 +409,13 @@ class Switch:
 
     # -- shared ---------------------------------------------------------------
     def _ends(self, cluster: Cluster, keys) -> dict[rules.Key, int]:
+        return {k: hi for k, (_, hi) in self._marks(cluster, keys).items()}
+
+    @staticmethod
+    def _marks(cluster: Cluster, keys) -> dict[rules.Key, tuple[int, int]]:
+        """(start, end) of each of `keys` the cluster has."""
         parts = cluster.partitions()
-        present = [(t, p) for t, p in keys if p in parts.get(t, [])]
-        return {k: hi for k, (_, hi) in cluster.watermarks(present).items()}
+        return cluster.watermarks([(t, p) for t, p in keys if p in parts.get(t, [])])
 
     def stop_connectors(self, strict: bool) -> None:
         """Nothing moves any more, and MM2's own group offset sync cannot

@@ -17,6 +17,9 @@ from mirrorstack.mm2.flows import FlowDescription
 GATE_POLL_SECONDS = 2  # how often the gate looks again while it waits
 PROGRESS_SECONDS = 10  # a progress line this often while the gate waits
 DEFAULT_GATE = {"in_flight": 0, "wait_seconds": 120.0, "allow_active_consumers": False}
+# A planned switch's positions by record identity (Switch.move_exactly), and how far past MM2's
+# translated offset it searches for a copy (records read per group and partition at most).
+DEFAULT_EXACT = {"enabled": True, "search_records": 100_000}
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -176,6 +179,20 @@ def partition_entry(from_topic: str, to_topic: str, partition: int, old: int | N
     return entry
 
 
+def exact_row(row: dict, exact: int, how: str, translated_reread: int) -> dict:
+    """A planned move's partition set to `exact`: the copy of the first record its group had not read on
+    `from`, found by identity (`how` "identity"), or the copy's end when it had read everything ("end").
+    Nothing is re-read or lost; MM2's translated offset stays as `translated`, with the records a group
+    there would re-read (counted while searching)."""
+    return {**row, "new": exact, "reread": 0, "lost": 0, "exact_by": how, "translated": row["new"],
+            "translated_reread": translated_reread}
+
+
+def translated_row(row: dict) -> dict:
+    """A planned move's partition that keeps MM2's translated offset (no copy found: the note says why)."""
+    return {**row, "exact_by": "translation", "translated": row["new"], "translated_reread": row["reread"]}
+
+
 def _total(rows: list[dict], key: str) -> int | None:
     values = [r[key] for r in rows]
     return None if not values or any(v is None for v in values) else sum(values)
@@ -183,8 +200,11 @@ def _total(rows: list[dict], key: str) -> int | None:
 
 def group_entry(partitions: list[dict]) -> dict:
     partitions = sorted(partitions, key=lambda r: (r["to_topic"], r["partition"]))
-    return {"reread": _total(partitions, "reread"), "reread_at_most": _total(partitions, "reread_at_most"),
-            "lost": _total(partitions, "lost"), "partitions": partitions}
+    entry = {"reread": _total(partitions, "reread"), "reread_at_most": _total(partitions, "reread_at_most"),
+             "lost": _total(partitions, "lost"), "partitions": partitions}
+    if partitions and all("translated" in r for r in partitions):  # moved exactly: what MM2's alone re-reads
+        entry["translated_reread"] = _total(partitions, "translated_reread")
+    return entry
 
 
 def translate_planned(group: str, commits: dict[Key, int], flow: FlowDescription, back_flow: FlowDescription | None,
@@ -281,7 +301,10 @@ def render_report(report: dict) -> str:
         at_most = entry.get("reread") is None and entry.get("reread_at_most") is not None
         figures = (f"re-read at most {_figure(entry.get('reread_at_most'))}" if at_most
                    else f"re-read {_figure(entry.get('reread'))}")
-        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry.get('lost'))}")
+        by_mm2 = (f"  (MM2's translation alone: re-read {_figure(entry['translated_reread'])})"
+                  if entry.get("translated_reread") is not None else "")
+        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry.get('lost'))}"
+                     + by_mm2)
         pwidth = max([len(f"{r['from_topic']}/{_figure(r['partition'])}") for r in parts] + [1])
         exact = [r for r in parts if r.get("reread") == 0 and r.get("lost") == 0] if len(parts) > 4 else []
         for r in parts:
@@ -290,8 +313,13 @@ def render_report(report: dict) -> str:
             where = f"{r['from_topic']}/{_figure(r['partition'])}"
             reread = (f"re-read {_figure(r.get('reread'))}" if r.get("reread") is not None
                       else f"re-read at most {_figure(r.get('reread_at_most'))}")
+            how = {"identity": f", by identity (MM2: {_figure(r.get('translated'))}, re-read "
+                               f"{_figure(r.get('translated_reread'))})",
+                   "end": f", at the copy's end (MM2: {_figure(r.get('translated'))}, re-read "
+                          f"{_figure(r.get('translated_reread'))})",
+                   "translation": ", MM2's translation (no copy found: see the notes)"}.get(r.get("exact_by"), "")
             lines.append(f"    {where:<{pwidth}}  {_figure(r.get('old')):>8} -> {r['to_topic']} "
-                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}")
+                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}{how}")
         if exact:
             lines.append(f"    {'...':<{pwidth}}  {len(exact)} more partition(s) moved exactly (re-read 0, lost 0)"
                          if len(exact) < len(parts) else

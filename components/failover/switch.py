@@ -85,6 +85,7 @@ def _flow(piece: dict | None, auth: dict) -> dict | None:
 def switch_spec(olds: dict, news: dict) -> dict:
     """run_switch's spec for moving `active` from olds' to news' (the new props
     give every address: they are what this `up` deploys)."""
+    from mirrorstack.failover.rules import DEFAULT_EXACT
     old, new = olds["active"], news["active"]
     auth = news.get("connect_auth") or {}
     forward, reverse = _flow(news.get("forward"), auth), _flow(news.get("reverse"), auth)
@@ -95,7 +96,8 @@ def switch_spec(olds: dict, news: dict) -> dict:
                          for alias, c in (news.get("clusters") or {}).items()},
             "flow": flow, "back_flow": back, "groups": list(news["groups"]) if news.get("groups") else None,
             "gate": {"in_flight": int(gate.get("in_flight", 0)), "wait_seconds": float(gate.get("wait_seconds", 120)),
-                     "allow_active_consumers": bool(gate.get("allow_active_consumers", False))}}
+                     "allow_active_consumers": bool(gate.get("allow_active_consumers", False))},
+            "exact": {**DEFAULT_EXACT, **(news.get("exact") or {})}}
 
 
 class FailoverSwitchProvider(ResourceProvider):
@@ -158,6 +160,8 @@ class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
             # strings and floats: numbers in dynamic props come back as floats anyway
             "gate": {"in_flight": gate.in_flight, "wait_seconds": float(gate.wait_seconds),
                      "allow_active_consumers": gate.allow_active_consumers},
+            # recorded, not watched: how the next switch moves the groups, never a switch by itself
+            "exact": {"enabled": failover.exact, "search_records": failover.exact_search_records},
             "clusters": args.clusters, "forward": args.forward, "reverse": args.reverse,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
             "runner": args.runner, "report": None,

@@ -784,6 +784,14 @@ class Failover(_Model):
     groups: list[str] | None = Field(None, description=(
         "Regexes of the consumer groups moved; default: the forward flow's `groups`."))
     gate: FailoverGate = Field(FailoverGate(), description="The readiness gate of a planned switch.")
+    exact: bool = Field(True, description=(
+        "A planned switch moves each group to the copy of the first record it has not read, found by record "
+        "identity (key, value, headers, timestamp) from MM2's translated offset on: nothing re-read, nothing lost. "
+        "false: MM2's translation alone (a group re-reads up to offset.lag.max records a partition, or more)."))
+    exact_search_records: int = Field(100_000, ge=1, le=100_000_000, description=(
+        "How many records past MM2's translated offset a planned switch reads, per group and partition, to find "
+        "that copy; none found (deleted by retention, say), the partition keeps MM2's translation and the report "
+        "says why."))
 
 
 def _moved_spark_image(data: Mapping, info: ValidationInfo) -> Mapping:

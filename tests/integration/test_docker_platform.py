@@ -46,7 +46,7 @@ from tests.support.secured import private_key_bodies
 from tests.support.stacks import REPO, on_c1_only, on_platform, port_base
 from tests.support.streaming_validator import READ_METRICS_INSIDE, delivery_totals
 from tests.support.supervisor_metrics import supervisor_samples
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, wait_until_equal
 from tools.docker_engine import API_TIMEOUT, ensure_engine, stop_engine
 
 pytestmark = pytest.mark.integration
@@ -248,6 +248,18 @@ def delivered(deployed) -> dict[str, float]:
     return figures
 
 
+def wait_delivered(deployed, validator, what: str, expected: dict) -> None:
+    """Wait until Prometheus has the validator's totals at `expected`; else fail with the last totals and
+    the validator container's state and log (what it read, and any failure of its query)."""
+    try:
+        wait_until_equal(what, lambda: delivered(deployed), expected, timeout=WAIT)
+    except AssertionError as failed:
+        validator.reload()
+        logs = validator.logs(tail=60).decode(errors="replace")
+        raise AssertionError(f"{failed}\nvalidator {validator.status}, {validator.attrs['RestartCount']} "
+                             f"restart(s); its log's end:\n{logs}") from None
+
+
 def prometheus_query(deployed, path: str, **params) -> dict:
     """Prometheus's HTTP API through its port published on 127.0.0.1."""
     container = stack_containers(deployed.mocks, deployed.platform.stack)["prometheus"]
@@ -360,9 +372,8 @@ class TestAggregation:
         killer), the container restarts and goes on from the checkpoint in its work folder: a batch
         produced meanwhile is confirmed and nothing counted twice."""
         expected = {"confirmed": 3 * RECORDS, "missing": 0, "extras": 0}
-        wait_until("the validator confirms the records of both regions", lambda: delivered(aggregation) == expected
-                   or None, timeout=WAIT)
         validator = stack_containers(aggregation.mocks, "aggregation")[VALIDATOR]
+        wait_delivered(aggregation, validator, "the validator confirms the records of both regions", expected)
         restarts = validator.attrs["RestartCount"]
         os.kill(validator.attrs["State"]["Pid"], signal.SIGKILL)  # python3: the container's main process
         produce(aggregation, "uk", values("uk", "c"))
@@ -372,8 +383,7 @@ class TestAggregation:
             return validator.attrs["RestartCount"] > restarts and validator.status == "running"
         wait_until("the validator's container restarted", restarted, timeout=WAIT)
         expected["confirmed"] += RECORDS
-        wait_until("the batch made while it was down confirmed, nothing twice",
-                   lambda: delivered(aggregation) == expected or None, timeout=WAIT)
+        wait_delivered(aggregation, validator, "the batch made while it was down confirmed, nothing twice", expected)
         logs = validator.logs(tail=200).decode(errors="replace")
         assert "checkpoint" in logs and "Traceback" not in logs, logs[-3000:]
 

@@ -128,6 +128,10 @@ def _values(records) -> list[bytes]:
 
 def _read_to_end(bootstrap: str, group: str, topic: str) -> list[bytes]:
     """What `group` reads of `topic` from its committed offsets to the end (committed)."""
+    return _values(_records_to_end(bootstrap, group, topic))
+
+
+def _records_to_end(bootstrap: str, group: str, topic: str) -> list:
     marks = Cluster("x", {"bootstrap": bootstrap})
     ends = {p: hi for (_, p), (_, hi) in marks.watermarks([(topic, p) for p in range(PARTS)]).items()}
     marks.close()
@@ -135,7 +139,25 @@ def _read_to_end(bootstrap: str, group: str, topic: str) -> list[bytes]:
     expected = sum(ends[p] - max(done[p], 0) for p in range(PARTS))
     records = consume_group(bootstrap, topic, group, expected, timeout=30) if expected else []
     assert len(records) == expected, (group, topic, len(records), expected)
-    return _values(records)
+    return records
+
+
+def _assert_moved_exactly(entry: dict, read: list, left: dict, copy: dict, seen: list[bytes], text: str) -> None:
+    """An independent consumer's view of a group moved exactly: the first record it reads on each
+    partition is the one at its committed offset on the side left (`left`: {partition: (committed, that
+    record's value or None: it had read everything)}), and MM2's translated offset (kept in the report) is
+    behind it by `translated_reread` records the group had read (`copy`: {(partition, offset): value} of
+    the side joined)."""
+    first = {}
+    for r in read:
+        first.setdefault(r.partition, r.value)
+    for row in entry["partitions"]:
+        part = row["partition"]
+        committed, wanted = left[part]
+        assert first.get(part) == wanted, (part, committed, wanted, first.get(part), text)
+        behind = [copy[(part, o)] for o in range(row["translated"], row["new"]) if (part, o) in copy]
+        assert len(behind) == row["translated_reread"] and set(behind) <= set(seen), (row, text)
+    assert (entry["reread"], entry["lost"]) == (0, 0), text
 
 
 def _joined_consumer(bootstrap: str, group: str, topic: str) -> Consumer:
@@ -193,7 +215,9 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     client = admin(p)  # must outlive the future
     client.delete_consumer_groups(["g3"])["g3"].result(timeout=30)
 
-    # -- planned failover: the reported re-reads are what the consumers re-read ------------------
+    # -- planned failover: each group resumes at the copy of the first record it had not read ------
+    on_primary = {(r.partition, r.offset): r.value for r in consume(p, "orders", expected=len(sent), timeout=30)}
+    committed_before = site.offsets("primary", ["g1", "g2"])
     lines = []
     report = run_switch(site.spec(), lines.append)
     text = render_report(report)
@@ -202,12 +226,17 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     assert sorted(report["groups"]) == ["g1", "g2"], text
     assert {site.states()[n] for n in (source, checkpoint)} == {"STOPPED"}, text
     assert f"{source} stopped" in lines
+    copy = {(r.partition, r.offset): r.value for r in consume(s, "primary.orders", expected=len(sent), timeout=30)}
     for group in ("g1", "g2"):
         entry = report["groups"][group]
-        assert entry["lost"] == 0 and {r["to_topic"] for r in entry["partitions"]} == {"primary.orders"}, text
+        assert {r["to_topic"] for r in entry["partitions"]} == {"primary.orders"}, text
+        assert {r["exact_by"] for r in entry["partitions"]} == {"identity"}, text
         assert sum(r["old"] for r in entry["partitions"]) == len(seen[group]), text
-        again = _read_to_end(s, group, "primary.orders")
-        assert len(set(again) & set(seen[group])) == entry["reread"], (group, text)
+        read = _records_to_end(s, group, "primary.orders")
+        left = {part: (o, on_primary.get((part, o))) for part, o in committed_before[group].items()}
+        _assert_moved_exactly(entry, read, left, copy, seen[group], text)
+        again = _values(read)
+        assert not set(again) & set(seen[group]), (group, text)  # nothing re-read
         assert set(sent) <= set(again) | set(seen[group])  # nothing lost
         seen[group] += again
 
@@ -221,8 +250,8 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     client = admin(s)
     client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         "g2", [TopicPartition("primary.orders", p_, o) for p_, o in rewound.items()])])["g2"].result(timeout=30)
-    copy = consume(s, "primary.orders", expected=len(sent), timeout=30)
-    before_g2 = {r.value for r in copy if r.offset < rewound[r.partition]}  # what g2's position says it read
+    copied = consume(s, "primary.orders", expected=len(sent), timeout=30)
+    before_g2 = {r.value for r in copied if r.offset < rewound[r.partition]}  # what g2's position says it read
 
     report = run_switch(site.spec(back=True), lambda _: None)
     text = render_report(report)
@@ -232,17 +261,19 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     assert {r["to_topic"] for r in g1["partitions"]} == {"orders", "standby.orders"}, text
     assert {r["to_topic"] for r in g2["partitions"]} == {"orders"}, text
     assert {site.states()[site.reverse.connector_name(k)] for k in ("source", "checkpoint")} == {"STOPPED"}
-    # g2, from primary.orders through the forward flow's offset syncs onto orders: re-reads as reported
-    again = _read_to_end(p, "g2", "orders")
-    assert len(set(again) & before_g2) == g2["reread"] and g2["lost"] == 0, text
-    assert set(sent) <= before_g2 | set(again)
+    # g2, from its position on primary.orders (a copy) to its original on orders: by identity too
+    read = _records_to_end(p, "g2", "orders")
+    left = {part: (o, next((r.value for r in copied if r.partition == part and r.offset == o), None))
+            for part, o in rewound.items()}
+    _assert_moved_exactly(g2, read, left, on_primary, list(before_g2), text)
+    again = _values(read)
+    assert not set(again) & before_g2 and set(sent) <= before_g2 | set(again), text
     # g1: the records made on standby, through the reverse flow's checkpoints
     copied_back = _read_to_end(p, "g1", "standby.orders")
-    reread = {t: sum(r["reread"] for r in g1["partitions"] if r["to_topic"] == t) for t in ("orders", "standby.orders")}
-    assert len(set(copied_back) & set(seen["g1"])) == reread["standby.orders"] and g1["lost"] == 0, text
+    assert (g1["reread"], g1["lost"]) == (0, 0) and not set(copied_back) & set(seen["g1"]), text
     assert set(made_on_standby) <= set(copied_back) | set(seen["g1"])
-    again = _read_to_end(p, "g1", "orders")  # it had read primary.orders to the end
-    assert len(set(again) & set(seen["g1"])) == reread["orders"] and set(again) <= set(seen["g1"]), text
+    again = _read_to_end(p, "g1", "orders")  # it had read primary.orders to the end: the end of orders
+    assert again == [] and {r["exact_by"] for r in g1["partitions"] if r["to_topic"] == "orders"} == {"end"}, text
 
     # -- unplanned: the primary is lost after the last checkpoints ---------------------------------
     for name in (source, checkpoint):

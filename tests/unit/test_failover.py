@@ -422,6 +422,16 @@ def test_switch_spec_is_plain_json():
     assert json.loads(json.dumps(spec)) == spec
 
 
+def test_the_switch_moves_exactly_by_default_and_as_the_failover_section_says():
+    """A stack from before `exact` existed has no such prop: the switch still moves exactly; the
+    section's fields reach run_switch (numbers come back from Pulumi's state as floats)."""
+    assert switch_spec(props(), props("standby"))["exact"] == {"enabled": True, "search_records": 100_000}
+    chosen = props("standby", exact={"enabled": False, "search_records": 500.0})
+    assert switch_spec(props(), chosen)["exact"] == {"enabled": False, "search_records": 500.0}
+    # recorded, never a switch by itself
+    assert not FailoverSwitchProvider().diff("id", props(), {**props(), "exact": chosen["exact"]}).changes
+
+
 # ---------------------------------------------------------------- what the preview says
 
 def test_the_preview_says_what_the_switch_does():

@@ -201,3 +201,22 @@ def test_render_report_counts_the_partitions_it_does_not_list():
     assert lines[4].split() == ["...", "24", "more", "partition(s)", "moved", "exactly", "(re-read", "0,", "lost", "0)"]
     every = {**report, "groups": {"app-wide": f.group_entry(rows[:24])}}
     assert f.render_report(every).splitlines()[3] == "    every partition moved exactly (re-read 0, lost 0)"
+
+
+def test_an_exact_move_keeps_mm2s_translation_beside_it_in_the_report():
+    translated = f.partition_entry("orders", "primary.orders", 0, old=40, new=31, exact=38)
+    exact = f.exact_row(translated, 38, "identity", 7)
+    assert (exact["new"], exact["reread"], exact["lost"], exact["translated"], exact["translated_reread"]) == (
+        38, 0, 0, 31, 7)
+    kept = f.translated_row(f.partition_entry("orders", "primary.orders", 1, old=5, new=2, exact=4))
+    assert (kept["new"], kept["reread"], kept["exact_by"], kept["translated"]) == (2, 2, "translation", 2)
+    entry = f.group_entry([exact, kept])
+    assert (entry["reread"], entry["lost"], entry["translated_reread"]) == (2, 0, 9)
+    # a report of before: no translated figure to total
+    assert "translated_reread" not in f.group_entry([translated])
+    report = {"from": "primary", "to": "standby", "mode": "planned", "at": "2026-12-02T13:00:00+00:00",
+              "gate": None, "groups": {"g1": entry}}
+    lines = f.render_report(report).splitlines()
+    assert lines[2] == "  g1     2 partition(s)  re-read 2  lost 0  (MM2's translation alone: re-read 9)"
+    assert lines[3].endswith("re-read 0, lost 0, by identity (MM2: 31, re-read 7)"), lines[3]
+    assert lines[4].endswith("re-read 2, lost 0, MM2's translation (no copy found: see the notes)"), lines[4]
