@@ -393,12 +393,27 @@ class Switch:
         checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
         ends_to = self._ends(target, {(remote, p) for _, remote, p in checkpoints
                                       if rules.original_topic(self.flow, remote) is not None})
-        moved = {g: rules.translate_unplanned(g, self.flow, checkpoints, ends_to) for g in groups}
+        moved = self.in_records(target, {g: rules.translate_unplanned(g, self.flow, checkpoints, ends_to)
+                                         for g in groups})
         if self.back:
             self.notes.append(f"positions on {self.from_alias}'s topics that came from {self.to_alias} cannot be "
                               "read: those are not moved")
         self.notes.append(rules.lost_note(self.from_alias))
         return moved
+
+    def in_records(self, target: Cluster, groups: dict) -> dict:
+        """An unplanned move's re-read bounds counted in records on `to`, not offsets (an exactly-once
+        flow's transaction markers take offsets too); a bound above `search_records` stays in offsets."""
+        bound, counted = int(self.exact["search_records"]), {}
+        for entry in groups.values():
+            for row in entry["partitions"]:
+                most = row["reread_at_most"]
+                if most and most <= bound:
+                    key = (row["to_topic"], row["partition"], row["new"], most)
+                    if key not in counted:
+                        counted[key] = sum(1 for _ in target.records(key[0], key[1], key[2], key[2] + most))
+                    row["reread_at_most"] = counted[key]
+        return {g: rules.group_entry(entry["partitions"]) for g, entry in groups.items()}
 
     def probe_from(self) -> str | None:
         try:
