@@ -55,7 +55,8 @@ class Cluster:
         if self._consumer is None:
             self._consumer = Consumer({**self.conf, "group.id": f"mirrorstack-failover-{uuid.uuid4().hex}",
                                        "enable.auto.commit": False, "allow.auto.create.topics": False,
-                                       "isolation.level": "read_committed"})
+                                       # an offset below the log start (retention) reads from its start
+                                       "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
         return self._consumer
 
     def close(self) -> None:

@@ -5,7 +5,8 @@ pushed to the primary), as the active/passive stack places them; no Pulumi
 engine. In order: each gate failure changes nothing; a planned failover whose
 reported re-reads are what a real consumer re-reads, 0 lost; a failback that
 moves a group's position on a copied topic back through the forward flow's
-offset syncs; an unplanned failover with the primary stopped."""
+offset syncs; an unplanned failover with the primary stopped. A group whose next record's copy is gone
+from the standby (deleted, as by retention) keeps MM2's translation, and the report says why."""
 from __future__ import annotations
 
 import time
@@ -18,7 +19,8 @@ from mirrorstack.mirror.connectors import mirror_connector_configs
 from mirrorstack.failover.procedure import Cluster, GateFailed, Switch, run_switch
 from mirrorstack.connect.api import ConnectClient, summarize
 from mirrorstack.model.spec import Flow
-from tests.support.kafka_clients import admin, committed_offsets, consume, consume_group, create_topic, produce
+from tests.support.kafka_clients import (admin, committed_offsets, consume, consume_group, create_topic,
+                                         delete_first_record, produce)
 from tests.support.mm2_rounds import DEAD_SOURCE
 from tests.support.services import ConnectGroup, KafkaCluster, _parallel
 
@@ -31,7 +33,7 @@ PARTS = 2
 
 
 def _flow(source: str, target: str) -> Flow:
-    return Flow.model_validate({"source": source, "target": target, "topics": ["orders"], "groups": ["g.*"],
+    return Flow.model_validate({"source": source, "target": target, "topics": ["orders", "archive"], "groups": ["g.*"],
                                 "heartbeats": False, "tasks_max": 1, "refresh_seconds": 5, "overrides": FAST})
 
 
@@ -186,7 +188,10 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     create_topic(p, "orders", PARTS, 1)
     sent = _values(produce(p, "orders", 120, prefix="a"))
     seen = {"g1": _values(consume_group(p, "orders", "g1", 50)), "g2": _values(consume_group(p, "orders", "g2", 90))}
-    site.wait_settled(site.forward, ["g1", "g2"])
+    create_topic(p, "archive", 1, 1)  # g4 read 3 of its records; the copy of the 4th goes before the switch
+    produce(p, "archive", 10, prefix="z")
+    consume_group(p, "archive", "g4", 3)
+    site.wait_settled(site.forward, ["g1", "g2", "g4"])
 
     # -- each gate failure names its reason, changes nothing ------------------------------------
     active, on_standby = _joined_consumer(p, "g1", "orders"), _joined_consumer(s, "g2", "primary.orders")
@@ -218,13 +223,20 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     # -- planned failover: each group resumes at the copy of the first record it had not read ------
     on_primary = {(r.partition, r.offset): r.value for r in consume(p, "orders", expected=len(sent), timeout=30)}
     committed_before = site.offsets("primary", ["g1", "g2"])
+    gone = [delete_first_record(s, "primary.archive").value for _ in range(4)]
+    assert gone[-1] == consume(p, "archive", 4, timeout=30)[3].value  # the copy of g4's next record
     lines = []
     report = run_switch(site.spec(), lines.append)
     text = render_report(report)
     print(text)
     assert report["mode"] == "planned" and report["gate"]["in_flight"] == 0, text
-    assert sorted(report["groups"]) == ["g1", "g2"], text
+    assert sorted(report["groups"]) == ["g1", "g2", "g4"], text
     assert {site.states()[n] for n in (source, checkpoint)} == {"STOPPED"}, text
+    (kept,) = report["groups"]["g4"]["partitions"]
+    assert kept["exact_by"] == "translation" and kept["new"] == kept["translated"] <= 3, text
+    assert (f"g4: archive/0 at 3: no copy of its record at 3 among the 6 record(s) of primary.archive/0 from 4; "
+            f"moved to MM2's translated offset {kept['new']} on primary.archive") in report["notes"], text
+    assert "MM2's translation (no copy found: see the notes)" in text
     assert f"{source} stopped" in lines
     copy = {(r.partition, r.offset): r.value for r in consume(s, "primary.orders", expected=len(sent), timeout=30)}
     for group in ("g1", "g2"):
