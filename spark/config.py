@@ -39,7 +39,6 @@ FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "po
              "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic"}
 # The control plane's form: the flow's description and what only the job needs.
 DESCRIBED_KEYS = {"flow", "source_bootstrap", "target_bootstrap", "source_client", "target_client", "groups_required"}
-WATERMARK_ATTEMPTS = 10  # about 10 s for a just-created topic's leader to be known
 
 TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records", "report_to"}
 # Spark's Kafka source sets these itself and rejects them as options.

@@ -5,24 +5,14 @@ the Kafka Admin client on the driver's classpath, aggregates over reads)."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 from mirrorstack.mm2.client_settings import librdkafka_config
+from mirrorstack.mm2.kafka_answers import asked_again
 
-from .config import WATERMARK_ATTEMPTS, Config, normalize_bootstrap
+from .config import Config, normalize_bootstrap
 from .spark_io import read_whole_topic
-
-
-def _transient(error) -> bool:
-    """A watermark request that may answer if asked again: a topic created a moment ago may still be
-    electing its leader, and a broker just restarted (a roll) may answer UNKNOWN_TOPIC_OR_PART for a
-    partition of a topic the metadata lists, until its own metadata has caught up."""
-    from confluent_kafka import KafkaError
-    return error.retriable() or error.code() in (
-        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT,
-        KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
 class KafkaClientOffsets:
@@ -65,18 +55,10 @@ class KafkaClientOffsets:
             return None
         if info.error is not None:
             raise RuntimeError(f"metadata of {topic} at {bootstrap}: {info.error}")
-        out = {}
-        for p in sorted(info.partitions):
-            for attempt in range(WATERMARK_ATTEMPTS):
-                try:
-                    out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
-                    break
-                except KafkaException as exc:
-                    if not _transient(exc.args[0]) or attempt == WATERMARK_ATTEMPTS - 1:
-                        raise
-                    time.sleep(1)
-                    consumer.list_topics(topic, timeout=15)  # where the partition's leader is now
-        return out
+        def ask(p: int):
+            return consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+        return {p: asked_again(lambda p=p: ask(p), lambda: consumer.list_topics(topic, timeout=15))  # leader now
+                for p in sorted(info.partitions)}
 
     def offsets_for_time(self, bootstrap: str, client: dict[str, str], topic: str, partitions,
                          since_ms: int) -> dict[int, int | None]:

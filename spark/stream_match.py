@@ -34,12 +34,14 @@ class Ledger:
         self.latency_max: float = state.get("latency_max", 0.0)  # the largest since the last report
         self.missing_samples: list[list[int]] = state.get("missing_samples", [])  # [src, offset, timestamp ms]
         self.seen_at: float | None = state.get("seen_at")  # the batch before: what it read was on the target then
+        # per side ("t" the target, else the source's number): [highest offset read, newest timestamp read]
+        self.read_to: dict[str, list[int]] = state.get("read_to", {})
 
     def to_json(self) -> str:
         return json.dumps({"pending": self.pending, "early": self.early, "confirmed_keys": self.confirmed_keys,
                            "totals": self.totals, "buckets": self.buckets, "latency_sum": self.latency_sum,
                            "latency_max": self.latency_max, "missing_samples": self.missing_samples,
-                           "seen_at": self.seen_at},
+                           "seen_at": self.seen_at, "read_to": self.read_to},
                           separators=(",", ":"))
 
     @classmethod
@@ -70,6 +72,8 @@ class Ledger:
         h2), `src` the number of the flow (the source topic) feeding this target. The source's first, so
         a record and its copy read in one batch match. Call `seen(now)` after each batch, with rows or not."""
         for src, offset, ts, h1, h2 in source:
+            if self._again(str(src), offset, ts):
+                continue
             key = f"{ts}:{h1}:{h2}"
             copies = self.early.get(key)
             if copies:
@@ -78,7 +82,9 @@ class Ledger:
                     del self.early[key]
             else:
                 self.pending.setdefault(key, []).append([src, offset, now])
-        for _src, _offset, ts, h1, h2 in target:
+        for _src, offset, ts, h1, h2 in target:
+            if self._again("t", offset, ts):
+                continue
             key = f"{ts}:{h1}:{h2}"
             waiting = self.pending.get(key)
             if waiting:
@@ -90,6 +96,17 @@ class Ledger:
                 self.totals["duplicates"] += 1
             else:
                 self.early.setdefault(key, []).append(self.arrival(ts, now))
+
+    def _again(self, side: str, offset: int, ts: int) -> bool:
+        """A record read before, now read again: Spark's Kafka source reads a partition from its start once
+        more when a broker that had just restarted answered without it (gone, then new to Spark). Its
+        offset and its timestamp are both at or below what this side read; a topic made again starts at
+        offset 0 with newer records, which count."""
+        high = self.read_to.get(side)
+        if high is not None and offset <= high[0] and ts <= high[1]:
+            return True
+        self.read_to[side] = [max(offset, high[0]), max(ts, high[1])] if high else [offset, ts]
+        return False
 
     def seen(self, now: float) -> None:
         self.seen_at = now

@@ -14,10 +14,12 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections import Counter
 from datetime import datetime, timezone
 
 from mirrorstack.failover import rules
 from mirrorstack.mm2.flows import FlowDescription
+from mirrorstack.mm2.kafka_answers import asked_again
 from mirrorstack.mm2.records import decode_checkpoint_key, decode_checkpoint_value, decode_offset_sync
 from mirrorstack.plan.live_topics import librdkafka_settings
 
@@ -77,10 +79,12 @@ class Cluster:
         return {name: sorted(t.partitions) for name, t in meta.topics.items() if t.error is None}
 
     def watermarks(self, keys) -> dict[rules.Key, tuple[int, int]]:
+        """(low, high) of each (topic, partition), asked again while a broker just back catches up."""
         from confluent_kafka import TopicPartition
         consumer = self.consumer()
-        return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=self.timeout, cached=False)
-                for t, p in keys}
+        return {(t, p): asked_again(
+            lambda t=t, p=p: consumer.get_watermark_offsets(TopicPartition(t, p), timeout=self.timeout, cached=False),
+            lambda t=t: consumer.list_topics(t, timeout=self.timeout)) for t, p in keys}
 
     def read_topic(self, topic: str) -> list[tuple[bytes, bytes]]:
         """Every record of `topic` now (key, value), in order within each partition;
@@ -416,6 +420,53 @@ class Switch:
                     row["reread_at_most"] = counted[key]
         return {g: rules.group_entry(entry["partitions"]) for g, entry in groups.items()}
 
+    # -- the side an unplanned switch left, back ----------------------------------
+    def returned(self, source: Cluster, target: Cluster) -> dict:
+        """The side an unplanned switch left answers again: for each group and partition that switch
+        moved (spec["moved"], its report's groups), what the group re-read on the side joined and what
+        it lost, by record identity (rules.returned_row)."""
+        moved = self.spec["moved"] or {}
+        rows = [r for entry in moved.values() for r in entry.get("partitions") or []]
+        marks_from = self._marks(source, {(r["from_topic"], int(r["partition"])) for r in rows})
+        marks_to = self._marks(target, {(r["to_topic"], int(r["partition"])) for r in rows})
+        groups = {}
+        for group, entry in sorted(moved.items()):
+            committed = source.committed(group)
+            counted = []
+            for row in entry.get("partitions") or []:
+                key_from, key_to = (row["from_topic"], int(row["partition"])), (row["to_topic"], int(row["partition"]))
+                if key_from not in marks_from or key_to not in marks_to:
+                    self.notes.append(f"{group}: {key_from[0]}/{key_from[1]}: not on {self.from_alias} or "
+                                      f"{self.to_alias} any more: not counted")
+                    continue
+                counted.append(self.returned_row(row, committed.get(key_from), source, target, marks_from[key_from],
+                                                 marks_to[key_to]))
+            groups[group] = rules.group_entry(counted)
+        return groups
+
+    def returned_row(self, row: dict, committed: int | None, source: Cluster, target: Cluster,
+                     marks_from: tuple[int, int], marks_to: tuple[int, int]) -> dict:
+        """One partition, by identity: the records the group had not read on the side left (from its
+        committed offset there, which nothing moved since) against what it reads on the side joined from
+        where the switch put it. One of those not on the copy there it lost (skipped, or never copied
+        before the loss); a record there that is none of them it re-read."""
+        (low_from, end_from), (low_to, end_to) = marks_from, marks_to
+        p, new, bound = int(row["partition"]), int(row["new"]), int(self.exact["search_records"])
+        at = max(committed or 0, low_from)
+        unread = [identity(m) for m in source.records(row["from_topic"], p, at, min(end_from, at + bound))]
+        start = max(new, low_to)
+        reads = [(m.offset(), identity(m)) for m in target.records(row["to_topic"], p, start,
+                                                                   min(end_to, start + bound + len(unread)))]
+        matched = sum((Counter(unread) & Counter(i for _, i in reads)).values())
+        if not unread:
+            return rules.returned_row(row, committed, end_to, "end", len(reads), 0)
+        exact = next((o for o, i in reads if i == unread[0]), None)
+        if end_from - at > bound or end_to - start > bound + len(unread):
+            self.notes.append(f"{row['to_topic']}/{p}: counted over the first {bound} record(s) "
+                              "(failover.exact_search_records)")
+        return rules.returned_row(row, committed, exact, "identity" if exact is not None else "not copied",
+                                  len(reads) - matched, len(unread) - matched)
+
     def probe_from(self) -> str | None:
         try:
             probe = Cluster(self.from_alias, self.spec["clusters"][self.from_alias], timeout=PROBE_TIMEOUT)
@@ -471,16 +522,19 @@ class Switch:
 
     def run(self) -> dict:
         mode = self.spec["mode"]
-        if mode not in ("planned", "unplanned"):
-            raise ValueError(f"mode {mode!r}: planned or unplanned")
+        if mode not in ("planned", "unplanned", "returned"):
+            raise ValueError(f"mode {mode!r}: planned, unplanned or returned")
         target = Cluster(self.to_alias, self.spec["clusters"][self.to_alias])
-        source = Cluster(self.from_alias, self.spec["clusters"][self.from_alias]) if mode == "planned" else None
+        source = Cluster(self.from_alias, self.spec["clusters"][self.from_alias]) if mode != "unplanned" else None
         try:
             if mode == "planned":
                 gate, groups = self.planned(source, target)
-            else:
+            elif mode == "unplanned":
                 gate, groups = None, self.unplanned(target)
-            self.write(target, groups)
+            else:  # counts only: nothing is written
+                gate, groups = None, self.returned(source, target)
+            if mode != "returned":
+                self.write(target, groups)
         finally:
             for cluster in (source, target):
                 if cluster is not None:

@@ -193,6 +193,15 @@ def translated_row(row: dict) -> dict:
     return {**row, "exact_by": "translation", "translated": row["new"], "translated_reread": row["reread"]}
 
 
+def returned_row(row: dict, committed: int | None, exact: int | None, how: str, reread: int, lost: int) -> dict:
+    """A partition of an unplanned switch counted once the side it left is back: `committed`, the group's
+    offset there; `exact`, the copy of its first unread record on the side joined at or past where the
+    switch put it (None, `how` "not copied": skipped, or never copied before the loss); `reread`, the
+    records it reads again from there; `lost`, its unread records not on the copy from there."""
+    return {**row, "committed": committed, "exact": exact, "exact_by": how, "reread": reread, "lost": lost,
+            "reread_at_most": None}
+
+
 def _total(rows: list[dict], key: str) -> int | None:
     values = [r[key] for r in rows]
     return None if not values or any(v is None for v in values) else sum(values)
@@ -279,14 +288,35 @@ def _figure(value) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+def _how(row: dict) -> str:
+    """How a partition's position was found, as its report line ends."""
+    by = row.get("exact_by")
+    if by == "translation":
+        return ", MM2's translation (no copy found: see the notes)"
+    if by == "not copied":
+        return ", its next record is not on the copy past its new offset"
+    if by not in ("identity", "end"):
+        return ""
+    if row.get("translated") is None:  # counted after an unplanned switch
+        return f", by identity (its next record on the side left at {_figure(row.get('committed'))})"
+    where = "by identity" if by == "identity" else "at the copy's end"
+    return f", {where} (MM2: {_figure(row['translated'])}, re-read {_figure(row.get('translated_reread'))})"
+
+
 def render_report(report: dict) -> str:
     """Short aligned lines: the switch, the gate, one line per group and one
     per partition (only those not moved exactly when a group has many), then
     the notes. Missing keys (a report that went through Pulumi's state, which
     drops nulls) read as unknown."""
-    lines = [f"{report['mode']} switch {report['from']} -> {report['to']} at {report['at']}"]
+    if report["mode"] == "returned":
+        lines = [f"after the unplanned switch {report['from']} -> {report['to']}: {report['from']} answers again; "
+                 f"counted by record identity at {report['at']}"]
+    else:
+        lines = [f"{report['mode']} switch {report['from']} -> {report['to']} at {report['at']}"]
     gate = report.get("gate")
-    if gate is None:
+    if report["mode"] == "returned":
+        pass
+    elif gate is None:
         lines.append("  gate: none (unplanned)")
     else:
         allowed = ", ".join(gate.get("members_from") or {})
@@ -313,13 +343,8 @@ def render_report(report: dict) -> str:
             where = f"{r['from_topic']}/{_figure(r['partition'])}"
             reread = (f"re-read {_figure(r.get('reread'))}" if r.get("reread") is not None
                       else f"re-read at most {_figure(r.get('reread_at_most'))}")
-            how = {"identity": f", by identity (MM2: {_figure(r.get('translated'))}, re-read "
-                               f"{_figure(r.get('translated_reread'))})",
-                   "end": f", at the copy's end (MM2: {_figure(r.get('translated'))}, re-read "
-                          f"{_figure(r.get('translated_reread'))})",
-                   "translation": ", MM2's translation (no copy found: see the notes)"}.get(r.get("exact_by"), "")
             lines.append(f"    {where:<{pwidth}}  {_figure(r.get('old')):>8} -> {r['to_topic']} "
-                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}{how}")
+                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}{_how(r)}")
         if exact:
             lines.append(f"    {'...':<{pwidth}}  {len(exact)} more partition(s) moved exactly (re-read 0, lost 0)"
                          if len(exact) < len(parts) else

@@ -113,7 +113,10 @@ class FailoverSwitchProvider(ResourceProvider):
     def update(self, _id, olds, news):
         old, new = olds.get("active"), news["active"]
         if old == new:  # unplanned true -> false (the reverse flow starts), gate, groups: recorded only
-            return UpdateResult(outs={**news, "report": olds.get("report")})
+            report = olds.get("report")
+            if olds.get("unplanned") and not news.get("unplanned") and (report or {}).get("mode") == "unplanned":
+                report = {**report, "returned": count_returned(news, report)}  # the side left is back
+            return UpdateResult(outs={**news, "report": report})
         if olds.get("cutover") and new == news["primary"]:
             raise SwitchRefused(f"active {old} -> {new} refused: the cutover to {old} is final (nothing flowed back "
                                 f"to {new}); nothing was changed; fix: set failover.active back to {old}")
@@ -135,6 +138,27 @@ class FailoverSwitchProvider(ResourceProvider):
 
     def delete(self, _id, props):
         pass  # switches nothing: the clusters and flows are other resources
+
+
+def count_returned(news: dict, report: dict) -> dict:
+    """The groups an unplanned switch moved, counted by record identity now that the side it left answers
+    (procedure.Switch.returned): what each re-read and lost. Nothing is written; when the side left does
+    not answer yet the report says so and `up` goes on (the reverse flow starts either way)."""
+    from mirrorstack.failover import procedure as failover_ops
+    spec = {**switch_spec({"active": report["from"]}, news), "mode": "returned", "moved": report.get("groups") or {}}
+    try:
+        if news.get("runner"):
+            from mirrorstack.failover.kube_job import run_switch_job
+            counted = run_switch_job(spec, news["runner"], progress=_progress)
+        else:
+            counted = failover_ops.run_switch(spec, progress=_progress)
+    except Exception as exc:  # noqa: BLE001 - counting must not hold the reverse flow back
+        _progress(f"{report['from']} is back, but what the moved groups re-read and lost could not be counted: {exc}")
+        return {"mode": "returned", "from": report["from"], "to": report["to"], "groups": {},
+                "notes": [f"not counted: {str(exc)[:500]}"]}
+    for line in render(counted).splitlines():
+        _progress(line)
+    return counted
 
 
 def render(report: dict) -> str:

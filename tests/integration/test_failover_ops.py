@@ -173,6 +173,10 @@ def _joined_consumer(bootstrap: str, group: str, topic: str) -> Consumer:
     return consumer
 
 
+def offsets_now(site: Site, alias: str, group: str) -> dict:
+    return site.offsets(alias, [group])[group]
+
+
 def _gate_message(site: Site, **gate) -> str:
     before = (site.states(), site.offsets("standby"))
     with pytest.raises(GateFailed) as failed:
@@ -293,6 +297,8 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     sent += _values(produce(p, "orders", 40, prefix="d"))
     seen["g1"] += _values(consume_group(p, "orders", "g1", 20))
     site.wait_settled(site.forward, ["g1"])
+    site.client.stop(source)  # records the primary takes after this are never copied
+    never_copied = produce(p, "orders", 10, prefix="e")
     site.kafka["primary"].stop()
     report = run_switch(site.spec(mode="unplanned"), lambda _: None)
     text = render_report(report)
@@ -303,5 +309,21 @@ def test_switch_gate_failover_failback_and_unplanned(site):
     assert g1["lost"] is None and g1["reread"] is None and g1["reread_at_most"] is not None, text
     again = _read_to_end(s, "g1", "primary.orders")
     assert len(set(again) & set(seen["g1"])) <= g1["reread_at_most"], text
+    offsets_then = offsets_now(site, "standby", "g1")
     assert set(sent) <= set(again) | set(seen["g1"])  # 0 lost among the replicated records
     print(text)
+
+    # -- the primary back: each moved group's re-reads and losses, counted by record identity ------
+    site.kafka["primary"].start_again()
+    counted = run_switch({**site.spec(mode="returned"), "moved": report["groups"]}, lambda _: None)
+    text = render_report(counted)
+    print(text)
+    assert counted["mode"] == "returned" and sorted(counted["groups"]) == sorted(report["groups"]), text
+    g1 = counted["groups"]["g1"]
+    assert g1["reread"] == len(set(again) & set(seen["g1"])), text  # what g1 really read again
+    moved_partitions = {r["partition"] for r in g1["partitions"]}
+    assert g1["lost"] == sum(1 for r in never_copied if r.partition in moved_partitions) > 0, text
+    for row in g1["partitions"]:  # where its next record never reached the copy, it lost the partition's uncopied
+        if row["exact_by"] == "not copied":
+            assert row["lost"] == sum(1 for r in never_copied if r.partition == row["partition"]), text
+    assert offsets_now(site, "standby", "g1") == offsets_then, text  # counted only: nothing written

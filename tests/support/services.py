@@ -137,6 +137,15 @@ class KafkaCluster(_JavaService):
                                      log4j_file=self.log4j, short_lived=True),
                     log_file=self.base_dir / f"{node}-format.log")
             for node, props, _ in nodes)
+        return self._launch(nodes, timeout)
+
+    def start_again(self, timeout: float = 120.0) -> KafkaCluster:
+        """The stopped cluster started from its files, its records and group offsets kept (a data
+        centre that comes back)."""
+        self.handles = []
+        return self._launch(self._node_files(), timeout)
+
+    def _launch(self, nodes, timeout: float) -> KafkaCluster:
         for node, props, jmx_port in nodes:
             handle = launcher.start(f"{self.name}/{node}", self.command(jvm.BROKER_MAIN, [props], jmx_port),
                                     log_file=self.base_dir / f"{node}.log")

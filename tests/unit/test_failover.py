@@ -409,6 +409,23 @@ def test_unplanned_back_to_false_only_records_it(switches):
     assert result.outs["report"] == {"from": "primary", "to": "standby"}  # the last switch's report stays
 
 
+def test_unplanned_back_to_false_counts_the_moved_groups_once_the_side_left_is_back(switches):
+    moved = {"g1": {"reread_at_most": 4, "partitions": [{"from_topic": "orders", "to_topic": "primary.orders",
+                                                         "partition": 0.0, "old": 40.0, "new": 31.0}]}}
+    last = {"from": "primary", "to": "standby", "mode": "unplanned", "groups": moved}
+    result = FailoverSwitchProvider().update("id", props("standby", unplanned=True, report=last), props("standby"))
+    (spec,) = switches
+    assert (spec["mode"], spec["from"], spec["to"], spec["moved"]) == ("returned", "primary", "standby", moved)
+    assert spec["flow"]["description"]["name"] == "primary->standby"  # the flow that switch moved the groups by
+    report = result.outs["report"]
+    assert report["groups"] == moved and report["returned"]["mode"] == "returned", report  # the switch's own kept
+    # a planned switch's report, or unplanned staying true: nothing counted
+    FailoverSwitchProvider().update("id", props("standby", report={**last, "mode": "planned"}), props("standby"))
+    FailoverSwitchProvider().update("id", props("standby", unplanned=True, report=last),
+                                    props("standby", unplanned=True))
+    assert len(switches) == 1
+
+
 def test_a_failed_gate_fails_the_update_with_its_message(switches):
     gate = {"in_flight": 99, "wait_seconds": 1.0, "allow_active_consumers": False}
     with pytest.raises(RuntimeError, match="nothing was changed"):

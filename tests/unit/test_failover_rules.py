@@ -220,3 +220,16 @@ def test_an_exact_move_keeps_mm2s_translation_beside_it_in_the_report():
     assert lines[2] == "  g1     2 partition(s)  re-read 2  lost 0  (MM2's translation alone: re-read 9)"
     assert lines[3].endswith("re-read 0, lost 0, by identity (MM2: 31, re-read 7)"), lines[3]
     assert lines[4].endswith("re-read 2, lost 0, MM2's translation (no copy found: see the notes)"), lines[4]
+
+
+def test_a_returned_count_says_per_partition_what_was_reread_and_lost_and_why():
+    base = f.partition_entry("orders", "primary.orders", 0, old=40, new=31, end_to=50)
+    counted = [f.returned_row(base, 44, 35, "identity", 4, 0),
+               f.returned_row({**base, "partition": 1}, 40, None, "not copied", 6, 3)]
+    report = {"from": "primary", "to": "standby", "mode": "returned", "at": "2026-12-02T14:00:00+00:00",
+              "notes": [], "groups": {"g1": f.group_entry(counted)}}
+    lines = f.render_report(report).splitlines()
+    assert lines[0].startswith("after the unplanned switch primary -> standby: primary answers again"), lines
+    assert lines[1] == "  g1     2 partition(s)  re-read 10  lost 3", lines
+    assert lines[2].endswith("re-read 4, lost 0, by identity (its next record on the side left at 44)"), lines
+    assert lines[3].endswith("re-read 6, lost 3, its next record is not on the copy past its new offset"), lines

@@ -3,6 +3,8 @@ either order, the window's verdicts, the RPO, and a ledger that goes on after a 
 through its JSON (the state store) exactly as one that never stopped."""
 from __future__ import annotations
 
+import itertools
+
 from mirrorstack.spark.stream_match import LATENCY_BUCKETS, MISSING_SAMPLES, Ledger
 
 T0 = 1_700_000_000.0  # seconds
@@ -13,8 +15,12 @@ def rec(n: int, src: int = 0, ts: float = T0) -> tuple[int, int, int, int, int]:
     return src, n, int(ts * 1000) + n, n * 7, n * 13
 
 
+_copies = itertools.count(1000)
+
+
 def copy(r):
-    return (-1, 1000 + r[1], *r[2:])
+    """A copy of `r` at the target partition's next offset (a target partition's offsets only grow)."""
+    return (-1, next(_copies), *r[2:])
 
 
 def test_a_copy_read_before_or_after_its_source_record_is_confirmed_with_its_latency():
@@ -119,3 +125,23 @@ def test_a_fresh_ledger_times_its_first_copies_as_if_its_batch_before_ran_one_tr
     assert abs(ledger.report(T0 + 4)["latency_sum"] - (3.5 - 0.001)) < 1e-6
     back = Ledger.from_json(Ledger.fresh(T0 + 4, trigger=1).to_json())
     assert back.seen_at == T0 + 3
+
+
+def test_records_read_again_from_a_partitions_start_are_not_counted_again():
+    """Spark's Kafka source reads a partition from its start again when a broker that had just restarted
+    answered without it; those records were counted already. A topic made again (offsets from 0, newer
+    records) counts."""
+    ledger = Ledger()
+    first = [rec(n) for n in range(5)]
+    copies = [copy(r) for r in first]
+    ledger.take(first, copies, now=T0 + 1)
+    ledger.take(first, copies, now=T0 + 2)  # both sides read again from their start
+    ledger.expire(T0 + 100, window=10)
+    figures = ledger.report(T0 + 100)
+    assert (figures["confirmed"], figures["missing"], figures["duplicates"], figures["extras"]) == (5, 0, 0, 0)
+    made_again = [rec(n, ts=T0 + 50) for n in range(2)]  # offsets 0 and 1 again, but newer
+    ledger.take(made_again, [], now=T0 + 101)
+    assert ledger.rpo(T0 + 101)[0] == 2
+    again = Ledger.from_json(ledger.to_json())  # what it read survives a restart
+    again.take(first, [], now=T0 + 102)
+    assert again.rpo(T0 + 102)[0] == 2

@@ -459,10 +459,11 @@ class _BehindBroker:
 
 def test_a_broker_behind_on_metadata_is_asked_again_and_a_lasting_answer_is_raised(monkeypatch):
     from confluent_kafka import KafkaError, KafkaException
+    from mirrorstack.mm2 import kafka_answers
     from mirrorstack.spark import offsets
-    monkeypatch.setattr(offsets.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(kafka_answers.time, "sleep", lambda _s: None)
     for behind, code, expected in ((2, None, {0: (0, 7)}),
-                                   (offsets.WATERMARK_ATTEMPTS, None, KafkaError.UNKNOWN_TOPIC_OR_PART),
+                                   (kafka_answers.ATTEMPTS, None, KafkaError.UNKNOWN_TOPIC_OR_PART),
                                    (1, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)):
         reader, consumer = offsets.KafkaClientOffsets(), _BehindBroker(behind, code)
         monkeypatch.setattr(reader, "_consumer", lambda _b, _c: consumer)
