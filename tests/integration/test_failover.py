@@ -17,7 +17,10 @@ flow standby->primary, pushed). One stack, brought up once:
    the groups back exactly too, nothing loops;
 4. the primary's processes are killed; the unplanned switch says what is
    unknown; the groups resume on the standby with 0 lost among the records
-   that had been replicated.
+   that had been replicated;
+5. the primary comes back: removing `unplanned` counts what each group
+   re-read and lost by record identity (the records taken after the last
+   copy), as the groups' own reads say.
 
 Both flows name topics with the separator "_" (`primary_orders`,
 `primary_checkpoints_internal`): MM2's names under a separator other than "."
@@ -379,6 +382,8 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         copies.read_topic("standby", standby, PRIMARY_ORDERS, N + LAGGED + SYNCED + K)
         wait_for_fresh_checkpoints(primary, standby, GROUPS)  # checkpoints caught up with the last commits
         before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
+        connector(url, f"{FORWARD}.{SOURCE}", "pause")  # what the primary takes now never reaches the standby
+        never_copied = produce(primary, "orders", 6, prefix="p4")
         for handle in sites["primary"].handles:
             os.kill(handle.pid, signal.SIGKILL)
         project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")
@@ -399,4 +404,21 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
             reread, lost = moved(read, before[group], replicated)
             assert lost == 0, (group, entry)
             assert len(read) == entry["reread_at_most"], (group, len(read), entry)
+
+        # 5. the primary is back: removing `unplanned` counts, by record identity, what each group re-read
+        # and lost (the records the primary took after the last copy)
+        sites["primary"].start_again()
+        project.run("config", "set", "--path", "mirrorstack:topology.failover.unplanned", "false")
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+        assert "primary answers again" in up.stdout + up.stderr, (up.stdout + up.stderr)[-3000:]
+        out = project.outputs()
+        returned = out["failover"]["report"]["returned"]
+        assert {s["state"] for s in out["flows"][REVERSE].values()} == {"RUNNING"}, out["flows"]
+        for group in GROUPS:
+            entry = returned["groups"][group]
+            reread, _ = moved(reads[group], before[group], replicated)
+            partitions = {int(row["partition"]) for row in entry["partitions"]}
+            assert (entry["reread"], entry["lost"]) == (
+                reread, sum(1 for r in never_copied if r.partition in partitions)), (group, entry)
+        assert sum(returned["groups"][g]["lost"] for g in GROUPS) > 0, returned
         project.run("destroy", "--yes", "--skip-preview", timeout=600)
