@@ -350,9 +350,8 @@ class Switch:
             for row in entry["partitions"]:
                 key = (row["from_topic"], row["to_topic"], row["partition"], row["old"], row["new"])
                 if key not in found:
-                    ends = marks_from.get((key[0], key[2])), marks_to.get((key[1], key[2]))
-                    found[key] = (self.exact_position(row, source, target, *ends) if all(ends) else
-                                  (None, f"{key[1]}/{key[2]} is not on {self.to_alias}", 0))
+                    found[key] = self.exact_or_why_not(row, source, target, marks_from.get((key[0], key[2])),
+                                                       marks_to.get((key[1], key[2])))
                 exact, how, passed = found[key]
                 if exact is None:
                     self.notes.append(f"{group}: {row['from_topic']}/{row['partition']} at {row['old']}: {how}; "
@@ -361,6 +360,16 @@ class Switch:
                 else:
                     moved.append(rules.exact_row(row, exact, how, passed))
             groups[group] = rules.group_entry(moved)
+
+    def exact_or_why_not(self, row: dict, source: Cluster, target: Cluster, marks_from, marks_to):
+        """exact_position, or why there is none. The connectors are stopped by now: a read that fails
+        leaves that partition on MM2's translation rather than the switch half done."""
+        if marks_from is None or marks_to is None:
+            return None, f"{row['to_topic']}/{row['partition']} is not on {self.to_alias}", 0
+        try:
+            return self.exact_position(row, source, target, marks_from, marks_to)
+        except Exception as exc:  # noqa: BLE001 - any read error: the translation MM2 made still holds
+            return None, f"the search failed ({type(exc).__name__}: {str(exc)[:200]})", 0
 
     def exact_position(self, row: dict, source: Cluster, target: Cluster, marks_from: tuple[int, int],
                        marks_to: tuple[int, int]) -> tuple[int | None, str, int]:

@@ -464,3 +464,29 @@ def test_the_preview_says_what_the_switch_does():
     assert cut.startswith("cutover old -> new") and cut.endswith("final: no way back")
     assert describe("primary", "standby", None, "primary", cutover=False, unplanned=False) is None
     assert describe("primary", "standby", "primary", "primary", cutover=False, unplanned=False) is None
+
+
+class _Unreadable:
+    """A side whose partitions and ends answer but whose records do not come (a broker gone mid-switch)."""
+
+    def partitions(self):
+        return {"orders": [0], "primary.orders": [0]}
+
+    def watermarks(self, keys):
+        return {k: (0, 10) for k in keys}
+
+    def first_record(self, *_):
+        raise RuntimeError("primary: orders/0 gave no record for 30s at offset 4 (reading up to 10)")
+
+
+def test_a_search_that_fails_after_the_connectors_stopped_leaves_mm2s_translation_and_says_why():
+    from mirrorstack.failover import rules
+    from mirrorstack.failover.procedure import Switch
+    switch = Switch(switch_spec(props(), props("standby")), lambda _: None)
+    groups = {"g1": rules.group_entry([rules.partition_entry("orders", "primary.orders", 0, 4, 2, exact=4)])}
+    switch.move_exactly(groups, _Unreadable(), _Unreadable())
+    (row,) = groups["g1"]["partitions"]
+    assert (row["new"], row["exact_by"], row["translated"]) == (2, "translation", 2)
+    assert switch.notes == ["g1: orders/0 at 4: the search failed (RuntimeError: primary: orders/0 gave no record "
+                            "for 30s at offset 4 (reading up to 10)); moved to MM2's translated offset 2 on "
+                            "primary.orders"]
