@@ -145,6 +145,10 @@ class Cluster:
         finally:
             consumer.unassign()
 
+    def count(self, topic: str, partition: int, start: int, stop: int) -> int:
+        """How many records lie from offset `start` to before `stop` (a transaction's markers are none)."""
+        return sum(1 for _ in self.records(topic, partition, start, stop))
+
     def first_record(self, topic: str, partition: int, start: int, stop: int) -> tuple[int, tuple] | None:
         """(offset, identity) of the first record at or after `start` and before `stop`; None: none."""
         for msg in self.records(topic, partition, start, stop):
@@ -383,7 +387,7 @@ class Switch:
         first = source.first_record(row["from_topic"], row["partition"], old, end_from)
         if first is None:  # it had read everything: the end of what the copy holds
             passed = end_to - start if end_to - start > bound else \
-                sum(1 for _ in target.records(row["to_topic"], row["partition"], start, end_to))
+                target.count(row["to_topic"], row["partition"], start, end_to)
             return end_to, "end", passed
         stop = min(end_to, start + bound)
         at, passed = target.find_copy(row["to_topic"], row["partition"], start, stop, first[1])
@@ -425,7 +429,7 @@ class Switch:
                 if most and most <= bound:
                     key = (row["to_topic"], row["partition"], row["new"], most)
                     if key not in counted:
-                        counted[key] = sum(1 for _ in target.records(key[0], key[1], key[2], key[2] + most))
+                        counted[key] = target.count(key[0], key[1], key[2], key[2] + most)
                     row["reread_at_most"] = counted[key]
         return {g: rules.group_entry(entry["partitions"]) for g, entry in groups.items()}
 

@@ -120,18 +120,12 @@ class FailoverSwitchProvider(ResourceProvider):
         if olds.get("cutover") and new == news["primary"]:
             raise SwitchRefused(f"active {old} -> {new} refused: the cutover to {old} is final (nothing flowed back "
                                 f"to {new}); nothing was changed; fix: set failover.active back to {old}")
-        from mirrorstack.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
         spec = switch_spec(olds, news)
         if spec["flow"] is None:
             raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
         kind = switch_kind(news["standby"], new, bool(news.get("cutover")))
         _progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
-        if news.get("runner"):  # the clusters answer inside a Kubernetes cluster only
-            from mirrorstack.failover.kube_job import run_switch_job
-            report = run_switch_job(spec, news["runner"], progress=_progress)
-        else:
-            report = failover_ops.run_switch(spec, progress=_progress)
-        report = {**report, "kind": kind}
+        report = {**run(spec, news.get("runner")), "kind": kind}
         for line in render(report).splitlines():
             _progress(line)
         return UpdateResult(outs={**news, "report": report})
@@ -140,18 +134,23 @@ class FailoverSwitchProvider(ResourceProvider):
         pass  # switches nothing: the clusters and flows are other resources
 
 
+def run(spec: dict, runner: dict | None) -> dict:
+    """run_switch's report, in this process, or where the platform's runner says (kubernetes: a Job, as
+    the clusters answer inside the cluster only)."""
+    if runner:
+        from mirrorstack.failover.kube_job import run_switch_job
+        return run_switch_job(spec, runner, progress=_progress)
+    from mirrorstack.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
+    return failover_ops.run_switch(spec, progress=_progress)
+
+
 def count_returned(news: dict, report: dict) -> dict:
     """The groups an unplanned switch moved, counted by record identity now that the side it left answers
     (procedure.Switch.returned): what each re-read and lost. Nothing is written; when the side left does
     not answer yet the report says so and `up` goes on (the reverse flow starts either way)."""
-    from mirrorstack.failover import procedure as failover_ops
     spec = {**switch_spec({"active": report["from"]}, news), "mode": "returned", "moved": report.get("groups") or {}}
     try:
-        if news.get("runner"):
-            from mirrorstack.failover.kube_job import run_switch_job
-            counted = run_switch_job(spec, news["runner"], progress=_progress)
-        else:
-            counted = failover_ops.run_switch(spec, progress=_progress)
+        counted = run(spec, news.get("runner"))
     except Exception as exc:  # noqa: BLE001 - counting must not hold the reverse flow back
         _progress(f"{report['from']} is back, but what the moved groups re-read and lost could not be counted: {exc}")
         return {"mode": "returned", "from": report["from"], "to": report["to"], "groups": {},
