@@ -20,5 +20,6 @@ class FailoverSwitchArgs:
     connect_auth: dict | None = described("Connect group name → REST credentials {username, password} "
                                           "(a secret), or None", default=None)
     runner: dict | None = described("where the switch runs: None in the program's process, else the platform's "
-                                     "runner (Platform.switch_runner: kubernetes, a Job in the namespace)",
+                                     "runner (Platform.switch_runner: kubernetes, a Job in the namespace; docker, a "
+                                     "container on the stack's network)",
                                      default=None)

@@ -22,31 +22,18 @@ import subprocess
 import time
 import uuid
 
-from mirrorstack.failover.in_pod import REFUSED_MARK, REPORT_MARK
+from mirrorstack.failover import elsewhere
+from mirrorstack.failover.elsewhere import MOUNT, SWITCH_SECONDS, code_zip
 from mirrorstack.platforms.kubernetes import pods as kube_pods, tunnel as kube_tunnel
-from mirrorstack.shipping import module_sources, project_imports
-from mirrorstack.validation.package import deterministic_zip
 
-ENTRY = "mirrorstack.failover.in_pod"  # what the pod runs; it ships with every module it imports
-MOUNT = "/switch"
 START_SECONDS = 300  # for the pod to be scheduled and its container to start
 # What sizes the switch's pod, for a message about a pod that cannot run (its requests are fixed).
 FIELDS = {"what": "the failover switch", "image": "images.spark"}
-SWITCH_SECONDS = 600  # beyond the gate's wait: stopping connectors, reading and writing offsets
 POLL_SECONDS = 1.0
 # A container waiting for one of these will not start without a change: fail at once, not at the deadline.
 STUCK = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
          "CreateContainerConfigError", "CreateContainerError")
-PROGRESS = "mirrorstack: failover: "
-
-
-class SwitchJobFailed(RuntimeError):
-    pass
-
-
-def code_zip() -> bytes:
-    """The modules the pod runs, from this installation, byte for byte the same for the same files."""
-    return deterministic_zip(module_sources(project_imports(ENTRY)).items())
+SwitchJobFailed = elsewhere.SwitchRunFailed
 
 
 def in_cluster_spec(spec: dict, cluster_domain: str) -> dict:
@@ -78,8 +65,8 @@ def manifests(name: str, spec: dict, runner: dict, code: bytes, deadline_seconds
               *({"name": f"client-{i}", "mountPath": c["dir"], "readOnly": True} for i, (_, c) in enumerate(clients))]
     container = {
         "name": "switch", "image": runner["image"], "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-m", ENTRY, f"{MOUNT}/spec.json"],
-        "env": [{"name": "PYTHONPATH", "value": f"{MOUNT}/switch.zip"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "command": elsewhere.command(),
+        "env": [{"name": k, "value": v} for k, v in elsewhere.ENVIRONMENT.items()],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": mounts,
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -169,15 +156,15 @@ def follow_log(kubectl: Kubectl, pod: str, progress) -> list[str]:
     with kubectl.follow("logs", "--follow", f"pod/{pod}") as stream:
         for line in stream.stdout:
             lines.append(line.rstrip("\n"))
-            if line.startswith(PROGRESS):
-                progress(line[len(PROGRESS):].rstrip("\n"))
-    if any(line.startswith((REPORT_MARK, REFUSED_MARK)) for line in lines):
+            if (said := elsewhere.progress_of(line)) is not None:
+                progress(said)
+    if elsewhere.finished(lines):
         return lines
     exit_code = wait_ended(kubectl, pod)
     whole = kubectl("logs", f"pod/{pod}").splitlines()
     for line in whole[len(lines):]:
-        if line.startswith(PROGRESS):
-            progress(line[len(PROGRESS):])
+        if (said := elsewhere.progress_of(line)) is not None:
+            progress(said)
     return [*whole, f"(exit code {exit_code})"]
 
 
@@ -195,17 +182,7 @@ def wait_ended(kubectl: Kubectl, pod: str, seconds: float = SWITCH_SECONDS) -> i
 
 def outcome(job: str, namespace: str, lines: list[str]) -> dict:
     """The report, or the refusal as GateFailed, or what the log says went wrong."""
-    from mirrorstack.failover.procedure import GateFailed
-    for line in lines:
-        if line.startswith(REPORT_MARK):
-            return json.loads(line[len(REPORT_MARK):])
-        if line.startswith(REFUSED_MARK):
-            raise GateFailed(json.loads(line[len(REFUSED_MARK):]))
-    tail = "\n".join(line for line in lines if not line.startswith(PROGRESS))[-2000:]
-    raise SwitchJobFailed(f"the switch's Job {namespace}/{job} ended without a report or a gate's refusal; "
-                          f"what it printed:\n{tail or '(nothing)'}\n"
-                          "what it did before is in the progress lines above; fix the cause and run `pulumi up` "
-                          "again: a switch that stopped half way is taken up where the offsets stand")
+    return elsewhere.outcome(f"Job {namespace}/{job}", lines)
 
 
 def run_switch_job(spec: dict, runner: dict, progress) -> dict:

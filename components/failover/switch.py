@@ -135,8 +135,11 @@ class FailoverSwitchProvider(ResourceProvider):
 
 
 def run(spec: dict, runner: dict | None) -> dict:
-    """run_switch's report, in this process, or where the platform's runner says (kubernetes: a Job, as
-    the clusters answer inside the cluster only)."""
+    """run_switch's report, in this process, or where the platform's runner says (kubernetes: a Job;
+    docker: a container on the stack's network), as the clusters answer only there."""
+    if runner and runner.get("kind") == "docker-container":
+        from mirrorstack.failover.docker_container import run_switch_container
+        return run_switch_container(spec, runner, progress=_progress)
     if runner:
         from mirrorstack.failover.kube_job import run_switch_job
         return run_switch_job(spec, runner, progress=_progress)

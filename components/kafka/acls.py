@@ -159,6 +159,24 @@ def flow_acls(acls: dict[str, AclSet], flow: FlowDescription, *, principals: dic
             add("GROUP", [("PREFIXED", VALIDATION_GROUPS)], ["DESCRIBE"], "validation")
 
 
+def failover_acls(acls: dict[str, AclSet], flows: Iterable[FlowDescription], groups: list[str] | None, *,
+                  principals: dict[str, str]) -> None:
+    """What the failover switch needs, as mirrorstack's client on each side of
+    each of the pair's flows: it reads the moved groups' offsets where they
+    leave and writes them where they arrive (GROUP DESCRIBE, READ: Kafka asks
+    READ to alter a group's offsets), and reads the records at their positions
+    and their copies (TOPIC READ, DESCRIBE). `groups`: failover.groups, else
+    each flow's own groups."""
+    for flow in flows:
+        topics = resource_names(flow.topics)
+        names = resource_names(groups or flow.groups)
+        for alias, copied in ((flow.source, topics), (flow.target, _remote(flow.selection(), flow, topics))):
+            if alias in acls:
+                add = _adder(acls[alias], principals[alias], f"failover {flow.name}")
+                add("GROUP", names, ["READ", "DESCRIBE"], "groups' offsets")
+                add("TOPIC", copied, ["READ", "DESCRIBE"], "exact positions")
+
+
 def connect_acls(acls: AclSet, principal: str, group_id: str, *, exactly_once: bool) -> None:
     """A Connect group's own rights on the cluster its workers bootstrap to."""
     add = _adder(acls, principal, f"connect {group_id}")
@@ -199,6 +217,9 @@ def topology_acls(topology, aliases: list[str], principals: dict[str, str],
                   connect_kafka=topology.connect[flow.connect].kafka,
                   connect_group=group_ids[flow.connect], validated=flow.name in validated,
                   transactional=any(f.exactly_once for f in flows[flow.connect]))
+    if topology.failover is not None:
+        pair = [f.description() for f in (topology.forward_flow(), topology.reverse_flow()) if f is not None]
+        failover_acls(sets, pair, topology.failover.groups, principals=principals)
     reports_to = topology.validation_reports_to()
     if reports_to in sets:  # the validation job writes its report there, and `up` reads it
         _adder(sets[reports_to], principals[reports_to], "validation")(

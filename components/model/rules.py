@@ -276,20 +276,22 @@ def _image_problems(t: Topology) -> Iterator[str]:
     """On kubernetes nothing is uploaded into a pod: the JMX agent, the
     spark-sql-kafka jars and the switch's Kafka client must be in the images,
     and the official ones lack them."""
-    if capabilities(t.platform).uploads_files:
-        return
     built = "an image `make images` built (mirrorstack/{key}), pushed to your registry"
+    can = capabilities(t.platform)
+    if t.failover is not None and can.runs_containers and t.images.spark is None:
+        # the switch reaches the clusters' in-network addresses from a container of the Spark image
+        # (failover/kube_job.py, failover/docker_container.py); nothing uploaded carries a compiled Kafka client
+        yield (f"{_path(('images', 'spark'))}: failover on {t.platform} runs its switch in a container of the Spark "
+               f"image, which needs python3 with confluent_kafka (apache/spark lacks it); fix: set it to "
+               f"{built.format(key='spark')}")
+    if can.uploads_files:
+        return
     if t.monitoring is not None and t.images.kafka is None:
         yield (f"{_path(('images', 'kafka'))}: monitoring on kubernetes needs the JMX exporter agent in the Kafka "
                f"image, which apache/kafka lacks; fix: set it to {built.format(key='kafka')}")
     if t.validation is not None and t.images.spark is None:
         yield (f"{_path(('images', 'spark'))}: validation on kubernetes needs the spark-sql-kafka jars in the Spark "
                f"image, which apache/spark lacks; fix: set it to {built.format(key='spark')}")
-    if t.failover is not None and t.images.spark is None:
-        # the switch reaches in-cluster bootstrap addresses from a Job in the Spark image (failover/kube_job.py)
-        yield (f"{_path(('images', 'spark'))}: failover on kubernetes runs its switch in a pod of the Spark image, "
-               f"which needs python3 with confluent_kafka (apache/spark lacks it); fix: set it to "
-               f"{built.format(key='spark')}")
 
 
 def _kubernetes_problems(t: Topology) -> Iterator[str]:

@@ -10,6 +10,7 @@ publish no port), exactly as another container of the stack would."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -28,6 +29,7 @@ from mirrorstack.certificates.tls import keystore_parts
 from mirrorstack.kafka import security
 from mirrorstack.model.spec import load_topology
 from mirrorstack.properties import render_properties
+from mirrorstack.failover.switch import FailoverSwitchProvider
 from mirrorstack.connect.healing import CHECK_ERRORS, FAILED_PARTS, LAST_CHECK, RESTARTS_TOTAL
 from mirrorstack.kafka import broker_logins
 from mirrorstack.kafka.acl_resource import acl_binding, acl_filter, admin_client
@@ -404,6 +406,10 @@ def assert_destroyed(deployed) -> None:
 # ---------------------------------------------------------------- secure
 
 
+CUTOVER = {"primary": "edge", "standby": "central", "active": "edge", "cutover": True, "groups": ["billing"]}
+BILLING_READS = 50  # of the 80 records on edge's orders when the cutover runs
+
+
 @pytest.fixture(scope="class")
 def secure(engine):
     """Deployed through the engine's TCP URL, as to an engine on another machine: the
@@ -415,9 +421,14 @@ def secure(engine):
     clusters = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"][
         "mirrorstack:topology"]["clusters"]
     clusters["edge"]["security"]["mechanism"] = "SCRAM-SHA-512"
+    # a one-way move of group billing to central (a cutover), which TestSecure makes last; new groups and
+    # topics seen within 10 s
+    (flow,) = yaml.safe_load((REPO / "stacks" / "Pulumi.secure.yaml").read_text())["config"][
+        "mirrorstack:topology"]["flows"]
     try:
         yield from bring_up(engine, "secure", over_tcp=over_tcp, clusters=clusters, connect={
-            "central": {"kafka": "central", "rest_auth": True, "self_healing": healing}}, validation=BOTH)
+            "central": {"kafka": "central", "rest_auth": True, "self_healing": healing}}, validation=BOTH,
+            flows=[{**flow, "refresh_seconds": 10}], failover=CUTOVER)
     finally:
         over_tcp.close()
 
@@ -668,5 +679,74 @@ class TestSecure:
             for part in parts:
                 assert not any(secret in part for secret in secrets.values())
 
+    def test_a_cutover_moves_a_group_exactly_from_a_container_on_the_stacks_network(self, secure):
+        """The switch reads and writes both clusters, whose addresses are names on the stack's network:
+        it runs in a one-shot container there (the engine reached over TCP, as a remote one), with the
+        pair's client files and Connect's REST credentials, and only the rights derived for it. Group
+        billing, having read part of edge's orders, resumes on central at the copy of the first record
+        it had not read (read back by an independent consumer): 0 lost, 0 re-read; the container is gone."""
+        code, out, err = run_as(secure, "edge", "orders-app", (
+            "org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server edge-broker-0:9092 --topic orders "
+            f"--consumer.config {{config}} --group billing --from-beginning --max-messages {BILLING_READS} "
+            f"--timeout-ms {WAIT * 1000}"), timeout=WAIT + 60)
+        assert len([v for v in out.split() if RECORD.fullmatch(v)]) == BILLING_READS, (out[-2000:], err[-3000:])
+        acl_outputs = {name.rpartition("-acls")[0].rpartition("-")[2]: out
+                       for name, out in secure.outputs_of(DYNAMIC).items() if name.endswith("-acls")}
+        unread = first_unread(acl_outputs["edge"], "billing", "orders")
+        assert unread, "billing had read every record: nothing to check the move by"
+        (props,) = [out for out in secure.outputs_of(DYNAMIC).values() if {"active", "standby", "gate"} <= out.keys()]
+        said = []
+        with _progress_to(said):
+            moved = FailoverSwitchProvider().update("failover", props, {**props, "active": "central"})
+        report = moved.outs["report"]
+        assert any("as container mirrorstack-secure-switch-" in line for line in said), said
+        assert (report["kind"], report["mode"], report["gate"]["in_flight"]) == ("cutover", "planned", 0), report
+        entry = report["groups"]["billing"]
+        assert (entry["reread"], entry["lost"]) == (0, 0), entry
+        assert {row["exact_by"] for row in entry["partitions"]} <= {"identity", "end"}, entry
+        # what billing reads first on central, by an independent consumer from the offsets the switch wrote
+        assert first_unread(acl_outputs["central"], "billing", "edge.orders", unread) == unread, report
+        assert not secure.mocks.client.containers.list(all=True, filters={"label": "mirrorstack.service=failover-switch"})
+        print("\nthe cutover on docker, as the switch said it:\n" + "\n".join(said))
+
     def test_destroy_leaves_no_container_network_or_volume(self, secure):
         assert_destroyed(secure)
+
+
+@contextlib.contextmanager
+def _progress_to(lines: list[str]):
+    """The switch's progress lines (what `up` shows) collected."""
+    from mirrorstack.failover import switch
+    kept, switch._progress = switch._progress, lines.append
+    try:
+        yield
+    finally:
+        switch._progress = kept
+
+
+def first_unread(acl_outputs: dict, group: str, topic: str, partitions=range(2)) -> dict[int, str]:
+    """partition → the value of the first record `group` has not read of `topic`'s `partitions` (those it has
+    read to the end left out), read as a node (a super user) at the cluster's ADMIN listener, committing
+    nothing."""
+    from confluent_kafka import Consumer, TopicPartition
+    for tunnel in acl_outputs.get("tunnels") or []:
+        tunnels.local(tunnel)
+    key, cert = keystore_parts(acl_outputs["admin_keystore"])
+    consumer = Consumer({"bootstrap.servers": acl_outputs["bootstrap"], "security.protocol": "SSL",
+                         "ssl.ca.pem": acl_outputs["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
+                         "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "log_level": 0})
+    try:
+        positions = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+        todo = {tp.partition: tp.offset for tp in positions
+                if tp.offset >= 0 and tp.offset < consumer.get_watermark_offsets(tp, timeout=30)[1]}
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in todo.items()])
+        first, deadline = {}, time.monotonic() + WAIT
+        while len(first) < len(todo) and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and not message.error():
+                first.setdefault(message.partition(), message.value().decode())
+        assert len(first) == len(todo), (todo, first)
+        return first
+    finally:
+        consumer.close()

@@ -286,3 +286,22 @@ def test_the_validation_report_topic_is_granted_on_the_cluster_the_report_goes_t
     assert not any(lines for alias, lines in report_acls.items() if alias != reports_to)
     without = _planned(validation=None)
     assert not any(REPORT_TOPIC in line for lines in without.values() for line in lines)
+
+
+def test_the_failover_switch_may_read_and_move_its_groups_on_both_sides():
+    """alter_consumer_group_offsets needs GROUP READ where the groups arrive; the exact position needs the
+    records on both sides (proved on a deny-by-default stack by tests/integration/test_docker_platform.py)."""
+    failover = {"primary": "edge", "standby": "central", "active": "edge", "cutover": True}
+    planned = _planned(failover={**failover, "groups": ["billing", "reports-.*"]})
+    switch = {alias: {line.split(" for ")[0] for line in lines if "for failover edge->central" in line}
+              for alias, lines in planned.items()}
+    for alias, topics in (("edge", ("orders", "payments")), ("central", ("edge.orders", "edge.payments"))):
+        assert switch[alias] == {
+            *(f"allow User:mirrorstack {op} on GROUP billing (LITERAL)" for op in ("READ", "DESCRIBE")),
+            *(f"allow User:mirrorstack {op} on GROUP reports- (PREFIXED)" for op in ("READ", "DESCRIBE")),
+            *(f"allow User:mirrorstack {op} on TOPIC {t} (LITERAL)" for op in ("READ", "DESCRIBE") for t in topics)}
+    # without failover.groups: the flow's own (`.*`: every group)
+    every = _planned(failover=failover)
+    assert any(line.startswith("allow User:mirrorstack READ on GROUP * (LITERAL) for") and "failover" in line
+               for line in every["central"])
+    assert not any("failover" in line for lines in _planned().values() for line in lines)

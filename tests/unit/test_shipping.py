@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mirrorstack.connect import supervision
-from mirrorstack.failover import kube_job
+from mirrorstack.failover import elsewhere
 from mirrorstack.shipping import module_sources, project_imports
 from mirrorstack.validation.package import ENTRY_SCRIPT, job_zip
 
@@ -24,7 +24,7 @@ def _unzipped(data: bytes) -> dict[str, bytes]:
 
 # (what ships, the files, the entry: a module or the job's main file)
 SHIPPED = {
-    "failover switch": (lambda: _unzipped(kube_job.code_zip()), kube_job.ENTRY),
+    "failover switch": (lambda: _unzipped(elsewhere.code_zip()), elsewhere.ENTRY),
     "supervisor": (lambda: module_sources(supervision.SHIPS), supervision.MODULE),
     "validation job": (lambda: {**_unzipped(job_zip()), "validate_replication.py": ENTRY_SCRIPT.read_bytes()},
                        "validate_replication.py"),
@@ -63,7 +63,7 @@ def test_an_import_that_would_not_ship_is_named(tmp_path):
 
 
 def test_the_lists_follow_the_imports():
-    assert "mirrorstack.mm2.records" in project_imports(kube_job.ENTRY)  # procedure decodes MM2's checkpoints
-    assert not any(m.startswith("mirrorstack.spark.") for m in project_imports(kube_job.ENTRY))
+    assert "mirrorstack.mm2.records" in project_imports(elsewhere.ENTRY)  # procedure decodes MM2's checkpoints
+    assert not any(m.startswith("mirrorstack.spark.") for m in project_imports(elsewhere.ENTRY))
     assert "mirrorstack.connect.api" in supervision.SHIPS and "mirrorstack.platforms.kubernetes.tunnel" in supervision.SHIPS
     assert {m.rpartition(".")[0] for m in project_imports(ENTRY_SCRIPT)} == {"mirrorstack.spark", "mirrorstack.mm2"}

@@ -399,8 +399,23 @@ class DockerPlatform:  # a Platform (components/platforms/base.py)
                                          opts=opts)
         return Ran(container, (dns_label(service.name), PYTHON_SERVICE_PORT), url)
 
-    def switch_runner(self, aliases) -> None:
-        return None  # the clusters answer on this machine: the switch runs in the program
+    def switch_runner(self, aliases) -> dict:
+        """The failover switch reads and writes both clusters, whose addresses
+        are names on the stack's network: it runs in a container there
+        (mirrorstack.failover.docker_container), of the spark image (python3,
+        confluent_kafka), with the pair's client files written where their
+        `${file:...}` references point (a secret: the runner prop is one in
+        state), and Connect reached by its name there (`inside`: each address
+        the program reaches a port at, published or tunnelled → its in-network one)."""
+        inside = {f"{host}:{port}": "%s:%d" % named for (host, port), named in self._inside.items()}
+        inside.update({f"{self._container(service)}:{port}": f"{service}:{port}"
+                       for service, ports in self._ports.items() for port in ports.values()})
+        return {"kind": "docker-container", "engine": self.docker_host,
+                "cert_path": pulumi.Config("docker").get("certPath"), "network": self.network_name,
+                "image": self.images.of("spark"), "uid": SPARK_UID, "prefix": self.prefix, "stack": self.stack,
+                "inside": inside,
+                "clients": {alias: {"dir": self.client_dir(alias), "files": self._client_files[alias]}
+                            for alias in aliases if alias in self._client_files}}
 
 
 # coreutils' timeout (in every Spark image): TERM at the bound, KILL 30 s later; exit 124 when it ran out.

@@ -86,6 +86,17 @@ def _client(options: dict[str, str]):
         raise TunnelError(f"cannot use the Docker engine at {options['host']}: {exc}") from exc
 
 
+def engine(host: str | None, cert_path: str | None = None):
+    """A client of the engine at `host` as the provider reaches it (None: DOCKER_HOST, else the local socket)."""
+    if host:
+        return _client({"host": host, "cert_path": cert_path})
+    import docker
+    try:
+        return docker.from_env(timeout=ENGINE_TIMEOUT)
+    except docker.errors.DockerException as exc:
+        raise TunnelError(f"cannot use the Docker engine (DOCKER_HOST, else the local socket): {exc}") from exc
+
+
 @dataclass
 class _Tunnel:
     url: str
