@@ -1,5 +1,5 @@
 """What a planned switch's exact positions cost: the search for a group's next record by identity
-(mirrorstack.failover.procedure.Cluster.find_copy) against reading the same records without
+(mirrorstack.failover.clusters.Cluster.find_copy) against reading the same records without
 comparing them (Cluster.records), measured in the same run on one Kafka cluster.
 
 For each round: a plain read of `--records` records of one partition (the baseline), then the
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from benchmarks.replication import machine
-from mirrorstack.failover.procedure import Cluster, identity
+from mirrorstack.failover.clusters import Cluster, identity
 from tests.support.kafka_clients import create_topic, produce
 from tests.support.services import KafkaCluster
 

@@ -16,7 +16,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 
 from mirrorstack.failover.rules import render_report
 from mirrorstack.mirror.connectors import mirror_connector_configs
-from mirrorstack.failover.procedure import Cluster, GateFailed, Switch, run_switch
+from mirrorstack.failover.clusters import Cluster
+from mirrorstack.failover.procedure import GateFailed, Switch, run_switch
 from mirrorstack.connect.api import ConnectClient, summarize
 from mirrorstack.model.spec import Flow
 from tests.support.kafka_clients import (admin, committed_offsets, consume, consume_group, create_topic,
