@@ -5,6 +5,7 @@ syncs; and the source connector's offsets (Connect's REST API). No decision
 here: those are rules.py's, and the order procedure.py's."""
 from __future__ import annotations
 
+import time
 import uuid
 
 from mirrorstack.failover import rules
