@@ -12,6 +12,7 @@ from mirrorstack.connect.args import ConnectClusterArgs
 from mirrorstack.connect.cluster import ConnectCluster
 from mirrorstack.connect.supervision import run_supervisor
 from mirrorstack.failover.args import FailoverSwitchArgs
+from mirrorstack.failover.drill_resource import FailoverDrill
 from mirrorstack.failover.switch import FailoverSwitch, failover_output, flow_piece
 from mirrorstack.kafka import acls
 from mirrorstack.kafka.acl_resource import KafkaAcls
@@ -121,6 +122,7 @@ class ReplicationTopology(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*connect.workers, *source.ready, *target.ready,
                                                                      *self._after_switch(topology, flow)]))
 
+        self.drill = self._failover_drill(topology)
         self.supervisors = self._supervisors(topology, platform, by_connect, metrics)
 
         validator, self.continuous_validation = [], None
@@ -133,7 +135,8 @@ class ReplicationTopology(pulumi.ComponentResource):
         if metrics:
             self.monitoring = Monitoring("monitoring", MonitoringArgs(
                 topology=topology, clusters=self.clusters, connect=self.connect, platform=platform,
-                grafana_password=args.grafana_password, services=validator), opts=child)
+                grafana_password=args.grafana_password, services=validator,
+                drill=self.drill.report if self.drill is not None else None), opts=child)
 
         self.validation = None
         if topology.validation is not None and topology.validation.runs_once:
@@ -156,7 +159,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.validation_output = self.validation.report if self.validation else None
         self.connect_groups = pulumi.Output.all(**{n: c.group_id for n, c in self.connect.items()
                                                    if not topology.connect[n].is_external})
-        self.failover_output = failover_output(self.switch) if self.switch is not None else None
+        self.failover_output = failover_output(self.switch, self.drill) if self.switch is not None else None
         certs = {alias: c.tls.certificates for alias, c in self.clusters.items() if c.tls is not None}
         self.certificate_outputs = pulumi.Output.all(**certs) if certs else None
         self.register_outputs({"clusters": self.cluster_outputs, "connect": self.connect_outputs,
@@ -232,11 +235,20 @@ class ReplicationTopology(pulumi.ComponentResource):
         # Unplanned: the side left is lost, and a failed restart of its services must not hold the switch.
         sides = (fo.active,) if fo.unplanned else (fo.primary, fo.standby)
         after += [r for alias in sides for r in (*self.clusters[alias].ready, *self.clusters[alias].client_resources)]
-        return FailoverSwitch("failover", FailoverSwitchArgs(
+        self.failover_args = FailoverSwitchArgs(
             failover=fo, clusters=clusters, forward=flow_piece(forward, self.connect[forward.connect]),
             reverse=flow_piece(reverse, self.connect[reverse.connect]) if reverse is not None else None,
-            connect_auth=auth or None, runner=platform.switch_runner((fo.primary, fo.standby))),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+            connect_auth=auth or None, runner=platform.switch_runner((fo.primary, fo.standby)))
+        return FailoverSwitch("failover", self.failover_args, opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+
+    def _failover_drill(self, topology) -> FailoverDrill | None:
+        """failover.drill: after the switch, on the pair's flows as this `up` leaves them."""
+        fo = topology.failover
+        if fo is None or fo.drill is None:
+            return None
+        pair = [self.flows[f.name] for f in topology.flows if {f.source, f.target} == {fo.primary, fo.standby}]
+        return FailoverDrill("failover-drill", self.failover_args,
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.switch, *pair]))
 
     def _after_switch(self, topology, flow) -> list:
         """The failover pair's flows change only after the switch: its gate runs first."""

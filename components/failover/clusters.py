@@ -183,6 +183,19 @@ class Cluster:
             raise RuntimeError(f"writing the offsets of {group} on {self.alias} failed: {'; '.join(failed)}")
 
 
+    def delete_groups(self, groups: list[str]) -> dict[str, str]:
+        """Deletes `groups`; {group: why} of those that could not be (one already gone is deleted)."""
+        from confluent_kafka import KafkaError, KafkaException
+        failed = {}
+        for group, future in self.admin().delete_consumer_groups(groups, request_timeout=self.timeout).items():
+            try:
+                future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    failed[group] = str(exc.args[0])
+        return failed
+
+
 def identity(msg) -> tuple:
     """What makes a record itself wherever MM2 copied it: key, value, headers and timestamp (MM2 copies
     all four as bytes; the offset is the copy's own)."""

@@ -347,5 +347,9 @@ class Switch:
 
 def run_switch(spec: dict, progress=_say) -> dict:
     """Move the selected groups from spec["from"] to spec["to"] (SPEC-17 §3);
-    returns the report (mirrorstack.failover.rules.render_report shows it)."""
+    returns the report (mirrorstack.failover.rules.render_report shows it).
+    Mode "drill" moves no one: copies of the groups (failover/drill.py)."""
+    if spec["mode"] == "drill":
+        from mirrorstack.failover.drill import run_drill
+        return run_drill(spec, progress)
     return Switch(spec, progress).run()

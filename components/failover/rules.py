@@ -16,6 +16,7 @@ from mirrorstack.mm2.flows import FlowDescription
 
 GATE_POLL_SECONDS = 2  # how often the gate looks again while it waits
 PROGRESS_SECONDS = 10  # a progress line this often while the gate waits
+DRILL_PREFIX = "mirrorstack-drill."  # a drill's copies of the groups: mirrorstack-drill.<run>.<group>
 DEFAULT_GATE = {"in_flight": 0, "wait_seconds": 120.0, "allow_active_consumers": False}
 # A planned switch's positions by record identity (Switch.move_exactly), and how far past MM2's
 # translated offset it searches for a copy (records read per group and partition at most).
@@ -281,7 +282,7 @@ def lost_note(from_alias: str) -> str:
 
 # -- the report --------------------------------------------------------------
 
-def _figure(value) -> str:
+def figure(value) -> str:
     """A count or offset; Pulumi's state turns numbers into floats."""
     if value is None:
         return "?"
@@ -298,9 +299,9 @@ def _how(row: dict) -> str:
     if by not in ("identity", "end"):
         return ""
     if row.get("translated") is None:  # counted after an unplanned switch
-        return f", by identity (its next record on the side left at {_figure(row.get('committed'))})"
+        return f", by identity (its next record on the side left at {figure(row.get('committed'))})"
     where = "by identity" if by == "identity" else "at the copy's end"
-    return f", {where} (MM2: {_figure(row['translated'])}, re-read {_figure(row.get('translated_reread'))})"
+    return f", {where} (MM2: {figure(row['translated'])}, re-read {figure(row.get('translated_reread'))})"
 
 
 def render_report(report: dict) -> str:
@@ -321,30 +322,30 @@ def render_report(report: dict) -> str:
     else:
         allowed = ", ".join(gate.get("members_from") or {})
         lines.append(f"  gate: passed after {float(gate.get('waited_seconds') or 0):.0f}s: "
-                     f"{_figure(gate.get('in_flight', 0))} in flight, {len(gate.get('groups') or [])} group(s) with "
-                     f"fresh checkpoints on {_figure(gate.get('checkpointed_partitions', 0))} partition(s)"
+                     f"{figure(gate.get('in_flight', 0))} in flight, {len(gate.get('groups') or [])} group(s) with "
+                     f"fresh checkpoints on {figure(gate.get('checkpointed_partitions', 0))} partition(s)"
                      + (f", active on {report['from']} (allowed): {allowed}" if allowed else ""))
     groups = report.get("groups") or {}
     width = max([len(g) for g in groups] + [5])
     for group, entry in sorted(groups.items()):
         parts = entry.get("partitions") or []
         at_most = entry.get("reread") is None and entry.get("reread_at_most") is not None
-        figures = (f"re-read at most {_figure(entry.get('reread_at_most'))}" if at_most
-                   else f"re-read {_figure(entry.get('reread'))}")
-        by_mm2 = (f"  (MM2's translation alone: re-read {_figure(entry['translated_reread'])})"
+        figures = (f"re-read at most {figure(entry.get('reread_at_most'))}" if at_most
+                   else f"re-read {figure(entry.get('reread'))}")
+        by_mm2 = (f"  (MM2's translation alone: re-read {figure(entry['translated_reread'])})"
                   if entry.get("translated_reread") is not None else "")
-        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {_figure(entry.get('lost'))}"
+        lines.append(f"  {group:<{width}}  {len(parts)} partition(s)  {figures}  lost {figure(entry.get('lost'))}"
                      + by_mm2)
-        pwidth = max([len(f"{r['from_topic']}/{_figure(r['partition'])}") for r in parts] + [1])
+        pwidth = max([len(f"{r['from_topic']}/{figure(r['partition'])}") for r in parts] + [1])
         exact = [r for r in parts if r.get("reread") == 0 and r.get("lost") == 0] if len(parts) > 4 else []
         for r in parts:
             if any(r is e for e in exact):
                 continue  # exact moves of many partitions: counted on the line after the rows
-            where = f"{r['from_topic']}/{_figure(r['partition'])}"
-            reread = (f"re-read {_figure(r.get('reread'))}" if r.get("reread") is not None
-                      else f"re-read at most {_figure(r.get('reread_at_most'))}")
-            lines.append(f"    {where:<{pwidth}}  {_figure(r.get('old')):>8} -> {r['to_topic']} "
-                         f"{_figure(r.get('new')):<8}  {reread}, lost {_figure(r.get('lost'))}{_how(r)}")
+            where = f"{r['from_topic']}/{figure(r['partition'])}"
+            reread = (f"re-read {figure(r.get('reread'))}" if r.get("reread") is not None
+                      else f"re-read at most {figure(r.get('reread_at_most'))}")
+            lines.append(f"    {where:<{pwidth}}  {figure(r.get('old')):>8} -> {r['to_topic']} "
+                         f"{figure(r.get('new')):<8}  {reread}, lost {figure(r.get('lost'))}{_how(r)}")
         if exact:
             lines.append(f"    {'...':<{pwidth}}  {len(exact)} more partition(s) moved exactly (re-read 0, lost 0)"
                          if len(exact) < len(parts) else

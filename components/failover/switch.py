@@ -29,7 +29,7 @@ class SwitchRefused(RuntimeError):
     pass
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     print(f"mirrorstack: failover: {message}", file=sys.stderr, flush=True)
 
 
@@ -124,10 +124,10 @@ class FailoverSwitchProvider(ResourceProvider):
         if spec["flow"] is None:
             raise SwitchRefused(f"active {old} -> {new}: no flow {old}->{new} to switch with; nothing was changed")
         kind = switch_kind(news["standby"], new, bool(news.get("cutover")))
-        _progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
+        progress(f"{kind} {old} -> {new} ({spec['mode']}) starts")
         report = {**run(spec, news.get("runner")), "kind": kind}
         for line in render(report).splitlines():
-            _progress(line)
+            progress(line)
         return UpdateResult(outs={**news, "report": report})
 
     def delete(self, _id, props):
@@ -139,12 +139,12 @@ def run(spec: dict, runner: dict | None) -> dict:
     docker: a container on the stack's network), as the clusters answer only there."""
     if runner and runner.get("kind") == "docker-container":
         from mirrorstack.failover.docker_container import run_switch_container
-        return run_switch_container(spec, runner, progress=_progress)
+        return run_switch_container(spec, runner, progress=progress)
     if runner:
         from mirrorstack.failover.kube_job import run_switch_job
-        return run_switch_job(spec, runner, progress=_progress)
+        return run_switch_job(spec, runner, progress=progress)
     from mirrorstack.failover import procedure as failover_ops  # looked up now: unit tests replace run_switch
-    return failover_ops.run_switch(spec, progress=_progress)
+    return failover_ops.run_switch(spec, progress=progress)
 
 
 def count_returned(news: dict, report: dict) -> dict:
@@ -155,11 +155,11 @@ def count_returned(news: dict, report: dict) -> dict:
     try:
         counted = run(spec, news.get("runner"))
     except Exception as exc:  # noqa: BLE001 - counting must not hold the reverse flow back
-        _progress(f"{report['from']} is back, but what the moved groups re-read and lost could not be counted: {exc}")
+        progress(f"{report['from']} is back, but what the moved groups re-read and lost could not be counted: {exc}")
         return {"mode": "returned", "from": report["from"], "to": report["to"], "groups": {},
                 "notes": [f"not counted: {str(exc)[:500]}"]}
     for line in render(counted).splitlines():
-        _progress(line)
+        progress(line)
     return counted
 
 
@@ -209,10 +209,14 @@ def flow_piece(flow, connect) -> dict:
                         "connect_ca_file": connect.ca_file}}
 
 
-def failover_output(switch: FailoverSwitch) -> pulumi.Output[dict]:
-    """The stack output `failover`: {active, report} (the last switch's report)."""
-    return pulumi.Output.all(active=switch.active, report=switch.report).apply(
-        lambda a: {"active": a["active"], "report": a.get("report")})
+def failover_output(switch: FailoverSwitch, drill=None) -> pulumi.Output[dict]:
+    """The stack output `failover`: {active, report} (the last switch's report), and `drill` (the last
+    drill's report) when the section has one."""
+    if drill is None:
+        return pulumi.Output.all(active=switch.active, report=switch.report).apply(
+            lambda a: {"active": a["active"], "report": a.get("report")})
+    return pulumi.Output.all(active=switch.active, report=switch.report, drill=drill.report).apply(
+        lambda a: {"active": a["active"], "report": a.get("report"), "drill": a.get("drill")})
 
 
 def log_plan(topology, previous: pulumi.Output, resource: pulumi.Resource) -> None:

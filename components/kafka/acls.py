@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mirrorstack.failover.rules import DRILL_PREFIX
 from mirrorstack.mm2.connectors import connector_names
 from mirrorstack.mm2.flows import HEARTBEATS, FlowDescription, FlowSelection
 from mirrorstack.mm2.validation_reports import REPORT_TOPIC
@@ -160,7 +161,7 @@ def flow_acls(acls: dict[str, AclSet], flow: FlowDescription, *, principals: dic
 
 
 def failover_acls(acls: dict[str, AclSet], flows: Iterable[FlowDescription], groups: list[str] | None, *,
-                  principals: dict[str, str]) -> None:
+                  principals: dict[str, str], drill: bool = False) -> None:
     """What the failover switch needs, as mirrorstack's client on each side of
     each of the pair's flows: it reads the moved groups' offsets where they
     leave and writes them where they arrive (GROUP DESCRIBE, READ: Kafka asks
@@ -175,6 +176,8 @@ def failover_acls(acls: dict[str, AclSet], flows: Iterable[FlowDescription], gro
                 add = _adder(acls[alias], principals[alias], f"failover {flow.name}")
                 add("GROUP", names, ["READ", "DESCRIBE"], "groups' offsets")
                 add("TOPIC", copied, ["READ", "DESCRIBE"], "exact positions")
+                if drill and alias == flow.target:  # it writes, proves and deletes copies of the groups there
+                    add("GROUP", [("PREFIXED", DRILL_PREFIX)], ["READ", "DESCRIBE", "DELETE"], "drill copies")
 
 
 def connect_acls(acls: AclSet, principal: str, group_id: str, *, exactly_once: bool) -> None:
@@ -219,7 +222,8 @@ def topology_acls(topology, aliases: list[str], principals: dict[str, str],
                   transactional=any(f.exactly_once for f in flows[flow.connect]))
     if topology.failover is not None:
         pair = [f.description() for f in (topology.forward_flow(), topology.reverse_flow()) if f is not None]
-        failover_acls(sets, pair, topology.failover.groups, principals=principals)
+        failover_acls(sets, pair, topology.failover.groups, principals=principals,
+                      drill=topology.failover.drill is not None)
     reports_to = topology.validation_reports_to()
     if reports_to in sets:  # the validation job writes its report there, and `up` reads it
         _adder(sets[reports_to], principals[reports_to], "validation")(

@@ -330,6 +330,12 @@ def _failover_problems(t: Topology, origins: tuple[FlowOrigin, ...]) -> Iterator
                 yield f"{where}: {problem}"
     if fo.groups is not None and not fo.groups:
         yield f"{_path(('failover', 'groups'))}: empty; fix: name the groups' regexes, or remove it for the flow's"
+    if fo.drill is not None and fo.unplanned:
+        yield (f"{_path(('failover', 'drill'))}: a drill with failover.unplanned true ({fo.active} took over from a "
+               f"lost side); fix: remove drill until unplanned is false again")
+    elif fo.drill is not None and fo.cutover and fo.active == fo.standby:
+        yield (f"{_path(('failover', 'drill'))}: after the cutover to {fo.standby} nothing flows back, so there is no "
+               "switch to rehearse; fix: remove drill")
     if not sides_known or fo.primary == fo.standby:
         return
     index = {(f.source, f.target): i for i, f in enumerate(t.flows)}

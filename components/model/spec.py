@@ -767,6 +767,28 @@ class FailoverGate(_Model):
         "after the switch are lost to the other side)."))
 
 
+class FailoverDrill(_Model):
+    """A rehearsal of the switch that moves no one: while the flow and the consumers go on, copies of the
+    groups on the other side are written where the switch would put them, proved by record identity and
+    deleted; the report gives the measured RPO and RTO."""
+
+    run: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", description=(
+        "The drill's name, e.g. its date (2026-12-03): a drill runs at the `up` that sets or changes it. Its "
+        "copies of the groups are named mirrorstack-drill.<run>.<group>."))
+    rpo_seconds: float = Field(60, gt=0, le=86400, description=(
+        "Recovery point objective: the drill fails when the oldest record of the active side not yet on the "
+        "other side is older than this."))
+    rpo_records: int | None = Field(None, ge=0, description=(
+        "The drill also fails when more records than this are not yet on the other side; none: no limit."))
+    wait_seconds: float = Field(60, ge=0, le=3600, description=(
+        "How long the drill waits for the flow to run within the objective before it fails `up`."))
+    proof_records: int = Field(100, ge=1, le=100_000, description=(
+        "Per group and partition, how many records its group had not read the proof compares with what the "
+        "copy reads."))
+    pass_within_days: float = Field(90, gt=0, le=3650, description=(
+        "With monitoring, the alert MirrorstackFailoverDrillOverdue fires when no drill passed for this long."))
+
+
 class Failover(_Model):
     """Which side of an active/passive pair (or a migration) clients use. Changing
     `active` and running `up` is the switch: the gate, the flow stopped, every
@@ -792,6 +814,9 @@ class Failover(_Model):
         "How many records past MM2's translated offset a planned switch reads, per group and partition, to find "
         "that copy; none found (deleted by retention, say), the partition keeps MM2's translation and the report "
         "says why."))
+    drill: FailoverDrill | None = Field(None, description=(
+        "A failover drill from the active side: the gate's RPO check and the switch's positions, for copies of "
+        "the groups; no real group, connector or flow is touched."))
 
 
 def _moved_spark_image(data: Mapping, info: ValidationInfo) -> Mapping:

@@ -140,3 +140,36 @@ def alert_rules_file(rules: Sequence[AlertRule], records: Sequence[RecordingRule
         *({"record": r.record, "expr": r.expr, "labels": dict(r.labels)} for r in records),
         *({"alert": r.name, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity, **r.labels},
            "annotations": {"summary": r.summary}} for r in rules)]}]}, sort_keys=False)
+
+
+DRILL_RPO_RECORDS = "mirrorstack_failover_drill_rpo_records"
+DRILL_RPO_SECONDS = "mirrorstack_failover_drill_rpo_seconds"
+DRILL_RTO_SECONDS = "mirrorstack_failover_drill_rto_seconds"
+DRILL_PASSED = "mirrorstack_failover_drill_passed"
+DRILL_LAST_PASS = "mirrorstack_failover_drill_last_pass_timestamp_seconds"
+DRILL_OVERDUE = "MirrorstackFailoverDrillOverdue"
+
+
+def drill_records(report: Mapping | None) -> list[RecordingRule]:
+    """The last failover drill's figures (the `failover` output's `drill`) as constant series: it ran
+    during an `up`, and Prometheus keeps them from one `up` to the next. None before the first drill."""
+    if not report:
+        return []
+    labels = {"from": report["from"], "to": report["to"], "run": report["run"]}
+    rpo = report.get("rpo") or {}
+    records = [RecordingRule(name, f"vector({float(value or 0):g})", labels) for name, value in (
+        (DRILL_RPO_RECORDS, rpo.get("records")), (DRILL_RPO_SECONDS, rpo.get("seconds")),
+        (DRILL_RTO_SECONDS, report.get("rto_seconds")), (DRILL_PASSED, 1 if report.get("passed") else 0))]
+    if report.get("last_passed_at"):
+        stamp = int(datetime.datetime.fromisoformat(report["last_passed_at"]).timestamp())
+        records.append(RecordingRule(DRILL_LAST_PASS, f"vector({stamp})", {"from": report["from"], "to": report["to"]}))
+    return records
+
+
+def drill_rule(pass_within_days: float) -> AlertRule:
+    """No drill passed within `pass_within_days` (or none ever did): run one."""
+    return AlertRule(DRILL_OVERDUE, f"time() - (max({DRILL_LAST_PASS}) or vector(0))",
+                     f"> {int(pass_within_days * 86400)}", "0m", "warning",
+                     "No failover drill passed for {{ $value | humanizeDuration }}: run one (set failover.drill.run "
+                     "anew and run pulumi up)")
+

@@ -32,6 +32,8 @@ class MonitoredKafka(ScrapedGroup, Protocol):
 
 TOPOLOGY = "the validated topology: its `monitoring` section (alert thresholds, scrape interval, grafana) and flows"
 CLUSTERS = "alias → KafkaCluster; the secured ones add their certificates' expiries and renewal alert"
+DRILL = ("the last failover drill's report (a FailoverDrill's `report`), when the topology has failover.drill: its "
+         "figures as series and the alert when none passed within failover.drill.pass_within_days")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +42,7 @@ class PrometheusArgs:
     targets: list[ScrapeTarget] = described("the JMX exporters (and extras) to scrape")
     platform: Platform = described(PLATFORM)
     clusters: dict[str, MonitoredKafka] = described(CLUSTERS, default_factory=dict)
+    drill: pulumi.Input[dict] | None = described(DRILL, default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,3 +71,4 @@ class MonitoringArgs:
         "state as a secret", default=None)
     services: list[ScrapeTarget] = described(
         "other services' /metrics to scrape (the continuous validator's)", default_factory=list)
+    drill: pulumi.Input[dict] | None = described(DRILL, default=None)

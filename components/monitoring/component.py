@@ -11,7 +11,8 @@ import pulumi
 from mirrorstack import naming
 from mirrorstack.model.capabilities import capabilities
 from mirrorstack.monitoring.alerts import (
-    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule, delivery_rules,
+    alert_rules, alert_rules_file, certificate_expiry_records, certificate_rule, delivery_rules, drill_records,
+    drill_rule,
 )
 from mirrorstack.monitoring.extras import run_extras
 from mirrorstack.monitoring.grafana import grafana_files
@@ -42,11 +43,17 @@ class Prometheus(pulumi.ComponentResource):
                                                      rule_files=["{dir}/alerts.yml"]),
                  "alerts.yml": alert_rules_file(rules)}
         secured = {alias: c for alias, c in args.clusters.items() if c.tls is not None}
-        if secured:  # the expiries are known once the certificates exist: the file waits for them
-            rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
-            files["alerts.yml"] = pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}).apply(
-                lambda summaries: alert_rules_file(rules, [r for alias, summary in summaries.items()
-                                                           for r in certificate_expiry_records(alias, summary)]))
+        rules += [certificate_rule(alias, c.renew_before_days) for alias, c in secured.items()]
+        drill = topology.failover.drill if topology.failover is not None else None
+        if drill is not None:
+            rules.append(drill_rule(drill.pass_within_days))
+        if secured or drill is not None:  # constant series known once the certificates exist and the drill ran
+            files["alerts.yml"] = pulumi.Output.all(
+                certificates=pulumi.Output.all(**{a: c.tls.certificates for a, c in secured.items()}) if secured else {},
+                drill=args.drill).apply(lambda known: alert_rules_file(rules, [
+                    *(r for alias, summary in known["certificates"].items()
+                      for r in certificate_expiry_records(alias, summary)),
+                    *drill_records(known.get("drill"))]))
         ran = platform.run(prometheus_service(name, files, platform, capabilities(platform.name).runs_containers),
                            opts=pulumi.ResourceOptions(parent=self))
         self.server, self.url = ran.resource, ran.url
@@ -86,7 +93,7 @@ class Monitoring(pulumi.ComponentResource):
         targets += args.services
         targets += run_extras(platform, topology.monitoring, clusters, opts=child)  # kafka-exporter targets, if any
         self.prometheus = Prometheus("prometheus", PrometheusArgs(
-            topology=topology, targets=targets, platform=platform, clusters=clusters), opts=child)
+            topology=topology, targets=targets, platform=platform, clusters=clusters, drill=args.drill), opts=child)
         self.prometheus_url, self.alert_rules = self.prometheus.url, self.prometheus.alert_rules
         self.grafana, self.grafana_url, self.grafana_password = None, None, None
         serves_grafana = capabilities(platform.name).serves_grafana

@@ -20,11 +20,10 @@ import time
 import pytest
 import requests
 import yaml
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorstack.platforms.local.launcher import ProcessHandle, is_alive
-from tests.support.kafka_clients import create_topic, describe_partitions, produce
+from tests.support.kafka_clients import SteadyProducer, create_topic, describe_partitions, produce
 from tests.support.stacks import stack_project
 
 pytestmark = pytest.mark.integration
@@ -161,33 +160,6 @@ class _Watch(threading.Thread):
         return (missing[0], missing[-1]) if missing else None
 
 
-class _Producer(threading.Thread):
-    """Writes acks=all to `topic` until stopped; counts delivery errors."""
-
-    def __init__(self, bootstrap: str, topic: str, per_second: int = 40):
-        super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 60_000})
-        self.topic, self.pause = topic, 1 / per_second
-        self.sent, self.delivered, self.errors = 0, 0, []
-        self.stop = threading.Event()
-
-    def _on_delivery(self, err, _msg):
-        if err:
-            self.errors.append(err)
-        else:
-            self.delivered += 1
-
-    def run(self):
-        while not self.stop.is_set():
-            self.producer.produce(self.topic, key=f"k{self.sent % 17}".encode(), value=f"rolling-{self.sent}".encode(),
-                                  on_delivery=self._on_delivery)
-            self.sent += 1
-            self.producer.poll(0)
-            time.sleep(self.pause)
-        self.remaining = self.producer.flush(90)
-
-
 def _wait_for(condition, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -211,7 +183,7 @@ def test_broker_and_worker_settings_roll_one_at_a_time_without_a_failed_send(sta
         {"log.retention.ms": "86400000"}), t["connect"]["eu"].setdefault("settings", {}).update(
         {"offset.flush.interval.ms": "4000"})))
 
-    watch, producer = _Watch(us, workers), _Producer(us, TOPIC)
+    watch, producer = _Watch(us, workers), SteadyProducer(us, TOPIC)
     watch.start(), producer.start()
     _wait_for(lambda: producer.delivered >= 20 and watch.samples, "traffic flows before the roll starts")
     started = time.monotonic()

@@ -32,6 +32,7 @@ at-least-once flows.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -45,8 +46,12 @@ from confluent_kafka import Consumer
 
 from mirrorstack.failover import procedure as failover_ops
 from mirrorstack.failover import rules
+from mirrorstack.failover.clusters import offset_syncs
+from mirrorstack.failover.drill import Drill, DrillFailed
+from mirrorstack.failover.drill_report import render_drill
+from mirrorstack.failover.drill_resource import FailoverDrillProvider, drill_spec
 from tests.support import connect_rest
-from tests.support.kafka_clients import committed_offsets, consume, create_topic, produce, topic_names
+from tests.support.kafka_clients import SteadyProducer, committed_offsets, consume, create_topic, produce, topic_names
 from tests.support.mm2_rounds import DEAD_SOURCE, refresh_marks, wait_for_refresh_rounds
 from tests.support.services import KafkaCluster, _parallel
 from tests.support.stacks import stack_project
@@ -202,7 +207,11 @@ def connector(url: str, name: str, action: str | None = None) -> str:
 
 
 def _state(url: str, name: str) -> str:
-    return connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/status")["connector"]["state"]
+    """The connector's state once every task has reached it too: a paused
+    connector's task may still copy what it polls until its own state says PAUSED."""
+    status = connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/status")
+    state = status["connector"]["state"]
+    return state if all(task["state"] == state for task in status.get("tasks", [])) else "CHANGING"
 
 
 def wait_for_fresh_checkpoints(source: str, target: str, groups, timeout: float = 120) -> None:
@@ -232,6 +241,93 @@ def wait_for_fresh_checkpoints(source: str, target: str, groups, timeout: float 
         dst.close()
 
 
+def drill_while_writing(project, sites, copies: Copies, deployed: dict) -> None:
+    """A drill while a producer writes: copies of the groups on the standby, where the switch would put
+    them, proved by record identity and deleted; nothing real moves. Then a drill of a paused flow fails
+    naming why, and the drill's RPO, measured on the live pair, counts what that flow has not copied."""
+    primary, standby = sites["primary"].bootstrap_servers, sites["standby"].bootstrap_servers
+    url = deployed["connect"]["standby"]
+    names = (f"{FORWARD}.{SOURCE}", f"{FORWARD}.{CHECKPOINT}")
+    configs = {n: connect_rest.read(f"{url}/connectors/{quote(n, safe='')}/config") for n in names}
+    before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
+    project.run("config", "set", "--path", "mirrorstack:topology.failover.drill.run", "d1")
+    writer = SteadyProducer(primary, "payments", per_second=20)
+    writer.start()
+    try:
+        up = project.run("up", "--yes", "--skip-preview", timeout=900)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.delivered > 0 and not writer.errors, writer.errors
+    out = project.outputs()
+    drill = out["failover"]["drill"]
+    print(render_drill(drill))  # the figures, with -s
+    assert (drill["run"], drill["from"], drill["to"], drill["passed"]) == ("d1", "primary", "standby", True), drill
+    assert "drill d1 primary -> standby" in up.stdout + up.stderr and "RTO:" in up.stdout + up.stderr
+    assert drill["rto_seconds"] > 0 and 0 <= drill["rpo"]["seconds"] <= 60 and drill["rpo"]["records"] >= 0, drill
+    by_offset = {w: v for v, w in copies.on("primary").items()}
+    ends = group_ids(standby, ends=[(PRIMARY_ORDERS, p) for p in range(PARTITIONS)])
+    for group in GROUPS:
+        entry, proof = drill["groups"][group], drill["groups"][group]["proof"]
+        assert proof["copy"] == f"mirrorstack-drill.d1.{group}" and (proof["reread"], proof["lost"]) == (0, 0), proof
+        assert proof["compared"] > 0, proof  # each group had records left to read
+        for row, proved in zip(entry["partitions"], proof["partitions"]):
+            # the copy sat on the standby's copy of the first record its group had not read (an independent
+            # read), or at the copy's end where it had read everything
+            p = int(row["partition"])
+            first_unread = by_offset.get(("orders", p, before[group][("orders", p)]))
+            expected = copies.on("standby")[first_unread][2] if first_unread else ends[(PRIMARY_ORDERS, p)][1]
+            assert int(proved["copy_at"]) == int(row["new"]) == expected, (row, proved)
+    assert sum(drill["groups"][g]["translated_reread"] for g in GROUPS) > 0, drill  # MM2's alone re-reads
+    # nothing real moved: the groups' offsets, the connectors, the flows; the copies are gone
+    assert {g: committed(primary, g, ["orders"]) for g in GROUPS} == before
+    assert all(committed(standby, g, [PRIMARY_ORDERS]) == {} for g in GROUPS)
+    assert not [g for g in group_ids(standby) if g.startswith("mirrorstack-drill.")]
+    for name in names:
+        assert connect_rest.read(f"{url}/connectors/{quote(name, safe='')}/config") == configs[name], name
+        assert connector(url, name) == "RUNNING", name
+    assert out["flows"] == deployed["flows"] and out["failover"]["active"] == "primary"
+
+    # every record written so far is on the standby, then the flow is paused: what follows stays behind
+    assert len(consume(standby, f"primary{SEP}payments", writer.delivered, timeout=60)) == writer.delivered
+    connector(url, names[0], "pause")
+    lagging = produce(primary, "payments", 12, prefix="lag")
+    # (`up` would resume the connector first: the drill's own provider, as `up` runs it, on the paused flow)
+    props = next(r["outputs"] for r in json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]
+                 if r["type"].endswith("FailoverDrill"))
+    with pytest.raises(DrillFailed) as failed:
+        FailoverDrillProvider().update("drill", props, {**props, "drill": {**props["drill"], "run": "d2",
+                                                                            "wait_seconds": 3}})
+    text = str(failed.value)
+    assert "the failover drill d2 did not pass" in text and f"{names[0]} is PAUSED, not RUNNING" in text, text
+    assert "no real group, connector or flow was touched" in text
+    drilling = Drill(drill_spec(props), progress=print)
+    pair = {a: failover_ops.Cluster(a, {"bootstrap": b}) for a, b in (("primary", primary), ("standby", standby))}
+    try:
+        syncs = offset_syncs(pair["standby"], drilling.flow.offset_syncs_topic())
+        measured = drilling.copied(pair["primary"], pair["standby"], [("payments", p) for p in range(PARTITIONS)],
+                                   syncs)
+    finally:
+        for cluster in pair.values():
+            cluster.close()
+    rpo = drilling.rpo(measured)
+    assert rpo["records"] == len(lagging) and rpo["seconds"] > 0, rpo  # what the paused flow has not copied
+    lag = drilling.rpo_problems({**rpo, "seconds": 3600.0})
+    assert lag[0].startswith("RPO 3600.0s: records not yet on standby") and "payments/" in lag[0], lag
+    assert not [g for g in group_ids(standby) if g.startswith("mirrorstack-drill.")]
+    connector(url, names[0], "resume")
+    project.run("config", "rm", "--path", "mirrorstack:topology.failover.drill")
+
+
+def group_ids(bootstrap: str, ends=None):
+    """The cluster's groups; with `ends` ((topic, partition) pairs), their watermarks instead."""
+    cluster = failover_ops.Cluster("any", {"bootstrap": bootstrap})
+    try:
+        return cluster.watermarks(ends) if ends else cluster.group_ids()
+    finally:
+        cluster.close()
+
+
 def failed_up(project) -> str:
     done = project.run("up", "--yes", "--skip-preview", check=False, timeout=600)
     text = done.stdout + done.stderr
@@ -255,6 +351,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
     copies = Copies()
     for bootstrap in (primary, standby):
         create_topic(bootstrap, "orders", PARTITIONS, 1)
+    create_topic(primary, "payments", PARTITIONS, 1)  # written while a drill runs
     copies.produced("primary", "orders", produce(primary, "orders", N, prefix="p1"))
     # consumers of two groups read part of `orders` on the primary
     _parallel([partial(read_group, primary, "app-billing", ["orders"], limit=900),
@@ -268,6 +365,7 @@ def test_failover_failback_and_unplanned_failover_through_the_stack(sites, tmp_p
         assert {s["state"] for s in out["flows"][REVERSE].values()} == {"STOPPED"}, out["flows"]
         url = out["connect"]["standby"]
         copies.read_topic("standby", standby, PRIMARY_ORDERS, N)  # replicated before anything switches
+        drill_while_writing(project, sites, copies, out)
 
         # 1. each gate failure: `up` fails saying why, and the stack is unchanged
         project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")

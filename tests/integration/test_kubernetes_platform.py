@@ -31,8 +31,8 @@ from mirrorstack.monitoring.metrics import (DELIVERY_CONFIRMED, DELIVERY_EXTRAS,
 from mirrorstack.platforms.kubernetes import tunnel as kube_tunnel
 from mirrorstack.versions import MIRRORSTACK_IMAGES, mirrorstack_image
 from tests.support import kube
-from tests.support.kafka_clients import (admin, consume, consume_group, consume_group_to_end, create_topic,
-                                         delete_first_record, end_offsets, produce)
+from tests.support.kafka_clients import (admin, committed_offsets, consume, consume_group, consume_group_to_end,
+                                         create_topic, delete_first_record, end_offsets, produce)
 from tests.support.secured import private_key_bodies
 from tests.support.streaming_validator import READ_METRICS_INSIDE, delivery_totals
 from tests.support.stacks import C1_ONLY, REPO, on_c1_only, on_platform, stack_project
@@ -811,6 +811,19 @@ def test_planned_failover_moves_a_group_with_nothing_lost(active_passive):
     written = {r.value for r in produce(primary, "orders", AP_RECORDS)}
     before = {r.value for r in consume_group(primary, "orders", AP_GROUP, AP_READ)}
     assert len(before) == AP_READ
+
+    # a drill first, in a Job too: the group's copy on standby proved by identity and deleted, the group untouched
+    positions = committed_offsets(primary, AP_GROUP, "orders", 2)
+    project.run("config", "set", "--path", "mirrorstack:topology.failover.drill.run", "k1")
+    up = project.run("up", "--yes", "--skip-preview", timeout=900)
+    log = up.stdout + up.stderr
+    assert f"as Job {AP_NAMESPACE}/mirrorstack-switch-" in log and "drill k1 primary -> standby" in log, log[-4000:]
+    drill = project.outputs()["failover"]["drill"]
+    proof = drill["groups"][AP_GROUP]["proof"]
+    assert drill["passed"] and (proof["reread"], proof["lost"]) == (0, 0) and proof["compared"] > 0, drill
+    assert committed_offsets(primary, AP_GROUP, "orders", 2) == positions
+    for group in (proof["copy"], AP_GROUP):  # the copy deleted; nothing written for the group itself
+        assert all(o < 0 for o in committed_offsets(standby, group, "primary.orders", 2).values()), group
 
     project.run("config", "set", "--path", "mirrorstack:topology.failover.active", "standby")
     up = project.run("up", "--yes", "--skip-preview", timeout=900)

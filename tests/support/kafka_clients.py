@@ -1,6 +1,7 @@
 """Small helpers over confluent-kafka for producing and reading back records."""
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -244,3 +245,30 @@ def delete_first_record(bootstrap: str, topic: str, partition: int = 0, client: 
                                       request_timeout=30).values()
     assert future.result(60).low_watermark == first.offset + 1
     return first
+
+
+class SteadyProducer(threading.Thread):
+    """Writes acks=all to `topic` until stopped (`stop.set()`, then `join()`); counts delivery errors."""
+
+    def __init__(self, bootstrap: str, topic: str, per_second: int = 40):
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 60_000})
+        self.topic, self.pause = topic, 1 / per_second
+        self.sent, self.delivered, self.errors = 0, 0, []
+        self.stop = threading.Event()
+
+    def _on_delivery(self, err, _msg):
+        if err:
+            self.errors.append(err)
+        else:
+            self.delivered += 1
+
+    def run(self):
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, key=f"k{self.sent % 17}".encode(), value=f"rolling-{self.sent}".encode(),
+                                  on_delivery=self._on_delivery)
+            self.sent += 1
+            self.producer.poll(0)
+            time.sleep(self.pause)
+        self.remaining = self.producer.flush(90)

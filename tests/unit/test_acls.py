@@ -305,3 +305,14 @@ def test_the_failover_switch_may_read_and_move_its_groups_on_both_sides():
     assert any(line.startswith("allow User:mirrorstack READ on GROUP * (LITERAL) for") and "failover" in line
                for line in every["central"])
     assert not any("failover" in line for lines in _planned().values() for line in lines)
+
+
+def test_the_drill_may_write_prove_and_delete_its_copies_where_they_land():
+    failover = {"primary": "edge", "standby": "central", "active": "edge", "cutover": True}
+    drilled = _planned(failover={**failover, "drill": {"run": "d1"}})
+    copies = {alias: {line.split(" for ")[0] for line in lines if "drill copies" in line}
+              for alias, lines in drilled.items()}
+    assert copies["central"] == {f"allow User:mirrorstack {op} on GROUP mirrorstack-drill. (PREFIXED)"
+                                 for op in ("READ", "DESCRIBE", "DELETE")}
+    assert not copies["edge"]  # a cutover's drill only lands on the standby
+    assert not any("drill" in line for lines in _planned(failover=failover).values() for line in lines)
