@@ -30,3 +30,13 @@ def render_drill(report: dict) -> str:
     lines += [f"  failed: {f}" for f in report.get("failed") or []]
     lines += [f"  note: {n}" for n in report.get("notes") or []]
     return "\n".join(lines)
+
+
+def describe_drill(primary: str, standby: str, active: str, drill: dict | None, last_run: str | None) -> str | None:
+    """What `up` will do about failover.drill, said in the preview; None when no drill runs."""
+    if not drill or drill["run"] == last_run:
+        return None
+    other = standby if active == primary else primary
+    return (f"drill {drill['run']} rehearses a switch {active} -> {other} after the flows: RPO within "
+            f"{float(drill['rpo_seconds']):g}s, copies of the groups proved by record identity and deleted; nothing "
+            "real is touched")

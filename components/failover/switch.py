@@ -19,6 +19,7 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from mirrorstack import naming
 from mirrorstack.failover.args import FailoverSwitchArgs
+from mirrorstack.failover.drill_report import describe_drill
 
 # Props whose change is a change of the switch; the rest (addresses, connector
 # names) are read from the new props when a switch runs, and never switch by themselves.
@@ -230,4 +231,8 @@ def log_plan(topology, previous: pulumi.Output, resource: pulumi.Resource) -> No
                         gate=fo.gate.model_dump())
         if line:
             pulumi.log.info(f"failover: {line}", resource=resource)
+        drill = describe_drill(fo.primary, fo.standby, fo.active, fo.drill.model_dump() if fo.drill else None,
+                               ((last or {}).get("drill") or {}).get("run"))
+        if drill:
+            pulumi.log.info(f"failover: {drill}", resource=resource)
     previous.apply(show)

@@ -11,7 +11,7 @@ import yaml
 
 from mirrorstack import topology as topology_module
 from mirrorstack.failover import drill_resource, switch
-from mirrorstack.failover.drill_report import render_drill
+from mirrorstack.failover.drill_report import describe_drill, render_drill
 from mirrorstack.failover.drill_resource import FailoverDrillProvider, drill_spec
 from mirrorstack.failover.procedure import GateFailed
 from mirrorstack.model.spec import load_topology
@@ -204,3 +204,10 @@ def test_the_stacks_prometheus_waits_for_the_drill_and_has_its_alert(tmp_path, m
     rules = yaml.safe_load(prometheus["files"]["alerts.yml"])["groups"][0]["rules"]
     [overdue] = [r for r in rules if r.get("alert") == "MirrorstackFailoverDrillOverdue"]
     assert overdue["expr"].endswith(f"> {7 * 86400}")
+
+
+def test_the_preview_says_when_a_drill_runs():
+    line = describe_drill("primary", "standby", "standby", {**DRILL, "run": "d2"}, "d1")
+    assert line.startswith("drill d2 rehearses a switch standby -> primary after the flows: RPO within 60s")
+    assert describe_drill("primary", "standby", "primary", {**DRILL, "run": "d1"}, "d1") is None  # ran already
+    assert describe_drill("primary", "standby", "primary", None, "d1") is None
