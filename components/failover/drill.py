@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 
 from mirrorstack.failover import rules
-from mirrorstack.failover.clusters import Cluster, identity, latest_checkpoints, offset_syncs
+from mirrorstack.failover.clusters import Cluster, identity, offset_syncs
 from mirrorstack.failover.procedure import GateFailed, Switch
 
 POLL_SECONDS = 2.0
@@ -141,35 +141,6 @@ class Drill:
             syncs = offset_syncs(target, self.flow.offset_syncs_topic())
 
     # -- the copies -------------------------------------------------------------
-    def positions(self, source: Cluster, target: Cluster, groups: list[str]) -> tuple[dict, dict]:
-        """Each group's committed offsets on `from` now, and where the switch would move it on `to`
-        (MM2's translation, then the exact search), as the switch's report rows."""
-        commits = {g: source.committed(g) for g in groups}
-        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
-        back = self.switch.back
-        back_syncs = offset_syncs(source, back.offset_syncs_topic()) if back else {}
-        ends_from = self.switch._ends(source, {k for c in commits.values() for k in c})
-        remote = {(self.flow.selection().remote(t), p) for c in commits.values() for t, p in c
-                  if rules.flow_topic(self.flow, t)}
-        ends_to = self.switch._ends(target, remote)
-        moved = {}
-        for group in groups:
-            moved[group], notes = rules.translate_planned(group, commits[group], self.flow, back, checkpoints,
-                                                          back_syncs, ends_from, ends_to)
-            self.switch.notes += notes
-        if self.switch.exact["enabled"]:
-            self.switch.move_exactly(moved, source, target)
-        return commits, moved
-
-    def write_copies(self, target: Cluster, moved: dict) -> dict[str, str]:
-        copies = {}
-        for group, entry in moved.items():
-            offsets = {(r["to_topic"], r["partition"]): r["new"] for r in entry["partitions"]}
-            if offsets:
-                copies[group] = copy_group(self.run_name, group)
-                target.write_offsets(copies[group], offsets)
-        return copies
-
     def prove(self, source: Cluster, target: Cluster, commits: dict, moved: dict, copies: dict,
               syncs) -> dict:
         """Per copy and partition, by record identity: the records its group had not read on `from` that are
@@ -248,8 +219,8 @@ class Drill:
                                   "anew (failover.drill.run); no real group, connector or flow was touched")
             groups = [g for g in rules.switch_groups(self.flow, source.group_ids(), self.switch.narrowed)
                       if not g.startswith(rules.DRILL_PREFIX)]
-            commits, moved = self.positions(source, target, groups)
-            copies = self.write_copies(target, moved)
+            commits, moved = self.switch.positions(source, target, groups)
+            copies = self.switch.write(target, moved, named=lambda group: copy_group(self.run_name, group))
             rto = round(time.monotonic() - started, 1)
             self.progress(f"drill {self.run_name}: {len(copies)} group copy(ies) written on {to_alias} after {rto}s")
             proof = self.prove(source, target, commits, moved, copies,

@@ -59,12 +59,6 @@ class FailoverDrill(Resource, module="failover", name="FailoverDrill"):
 
     def __init__(self, name: str, args: FailoverSwitchArgs, opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts)
-        failover, connect_auth = args.failover, args.connect_auth
         super().__init__(FailoverDrillProvider(), resource_name, {
-            "primary": failover.primary, "standby": failover.standby, "active": failover.active,
-            "groups": failover.groups, "drill": failover.drill.model_dump(),
-            "exact": {"enabled": failover.exact, "search_records": failover.exact_search_records},
-            "clusters": args.clusters, "forward": args.forward, "reverse": args.reverse,
-            "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
-            "runner": args.runner, "report": None,
+            **switch.pair_props(args), "drill": args.failover.drill.model_dump(),
         }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))

@@ -108,24 +108,26 @@ class Switch:
                       f"{len(seen['groups'])} group(s) checkpointed")
         self.stop_connectors(strict=True)
         # After the stop: the checkpoints and positions the groups move with.
+        _, groups = self.positions(source, target, seen["groups"])
+        return seen["figures"], groups
+
+    def positions(self, source: Cluster, target: Cluster, groups: list[str]) -> tuple[dict, dict]:
+        """Each group's committed offsets on `from` now, and where it moves on `to` (MM2's translation,
+        then, with `exact`, by record identity), as the report's rows."""
         checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
         back_syncs = offset_syncs(source, self.back.offset_syncs_topic()) if self.back else {}
-        commits = {g: source.committed(g) for g in seen["groups"]}
+        commits = {g: source.committed(g) for g in groups}
         ends_from = self._ends(source, {k for c in commits.values() for k in c})
-        remote_keys = set()
-        for offsets in commits.values():
-            for topic, p in offsets:
-                if rules.flow_topic(self.flow, topic):
-                    remote_keys.add((self.flow.selection().remote(topic), p))
-        ends_to = self._ends(target, remote_keys)
-        groups = {}
-        for group in seen["groups"]:
-            groups[group], notes = rules.translate_planned(group, commits[group], self.flow, self.back, checkpoints,
-                                                           back_syncs, ends_from, ends_to)
+        ends_to = self._ends(target, {(self.flow.selection().remote(t), p) for c in commits.values() for t, p in c
+                                      if rules.flow_topic(self.flow, t)})
+        moved = {}
+        for group in groups:
+            moved[group], notes = rules.translate_planned(group, commits[group], self.flow, self.back, checkpoints,
+                                                          back_syncs, ends_from, ends_to)
             self.notes += notes
         if self.exact["enabled"]:
-            self.move_exactly(groups, source, target)
-        return seen["figures"], groups
+            self.move_exactly(moved, source, target)
+        return commits, moved
 
     def move_exactly(self, groups: dict, source: Cluster, target: Cluster) -> None:
         """Each moved partition to the copy on `to` of the first record its group has not read on `from`,
@@ -314,12 +316,16 @@ class Switch:
         self.notes.append(f"{name} could not be stopped ({str(exc)[:300]}): MM2 may still sync group "
                           f"offsets into {self.to_alias}")
 
-    def write(self, target: Cluster, groups: dict) -> None:
+    def write(self, target: Cluster, groups: dict, named=lambda group: group) -> dict[str, str]:
+        """Each group's new offsets, written on `to` under `named(group)`; {group: the name written}."""
+        written = {}
         for group, entry in groups.items():
             offsets = {(r["to_topic"], r["partition"]): r["new"] for r in entry["partitions"]}
             if offsets:
-                target.write_offsets(group, offsets)
-                self.progress(f"{group}: {len(offsets)} offset(s) written on {self.to_alias}")
+                written[group] = named(group)
+                target.write_offsets(written[group], offsets)
+                self.progress(f"{written[group]}: {len(offsets)} offset(s) written on {self.to_alias}")
+        return written
 
     def run(self) -> dict:
         mode = self.spec["mode"]

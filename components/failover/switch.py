@@ -179,20 +179,27 @@ class FailoverSwitch(Resource, module="failover", name="FailoverSwitch"):
 
     def __init__(self, name: str, args: FailoverSwitchArgs, opts: pulumi.ResourceOptions | None = None):
         resource_name, opts = naming.scoped(name, opts)
-        failover, connect_auth = args.failover, args.connect_auth
+        failover = args.failover
         gate = failover.gate
         super().__init__(FailoverSwitchProvider(), resource_name, {
-            "primary": failover.primary, "standby": failover.standby, "active": failover.active,
-            "cutover": failover.cutover, "unplanned": failover.unplanned, "groups": failover.groups,
+            **pair_props(args), "cutover": failover.cutover, "unplanned": failover.unplanned,
             # strings and floats: numbers in dynamic props come back as floats anyway
             "gate": {"in_flight": gate.in_flight, "wait_seconds": float(gate.wait_seconds),
                      "allow_active_consumers": gate.allow_active_consumers},
-            # recorded, not watched: how the next switch moves the groups, never a switch by itself
+        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))
+
+
+def pair_props(args: FailoverSwitchArgs) -> dict:
+    """What the switch and the drill both carry: the pair, its groups, how groups move (`exact`: recorded,
+    never a switch by itself), both sides' addresses, the flows, the REST credentials (a secret) and
+    where they run; `report` None until one ran."""
+    failover, connect_auth = args.failover, args.connect_auth
+    return {"primary": failover.primary, "standby": failover.standby, "active": failover.active,
+            "groups": failover.groups,
             "exact": {"enabled": failover.exact, "search_records": failover.exact_search_records},
             "clusters": args.clusters, "forward": args.forward, "reverse": args.reverse,
             "connect_auth": pulumi.Output.secret(connect_auth) if connect_auth else None,
-            "runner": args.runner, "report": None,
-        }, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["connect_auth"])))
+            "runner": args.runner, "report": None}
 
 
 def flow_piece(flow, connect) -> dict:
