@@ -153,9 +153,10 @@ class Cluster:
 
     def committed(self, group: str) -> dict[rules.Key, int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
-        future = self.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                          request_timeout=self.timeout)[group]
-        result = future.result(timeout=self.timeout)
+        # a coordinator just back (the side an unplanned switch left) answers COORDINATOR_LOAD_IN_PROGRESS a while
+        result = asked_again(lambda: self.admin().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)[group].result(timeout=self.timeout),
+            lambda: None)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
     def members(self, groups: list[str]) -> dict[str, int]:

@@ -14,7 +14,8 @@ def transient(error) -> bool:
     """`error` (a confluent_kafka KafkaError) may not be the answer if asked again."""
     codes = type(error)
     return error.retriable() or error.code() in (
-        codes.NOT_LEADER_FOR_PARTITION, codes.LEADER_NOT_AVAILABLE, codes._TIMED_OUT, codes.UNKNOWN_TOPIC_OR_PART)
+        codes.NOT_LEADER_FOR_PARTITION, codes.LEADER_NOT_AVAILABLE, codes._TIMED_OUT, codes.UNKNOWN_TOPIC_OR_PART,
+        codes.COORDINATOR_LOAD_IN_PROGRESS, codes.COORDINATOR_NOT_AVAILABLE)  # a group coordinator loading
 
 
 def asked_again(ask, look_up_leader, attempts: int = ATTEMPTS):

@@ -475,3 +475,18 @@ def test_a_broker_behind_on_metadata_is_asked_again_and_a_lasting_answer_is_rais
                 reader.watermarks("b:9092", {}, "t")
             assert raised.value.args[0].code() == expected
             assert consumer.asked == (behind if code is None else 1)  # a lasting refusal is not asked again
+
+
+def test_a_group_coordinator_still_loading_is_asked_again(monkeypatch):
+    """The side an unplanned switch left, just back: its group offsets answer COORDINATOR_LOAD_IN_PROGRESS a while."""
+    from confluent_kafka import KafkaError, KafkaException
+    from mirrorstack.mm2 import kafka_answers
+    monkeypatch.setattr(kafka_answers.time, "sleep", lambda _s: None)
+    answers = [KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, None]
+
+    def ask():
+        code = answers.pop(0)
+        if code is not None:
+            raise KafkaException(KafkaError(code))
+        return {"orders": 5}
+    assert kafka_answers.asked_again(ask, lambda: None) == {"orders": 5} and answers == []
