@@ -220,18 +220,21 @@ def start(spark, plan: Plan, args: argparse.Namespace, on_figures, remote: bool 
 
 
 # A Spark Connect server starts foreachBatch's Python worker as the query starts and waits a fixed 10 s
-# for it to connect back; on a loaded machine it may not (a fresh-clone suite run). Nothing started yet.
+# (not configurable in Spark 4.2) for it to connect back; on a loaded machine it may not: 3 attempts in a
+# row failed so in a fresh-clone suite run at load 20-30 on 2 cores. Nothing started yet.
 WORKER_LATE = "waiting for the Python worker to connect back"
 
 
-def start_again_if_worker_late(starting, attempts: int = 3):
+def start_again_if_worker_late(starting, attempts: int = 8, pause: float = 5.0):
     for attempt in range(attempts):
         try:
             return starting()
         except Exception as error:  # noqa: BLE001 - only the late worker is tried again
             if WORKER_LATE not in str(error) or attempt == attempts - 1:
                 raise
-            log(f"the server's Python worker did not connect back in time; starting again ({attempt + 2} of {attempts})")
+            log(f"the server's Python worker did not connect back in time; starting again in {pause:g}s "
+                f"({attempt + 2} of {attempts})")
+            time.sleep(pause)
 
 
 def figures_view(checkpoint_dir: str) -> str:

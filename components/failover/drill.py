@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 
 from mirrorstack.failover import rules
-from mirrorstack.failover.clusters import Cluster, identity, offset_syncs
+from mirrorstack.failover.clusters import Cluster, identity, latest_checkpoints, offset_syncs
 from mirrorstack.failover.procedure import GateFailed, Switch
 
 POLL_SECONDS = 2.0
@@ -115,8 +115,20 @@ class Drill:
                             f"{int(most)}); behind: {_behind(rpo)}")
         return problems
 
-    def within_objective(self, source: Cluster, target: Cluster, keys, started: float) -> dict:
-        """The RPO, once the flow runs and it is within the objective; DrillFailed after wait_seconds."""
+    def unchecked(self, source: Cluster, target: Cluster, groups: list[str]) -> list[str]:
+        """"group topic/partition" of each partition a group has records left to read in and no checkpoint
+        of on `to` yet: there MM2's translation, the exact search's lower bound, is unknown."""
+        checkpoints = latest_checkpoints(target, self.flow.checkpoints_topic())
+        commits = {g: source.committed(g) for g in groups}
+        ends = {k: hi for k, (_, hi) in source.watermarks(sorted({k for c in commits.values() for k in c
+                                                                  if rules.flow_topic(self.flow, k[0])})).items()}
+        return [f"{g} {t}/{p}" for g, offsets in sorted(commits.items()) for (t, p), at in sorted(offsets.items())
+                if (t, p) in ends and at < ends[(t, p)]
+                and (g, self.flow.selection().remote(t), p) not in checkpoints]
+
+    def within_objective(self, source: Cluster, target: Cluster, keys, groups: list[str], started: float) -> dict:
+        """The RPO, once the flow runs, it is within the objective and every group's partition with records
+        left to read has a checkpoint on `to`; DrillFailed after wait_seconds."""
         wait = float(self.objective["wait_seconds"])
         syncs = offset_syncs(target, self.flow.offset_syncs_topic())
         next_line = started + rules.PROGRESS_SECONDS
@@ -126,6 +138,12 @@ class Drill:
             if not problems:
                 rpo = self.rpo(self.copied(source, target, keys, syncs))
                 problems = self.rpo_problems(rpo)
+                if unchecked := self.unchecked(source, target, groups):
+                    problems.append(
+                        f"no checkpoint on {self.switch.to_alias} yet of {', '.join(unchecked[:5])}"
+                        + (f" and {len(unchecked) - 5} more" if len(unchecked) > 5 else "")
+                        + ": MM2's checkpoint connector writes one every emit.checkpoints.interval.seconds; "
+                        "check that it runs and emits checkpoints for these groups (groups, groups_exclude)")
             waited = time.monotonic() - started
             if not problems:
                 return {**rpo, "waited_seconds": round(waited, 1)}
@@ -187,6 +205,13 @@ class Drill:
                 reread += 1  # read by its group already (or a copy of such a record)
         return {**row, "reread": reread, "lost": len(wanted - found), "compared": len(unread)}
 
+    def unmoved(self, commits: dict, moved: dict) -> list[str]:
+        """Partitions of the flow a group committed on that the translation could not move (the switch's
+        notes say why): the drill proved nothing for them."""
+        rows = {(g, r["from_topic"], r["partition"]) for g, e in moved.items() for r in e["partitions"]}
+        return [f"{g}: {t}/{p} not moved (see the notes)" for g, offsets in sorted(commits.items())
+                for t, p in sorted(offsets) if rules.flow_topic(self.flow, t) and (g, t, p) not in rows]
+
     def delete_copies(self, target: Cluster, copies: dict) -> list[str]:
         """Deletes the copies; the notes of those that could not be (a drill leaves none knowingly)."""
         if not copies:
@@ -208,7 +233,9 @@ class Drill:
         try:
             parts = source.partitions()
             keys = [(t, p) for t in self.flow.selection().selected_topics(parts) for p in parts[t]]
-            rpo = self.within_objective(source, target, keys, started)
+            groups = [g for g in rules.switch_groups(self.flow, source.group_ids(), self.switch.narrowed)
+                      if not g.startswith(rules.DRILL_PREFIX)]
+            rpo = self.within_objective(source, target, keys, groups, started)
             self.progress(f"drill {self.run_name}: flow {self.flow.name} runs; RPO {rpo['records']} record(s), "
                           f"{rpo['seconds']:.1f}s")
             taken = [g for g in target.group_ids() if g.startswith(copy_group(self.run_name, ""))]
@@ -217,8 +244,6 @@ class Drill:
                                   f"named as its copies: {', '.join(taken)} (left by a drill that was cut off?); "
                                   "fix: delete them (kafka-consumer-groups --delete --group NAME) or name the drill "
                                   "anew (failover.drill.run); no real group, connector or flow was touched")
-            groups = [g for g in rules.switch_groups(self.flow, source.group_ids(), self.switch.narrowed)
-                      if not g.startswith(rules.DRILL_PREFIX)]
             commits, moved = self.switch.positions(source, target, groups)
             copies = self.switch.write(target, moved, named=lambda group: copy_group(self.run_name, group))
             rto = round(time.monotonic() - started, 1)
@@ -232,6 +257,7 @@ class Drill:
         self.switch.notes += notes
         failed = [f"{g} (copy {p['copy']}): re-read {p['reread']}, lost {p['lost']}"
                   for g, p in sorted(proof.items()) if p["reread"] or p["lost"]]
+        failed += self.unmoved(commits, moved)
         return {"mode": "drill", "run": self.run_name, "from": from_alias, "to": to_alias, "at": at,
                 "passed": not failed and not notes, "rpo": rpo, "rto_seconds": rto,
                 "objective": {k: self.objective.get(k) for k in ("rpo_seconds", "rpo_records", "wait_seconds")},

@@ -323,7 +323,7 @@ def test_a_second_validator_on_one_state_folder_waits_for_the_first_to_stop(tmp_
 
 def test_a_query_whose_connect_workers_python_came_late_starts_again_and_other_errors_do_not():
     """A Spark Connect server waits a fixed 10 s for foreachBatch's Python worker; on a loaded machine
-    the start failed so (a fresh-clone suite run): it is tried again, up to 3 times; any other error
+    the start failed so (a fresh-clone suite run): it is tried again, up to 8 times; any other error
     is raised at once."""
     import pytest
     from mirrorstack.spark.streaming import start_again_if_worker_late
@@ -337,12 +337,12 @@ def test_a_query_whose_connect_workers_python_came_late_starts_again_and_other_e
                 raise error
             return "query"
         return attempt
-    assert start_again_if_worker_late(starting(2)) == "query" and len(calls) == 3
+    assert start_again_if_worker_late(starting(7), pause=0) == "query" and len(calls) == 8
     calls.clear()
     with pytest.raises(RuntimeError, match="connect back"):
-        start_again_if_worker_late(starting(3))
-    assert len(calls) == 3
+        start_again_if_worker_late(starting(8), pause=0)
+    assert len(calls) == 8
     calls.clear()
     with pytest.raises(ValueError):
-        start_again_if_worker_late(starting(1, ValueError("bad checkpoint")))
+        start_again_if_worker_late(starting(1, ValueError("bad checkpoint")), pause=0)
     assert len(calls) == 1

@@ -211,3 +211,17 @@ def test_the_preview_says_when_a_drill_runs():
     assert line.startswith("drill d2 rehearses a switch standby -> primary after the flows: RPO within 60s")
     assert describe_drill("primary", "standby", "primary", {**DRILL, "run": "d1"}, "d1") is None  # ran already
     assert describe_drill("primary", "standby", "primary", None, "d1") is None
+
+
+def test_a_partition_the_translation_could_not_move_fails_the_drill():
+    """Its group would resume there at an unknown position: the drill proved nothing for it, whatever
+    the other partitions' proofs say (seen on a loaded machine: no checkpoint of that partition yet)."""
+    from mirrorstack.failover.drill import Drill
+    spec = drill_spec(props(active="primary", drill=DRILL, exact={"enabled": True, "search_records": 500.0}))
+    drill = Drill(spec, lambda _: None)
+    commits = {"billing": {("orders", 0): 40, ("orders", 1): 10}, "audit": {("orders", 0): 7}}
+    moved = {"billing": {"partitions": [{"from_topic": "orders", "to_topic": "primary.orders", "partition": 0}]},
+             "audit": {"partitions": [{"from_topic": "orders", "to_topic": "primary.orders", "partition": 0}]}}
+    assert drill.unmoved(commits, moved) == ["billing: orders/1 not moved (see the notes)"]
+    moved["billing"]["partitions"].append({"from_topic": "orders", "to_topic": "primary.orders", "partition": 1})
+    assert drill.unmoved(commits, moved) == []
