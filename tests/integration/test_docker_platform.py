@@ -753,17 +753,24 @@ def _progress_to(lines: list[str]):
         switch.progress = kept
 
 
-def values_from(acl_outputs: dict, topic: str, partitions) -> set[str]:
-    """The values of `topic`'s `partitions` from their start to their end now, read as a node at the
-    cluster's ADMIN listener, in no group."""
-    from confluent_kafka import Consumer, TopicPartition
+def admin_consumer(acl_outputs: dict, group: str):
+    """A consumer in `group` that commits nothing, as a node (a super user) at the cluster's ADMIN listener
+    (through the stack's tunnels where it has them), reading committed records only."""
+    from confluent_kafka import Consumer
     for tunnel in acl_outputs.get("tunnels") or []:
         tunnels.local(tunnel)
     key, cert = keystore_parts(acl_outputs["admin_keystore"])
-    consumer = Consumer({"bootstrap.servers": acl_outputs["bootstrap"], "security.protocol": "SSL",
-                         "ssl.ca.pem": acl_outputs["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
-                         "group.id": "unused", "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 0})
+    return Consumer({"bootstrap.servers": acl_outputs["bootstrap"], "security.protocol": "SSL",
+                     "ssl.ca.pem": acl_outputs["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
+                     "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
+                     "log_level": 0})
+
+
+def values_from(acl_outputs: dict, topic: str, partitions) -> set[str]:
+    """The values of `topic`'s `partitions` from their start to their end now, read as a node at the
+    cluster's ADMIN listener, in no group."""
+    from confluent_kafka import TopicPartition
+    consumer = admin_consumer(acl_outputs, "unused")
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
         todo = {p: high for p, (low, high) in ends.items() if high > low}
@@ -785,14 +792,8 @@ def first_unread(acl_outputs: dict, group: str, topic: str, partitions=range(2))
     """partition → the value of the first record `group` has not read of `topic`'s `partitions` (those it has
     read to the end left out), read as a node (a super user) at the cluster's ADMIN listener, committing
     nothing."""
-    from confluent_kafka import Consumer, TopicPartition
-    for tunnel in acl_outputs.get("tunnels") or []:
-        tunnels.local(tunnel)
-    key, cert = keystore_parts(acl_outputs["admin_keystore"])
-    consumer = Consumer({"bootstrap.servers": acl_outputs["bootstrap"], "security.protocol": "SSL",
-                         "ssl.ca.pem": acl_outputs["truststore"], "ssl.certificate.pem": cert, "ssl.key.pem": key,
-                         "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "log_level": 0})
+    from confluent_kafka import TopicPartition
+    consumer = admin_consumer(acl_outputs, group)
     try:
         positions = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
         todo = {tp.partition: tp.offset for tp in positions
