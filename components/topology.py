@@ -141,8 +141,10 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.validation = None
         if topology.validation is not None and topology.validation.runs_once:
             self.validation = SparkValidationJob("validation", SparkValidationJobArgs(
-                topology=topology, clusters=self.clusters, platform=platform, flows=list(self.flows.values()),
-                run_id=args.validation_run_id), opts=child)
+                topology=topology, clusters=self.clusters, platform=platform,
+                flows=[*self.flows.values(), *([self.drill] if self.drill is not None else [])],
+                run_id=args.validation_run_id, drill=self.drill.report if self.drill is not None else None),
+                opts=child)
 
         self.cluster_outputs = pulumi.Output.all(
             **{alias: c.bootstrap_servers for alias, c in self.clusters.items()})

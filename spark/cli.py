@@ -30,7 +30,12 @@ Input (`--config FILE` or `--config-json TEXT`)
                 "groups": ["app-.*"],                 # optional consumer-group regexes
                 "groups_exclude": ["tmp-.*"],         # optional, groups to leave out
                 "groups_required": true,              # default true: a regex with no checkpoint fails
-                "offset_syncs_topic": "mm2-offset-syncs.us.internal"}],  # optional, on the target: purged
+                "offset_syncs_topic": "mm2-offset-syncs.us.internal",  # optional, on the target: purged
+                "positions": [{"name": "mirrorstack-drill.d1.app",   # optional: where a consumer would
+                               "consumer_group": "app",               #   resume on the target (a drill's
+                               "label": "drill d1",                   #   group copy), against its group's
+                               "partitions": [{"topic": "orders", "partition": 0,  # position on the source
+                                               "upstream_offset": 120, "downstream_offset": 118}]}]}],
      "wait_seconds": 120,
      "window_seconds": 3600,    # optional: only records of the last hour; absent/null: whole history
      "min_records": 0,          # optional: fail when fewer records were checked
@@ -132,6 +137,10 @@ Method
    target partner lies before D but whose source offset is >= U, and RE-READ
    those at/after D whose source offset is < U.
 
+   Given `positions` are counted the same way, with U the group's committed
+   offset on the source and D the position's offset on the target: one that
+   re-reads or loses any record fails its group (positions.py).
+
 6. Purged (flows with `offset_syncs_topic`, target topics fed by one source):
    records the source deleted (retention, delete-records) before MM2 copied
    them, per partition, from MM2's offset syncs (purged.py says how).
@@ -171,6 +180,8 @@ Report (`--out FILE`, JSON)
         "failover": [{"flow", "consumer_group", "topic", "checkpoints_topic", "partitions",
                       "lost", "reread",
                       "checkpoints": [{"partition", "upstream_offset", "downstream_offset"}]}],
+        "positions": [{"flow", "name", "consumer_group", "label", "topic", "remote_topic", "lost", "reread",
+                       "partitions": [{"partition", "upstream_offset", "downstream_offset"}]}],
         "passed": bool, "failures": [str]}],
      "flows": [{"name", "topics": [{"topic", "remote_topic", "group",   # index into groups
                                     "source_records", "matched", "missing", "in_flight",

@@ -23,6 +23,8 @@ from mirrorstack.mm2.client_settings import Secret, jaas_login, resolve_referenc
 from mirrorstack.mm2.flows import FlowDescription, FlowSelection, ReplicationPolicy
 from mirrorstack.mm2.validation_reports import REPORT_TOPIC
 
+from .names import ALIAS, TOPIC
+from .positions import Position, parse_positions
 from .report_channel import ReportTo
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ERROR = 0, 1, 2, 3
@@ -36,17 +38,16 @@ DEFAULT_TOLERANCE: dict[str, int | str | None] = {
 TOLERANCE_REPORT_KEYS = ("missing", "duplicates", "extras", "out_of_order", "in_flight", "purged")
 FLOW_KEYS = {"name", "source_bootstrap", "target_bootstrap", "source_alias", "policy", "separator",
              "topics", "topic_patterns", "topics_exclude", "target_alias", "source_client", "target_client",
-             "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic"}
+             "checkpoints_topic", "groups", "groups_exclude", "groups_required", "offset_syncs_topic", "positions"}
 # The control plane's form: the flow's description and what only the job needs.
-DESCRIBED_KEYS = {"flow", "source_bootstrap", "target_bootstrap", "source_client", "target_client", "groups_required"}
+DESCRIBED_KEYS = {"flow", "source_bootstrap", "target_bootstrap", "source_client", "target_client", "groups_required",
+                  "positions"}
 
 TOP_KEYS = {"flows", "wait_seconds", "tolerance", "window_seconds", "min_records", "report_to"}
 # Spark's Kafka source sets these itself and rejects them as options.
 SPARK_OWNED_CLIENT_KEYS = {"key.deserializer", "value.deserializer", "auto.offset.reset",
                            "enable.auto.commit", "interceptor.classes", "key.serializer",
                            "value.serializer"}
-ALIAS = re.compile(r"[A-Za-z0-9._-]+")
-TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class BadInput(Exception):
@@ -76,6 +77,8 @@ class FlowSpec:
     groups_required: bool = True
     # MM2's offset syncs of this flow, on the target (offset-syncs.topic.location=target)
     offset_syncs_topic: str | None = None
+    # Where consumers would resume on the target, proved by identity (positions.py): a drill's group copies.
+    positions: tuple[Position, ...] = ()
 
     @property
     def name(self) -> str:
@@ -263,6 +266,7 @@ def _described_flow(i: int, raw: dict, problems: list[str]) -> FlowSpec | None:
     groups_required = raw.get("groups_required", True)
     if not isinstance(groups_required, bool):
         problems.append(f"{where}.groups_required: must be true or false")
+    positions = parse_positions(raw.get("positions"), f"{where}.positions", problems)
     if len(problems) > before:
         return None
     # Checked as its connectors run it: with what no flow replicates (the connectors' excludes).
@@ -271,7 +275,7 @@ def _described_flow(i: int, raw: dict, problems: list[str]) -> FlowSpec | None:
                                   groups_exclude=selection.all_groups_exclude)
     return FlowSpec(i, checked, source, target, (), source_client, target_client,
                     flow.checkpoints_topic() if flow.checkpoints else None,
-                    flow.groups if flow.checkpoints else None, groups_required, flow.offset_syncs_topic())
+                    flow.groups if flow.checkpoints else None, groups_required, flow.offset_syncs_topic(), positions)
 
 
 def _flat_description(i: int, raw: dict, problems: list[str]) -> FlowSpec | None:
@@ -338,6 +342,7 @@ def _flat_description(i: int, raw: dict, problems: list[str]) -> FlowSpec | None
         groups = _regex_list(groups, f"{where}.groups", problems)
         if checkpoints is None:
             problems.append(f"{where}.groups: needs checkpoints_topic (failover is checked from checkpoints)")
+    positions = parse_positions(raw.get("positions"), f"{where}.positions", problems)
     if len(problems) > before:
         return None
     description = FlowDescription(name=name, source=alias, target=target_alias, topics=tuple(patterns),
@@ -345,7 +350,7 @@ def _flat_description(i: int, raw: dict, problems: list[str]) -> FlowSpec | None
                                   groups_exclude=tuple(groups_exclude or ()), replication_policy=policy,
                                   separator=separator, checkpoints=checkpoints is not None)
     return FlowSpec(i, description, source, target, tuple(topics), source_client, target_client, checkpoints,
-                    tuple(groups) if groups is not None else None, groups_required is not False, syncs)
+                    tuple(groups) if groups is not None else None, groups_required is not False, syncs, positions)
 
 
 def _regex_list(value: Any, where: str, problems: list[str]) -> list[str]:
@@ -469,7 +474,7 @@ def _report_to(raw: Any, problems: list[str]) -> ReportTo | None:
     bootstrap = _check_bootstrap(raw.get("bootstrap"), "report_to.bootstrap", problems)
     client = _check_client(raw.get("client"), "report_to.client", problems)
     topic = raw.get("topic", REPORT_TOPIC)
-    if not isinstance(topic, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
+    if not isinstance(topic, str) or not TOPIC.fullmatch(topic):
         problems.append(f"report_to.topic: {topic!r} is not a Kafka topic name")
         return None
     return ReportTo(bootstrap, client, topic) if bootstrap else None

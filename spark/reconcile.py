@@ -14,6 +14,7 @@ from typing import Callable
 from .checkpoints import checkpoints_frame, latest_checkpoints
 from .config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
 from .offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
+from .positions import positions_outcome, unproved_positions
 from .progress import WaitProgress, partitions_behind, why
 from .purged import purged_for_group
 from .report import group_failures
@@ -468,6 +469,9 @@ class Validator:
 
         failover = [entry for m in group.members if m.flow.checkpoints_topic
                     for entry in self.failover(group, m, pairs)]
+        positions = [entry for m in group.members if m.flow.positions for entry in positions_outcome(
+            m.flow.name, m.topic, group.topic, m.flow.positions,
+            pairs.where(F.col("src") == m.src).select("partition", "s_offset", "t_offset"))]
         report = {
             "target_bootstrap": group.target_bootstrap, "topic": group.topic,
             "flows": list(dict.fromkeys(m.flow.name for m in group.members)),
@@ -482,7 +486,7 @@ class Validator:
             "duplicates": total("duplicates"), "extras": total("extras"),
             "after_snapshot": after_snapshot,
             "out_of_order": sum(ooo_by_src.values()),
-            "samples": samples, "lag": lag, "failover": failover,
+            "samples": samples, "lag": lag, "failover": failover, "positions": positions,
             "_per_src": {m.src: {"source_records": sum(v for (s, _), v in per_src.items() if s == m.src),
                                  "matched": total("matched", m.src), "missing": total("missing", m.src),
                                  "in_flight": total("in_flight", m.src), "duplicates": total("duplicates", m.src),
@@ -584,7 +588,7 @@ class Validator:
             flows.append({"name": flow.name, "topics": topics})
         for g in groups:
             g.pop("_per_src")
-        failures = [f for g in groups for f in g["failures"]]
+        failures = [f for g in groups for f in g["failures"]] + unproved_positions(config.flows, groups)
         checked = sum(g["source_records"] for g in groups)
         if checked < config.min_records:
             failures.append(f"checked {checked} records, fewer than min_records {config.min_records}")

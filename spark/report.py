@@ -32,6 +32,11 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
         elif lost_limit is not None and entry["lost"] > lost_limit:
             failures.append(f"{label}: consumer group {entry['consumer_group']} would lose {entry['lost']} "
                             f"records failing over (> tolerance {lost_limit})")
+    for entry in group.get("positions", []):  # a given position is exact or wrong: no tolerance
+        if entry["lost"] or entry["reread"]:
+            failures.append(f"{label}: {entry['name']} (at the position of group {entry['consumer_group']}"
+                            f"{', ' + entry['label'] if entry.get('label') else ''}) would re-read "
+                            f"{entry['reread']} and lose {entry['lost']} record(s) of {entry['topic']}")
     return failures
 
 
@@ -69,6 +74,9 @@ def summary_text(report: dict) -> str:
             else:
                 lines.append(f"    failover {f['consumer_group']} ({f['flow']}): lost {f['lost']}, "
                              f"re-read {f['reread']} over {f['partitions']} partition(s)")
+        for f in g.get("positions", []):
+            lines.append(f"    position {f['name']} of {f['consumer_group']} ({f['flow']}:{f['topic']}): "
+                         f"re-read {f['reread']}, lost {f['lost']} over {len(f['partitions'])} partition(s)")
         for e in g.get("purged_partitions", []):
             lines.append(f"    purged {e['flow']}:{e['topic']}[{e['partition']}]: {e['purged']} record(s) gone from "
                          f"the source before MM2 copied them (log start {e['log_start']}"

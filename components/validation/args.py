@@ -22,3 +22,6 @@ class SparkValidationJobArgs:
         "the resources to wait for before the job starts (the flows' MirrorMaker2 components)",
         default_factory=list)
     run_id: str | None = described("overrides validation.run_id (a new value re-runs the job)", default=None)
+    drill: pulumi.Output | None = described(
+        "the failover drill's `report`: the job proves its group copies' positions by record identity (a new "
+        "drill re-runs the job)", default=None)

@@ -39,8 +39,9 @@ class SparkValidationJob(pulumi.ComponentResource):
         settings = topology.validation
         if args.run_id:
             settings = settings.model_copy(update={"run_id": args.run_id})
-        config, secured = validated_input(
-            topology, clusters, lambda servers, clients: validation_job_config(topology, servers, clients))
+        drill = pulumi.Output.from_input(args.drill)  # its report, once the drill ran: the copies it proves
+        config, secured = validated_input(topology, clusters, lambda servers, clients: drill.apply(
+            lambda report: validation_job_config(topology, servers, clients, drill=report)))
         self.job = args.platform.run_job(
             f"{name}-job", job=job_package(), config=config, settings=settings,
             uses_clients=secured, opts=pulumi.ResourceOptions(

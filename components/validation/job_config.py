@@ -15,9 +15,11 @@ from mirrorstack.validation.executor_pods import executor_pods_argv
 
 
 def validation_job_config(topology, servers: dict[str, str],
-                          clients: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+                          clients: dict[str, dict[str, str]] | None = None,
+                          drill: dict | None = None) -> dict[str, Any]:
     """`servers`: alias → bootstrap servers as the job reaches them; `clients`:
-    alias → Kafka client settings (security)."""
+    alias → Kafka client settings (security); `drill`: the last failover drill's report, whose group
+    copies' positions the job proves by record identity on the flow the drill rehearsed."""
     settings = topology.validation
     if settings is None:
         raise ValueError("the topology has no `validation` section")
@@ -43,6 +45,9 @@ def validation_job_config(topology, servers: dict[str, str],
         if flow.checkpoints:
             # Groups appear when consumers commit; until then there is nothing to fail over.
             entry["groups_required"] = False
+        if drill and (flow.source, flow.target) == (drill.get("from"), drill.get("to")):
+            if positions := drill_positions(drill):
+                entry["positions"] = positions
         flows.append(entry)
     # The report also as a record on the first target (the channel that works wherever the job runs).
     reports_to = topology.validation_reports_to()
@@ -53,6 +58,22 @@ def validation_job_config(topology, servers: dict[str, str],
             "min_records": settings.min_records,
             # "unlimited", not null: Pulumi drops nulls from the job resource's inputs
             "tolerance": {k: "unlimited" if v is None else v for k, v in settings.tolerance.model_dump().items()}}
+
+
+def drill_positions(report: dict) -> list[dict]:
+    """The job's `positions` from a drill's report: where each group copy was written on the side that
+    would take over, against its group's committed offset on the active side. Keys Pulumi's state
+    dropped (nulls) are partitions with nothing to prove."""
+    positions = []
+    for group, entry in sorted((report.get("groups") or {}).items()):
+        proof = entry.get("proof") or {}
+        rows = [{"topic": r["from_topic"], "partition": int(r["partition"]), "upstream_offset": int(r["committed"]),
+                 "downstream_offset": int(r["copy_at"])}
+                for r in proof.get("partitions") or [] if r.get("committed") is not None and r.get("copy_at") is not None]
+        if rows and proof.get("copy"):
+            positions.append({"name": proof["copy"], "consumer_group": group, "label": f"drill {report.get('run')}",
+                              "partitions": rows})
+    return positions
 
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -76,6 +97,14 @@ def validation_summary(report: dict[str, Any]) -> dict[str, Any]:
                   for key in ("source_records", "matched", "missing", "in_flight", "duplicates", "out_of_order")}
         totals["purged"] = sum(t.get("purged", 0) for t in flow["topics"])
         flows[flow["name"]] = {**totals, "records_checked": totals["source_records"], "topics": sorted(t["topic"] for t in flow["topics"]), "failover": {}}
+    for group in report["groups"]:
+        for entry in group.get("positions", []):  # given positions (a drill's copies): per name, over its topics
+            at = flows[entry["flow"]].setdefault("positions", {}).setdefault(entry["name"], {
+                "consumer_group": entry["consumer_group"], "label": entry.get("label", ""), "lost": 0, "reread": 0,
+                "partitions": 0})
+            at["lost"] += entry["lost"]
+            at["reread"] += entry["reread"]
+            at["partitions"] += len(entry["partitions"])
     for group in report["groups"]:
         for entry in group.get("failover", []):  # trimmed from a large report
             if entry.get("unmatched_regex"):

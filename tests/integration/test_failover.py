@@ -251,6 +251,8 @@ def drill_while_writing(project, sites, copies: Copies, deployed: dict) -> None:
     configs = {n: connect_rest.read(f"{url}/connectors/{quote(n, safe='')}/config") for n in names}
     before = {g: committed(primary, g, ["orders"]) for g in GROUPS}
     project.run("config", "set", "--path", "mirrorstack:topology.failover.drill.run", "d1")
+    # the stack's validation job over the flow, after the drill: it proves the copies' positions too
+    project.run("config", "set", "--path", "mirrorstack:topology.validation.flows[0]", FORWARD)
     writer = SteadyProducer(primary, "payments", per_second=20)
     writer.start()
     try:
@@ -279,6 +281,14 @@ def drill_while_writing(project, sites, copies: Copies, deployed: dict) -> None:
             expected = copies.on("standby")[first_unread][2] if first_unread else ends[(PRIMARY_ORDERS, p)][1]
             assert int(proved["copy_at"]) == int(row["new"]) == expected, (row, proved)
     assert sum(drill["groups"][g]["translated_reread"] for g in GROUPS) > 0, drill  # MM2's alone re-reads
+    # the validation job proved the same positions by identity on every record of the flow (Spark)
+    proved = out["validation"]["flows"][FORWARD]
+    assert out["validation"]["passed"] and proved["records_checked"] >= N, out["validation"]
+    assert proved["positions"] == {f"mirrorstack-drill.d1.{g}": {
+        "consumer_group": g, "label": "drill d1", "reread": 0, "lost": 0,
+        "partitions": len(drill["groups"][g]["partitions"])} for g in GROUPS}, proved
+    # where MM2's checkpoints alone would put the groups, the same job counts re-reads
+    assert sum(proved["failover"][g]["reread"] for g in GROUPS) > 0, proved
     # nothing real moved: the groups' offsets, the connectors, the flows; the copies are gone
     assert {g: committed(primary, g, ["orders"]) for g in GROUPS} == before
     assert all(committed(standby, g, [PRIMARY_ORDERS]) == {} for g in GROUPS)
@@ -317,6 +327,7 @@ def drill_while_writing(project, sites, copies: Copies, deployed: dict) -> None:
     assert not [g for g in group_ids(standby) if g.startswith("mirrorstack-drill.")]
     connector(url, names[0], "resume")
     project.run("config", "rm", "--path", "mirrorstack:topology.failover.drill")
+    project.run("config", "rm", "--path", "mirrorstack:topology.validation")
 
 
 def group_ids(bootstrap: str, ends=None):

@@ -723,12 +723,24 @@ def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
                    for r in checkpoints_frame(spark, b, {}, checkpoints).collect()}
         assert {(group, remote, p, *decode_checkpoint_value(v)[:2]) for p, (_k, v) in raw.items()} <= decoded
 
+        # Given positions (as a failover drill hands its group copies' over): at the copy of the first record
+        # the group has not read (found here independently, by identity), 3 before it, 2 past it
+        assert len(consume(b, remote, 600, timeout=120)) >= 600
+        at = copy_offsets(read_all(a, topic), read_all(b, remote), committed)
+        assert all(at[p] >= 3 for p in committed), at
+
+        def position(name: str, shift: int, on: str = topic) -> dict:
+            return {"name": name, "consumer_group": group, "label": "drill t1", "partitions": [
+                {"topic": on, "partition": p, "upstream_offset": u, "downstream_offset": at[p] + shift}
+                for p, u in committed.items()]}
+
         cfg = {"flows": [{"name": flow.name, "source_bootstrap": a, "target_bootstrap": b,
                           "source_alias": "vjsrc", "policy": "default", "topics": [topic],
-                          "checkpoints_topic": checkpoints, "groups": [group]}],
+                          "checkpoints_topic": checkpoints, "groups": [group],
+                          "positions": [position("copy-exact", 0), position("copy-early", -3),
+                                        position("copy-late", 2), position("copy-elsewhere", 0, on="vj-none")]}],
                "wait_seconds": 120}
         code, report = validate(spark, tmp_path, cfg)
-        assert code == 0 and report["passed"], report["failures"]
         [result] = report["groups"]
         assert result["topic"] == remote
         assert counts(result) == exact(600)
@@ -736,8 +748,30 @@ def test_real_mm2_flow_with_checkpoints_passes_and_failover_loses_nothing(
         assert failover["consumer_group"] == group and failover["partitions"] == PARTITIONS
         assert failover["lost"] == 0 and failover["reread"] >= 0
         assert {c["partition"]: c["upstream_offset"] for c in failover["checkpoints"]} == committed
+        proved = {e["name"]: (e["reread"], e["lost"]) for e in result["positions"]}
+        assert proved == {"copy-exact": (0, 0), "copy-early": (3 * PARTITIONS, 0),
+                          "copy-late": (0, 2 * PARTITIONS)}, result["positions"]
+        # only the wrong positions fail the run, each named, and the one on a topic the run did not check
+        assert code == 1 and len(report["failures"]) == 3, report["failures"]
+        assert "copy-early (at the position of group vj-mm2-group, drill t1) would re-read 6 and lose 0" \
+            in report["failures"][0] and "copy-late" in report["failures"][1], report["failures"]
+        assert "position copy-elsewhere (of group vj-mm2-group) on vj-none was not proved" in report["failures"][2]
     finally:
         provider.delete(created.id, created.outs)
+
+
+def copy_offsets(source: list[Msg], target: list[Msg], upstream: dict[int, int]) -> dict[int, int]:
+    """Per partition: the target offset of the copy of the source record at `upstream` (its k-th copy for
+    the k-th of its twins), by identity."""
+    def ident(m: Msg):
+        return m.key, m.value, m.headers, m.timestamp
+    found = {}
+    for p, u in upstream.items():
+        [record] = [m for m in source if (m.partition, m.offset) == (p, u)]
+        k = sum(1 for m in source if m.partition == p and m.offset < u and ident(m) == ident(record))
+        copies = [m.offset for m in target if m.partition == p and ident(m) == ident(record)]
+        found[p] = copies[k]
+    return found
 
 
 def _processes_with_env(marker: str) -> list[int]:
