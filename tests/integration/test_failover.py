@@ -6,6 +6,10 @@ cannot heal it, as in a lost data centre); the stack deploys a Connect group
 next to the standby running both flows (primary->standby, and the reverse
 flow standby->primary, pushed). One stack, brought up once:
 
+0. a drill while a producer writes: copies of the groups written on the
+   standby where the switch would put them, proved by record identity by the
+   drill and again by the stack's Spark validation job, then deleted; a drill
+   of a paused flow fails naming why;
 1. each gate failure (an active consumer, records in flight, a stale
    checkpoint) fails `up` with its reason, and the stack is unchanged;
 2. a planned failover moves two groups: each resumes on the standby at the
