@@ -139,7 +139,8 @@ Method
 
    Given `positions` are counted the same way, with U the group's committed
    offset on the source and D the position's offset on the target: one that
-   re-reads or loses any record fails its group (positions.py).
+   re-reads or loses any record fails its group (positions.py), as does one
+   the run cannot prove: before the window it read, or on a topic it did not check.
 
 6. Purged (flows with `offset_syncs_topic`, target topics fed by one source):
    records the source deleted (retention, delete-records) before MM2 copied
@@ -181,6 +182,7 @@ Report (`--out FILE`, JSON)
                       "lost", "reread",
                       "checkpoints": [{"partition", "upstream_offset", "downstream_offset"}]}],
         "positions": [{"flow", "name", "consumer_group", "label", "topic", "remote_topic", "lost", "reread",
+                       "unproved": [int],  # partitions whose position lies before what the run read
                        "partitions": [{"partition", "upstream_offset", "downstream_offset"}]}],
         "passed": bool, "failures": [str]}],
      "flows": [{"name", "topics": [{"topic", "remote_topic", "group",   # index into groups

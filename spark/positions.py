@@ -79,10 +79,14 @@ def _row(row: Any, at: str, problems: list[str]) -> tuple | None:
     return row["topic"], row["partition"], row["upstream_offset"], row["downstream_offset"]
 
 
-def positions_outcome(flow_name: str, member_topic: str, remote_topic: str, positions, pairs) -> list[dict]:
+def positions_outcome(flow_name: str, member_topic: str, remote_topic: str, positions, pairs,
+                      window: dict[int, tuple[int, int]]) -> list[dict]:
     """Per position of this member's topic: the records the consumer would RE-READ (copies at or after the
     downstream offset of records before the upstream offset) and LOSE (copies before it of records at or
-    after the upstream offset), over the matched pairs (partition, s_offset, t_offset) of the member."""
+    after the upstream offset), over the matched pairs (partition, s_offset, t_offset) of the member.
+    `window`: the source offsets the run read per partition; a position before its partition's window
+    (validation.window) or on a partition the run did not read is `unproved`: the records around it
+    were not compared."""
     from pyspark.sql import functions as F
     mine = [p for p in positions if p.topic == member_topic]
     if not mine:
@@ -103,8 +107,15 @@ def positions_outcome(flow_name: str, member_topic: str, remote_topic: str, posi
                         "label": of[0].label, "topic": member_topic, "remote_topic": remote_topic,
                         "partitions": [{"partition": p.partition, "upstream_offset": p.upstream_offset,
                                         "downstream_offset": p.downstream_offset} for p in of],
-                        "lost": lost_n, "reread": reread_n})
+                        "lost": lost_n, "reread": reread_n,
+                        "unproved": unproved(of, window)})
     return entries
+
+
+def unproved(positions, window: dict[int, tuple[int, int]]) -> list[int]:
+    """The partitions of `positions` the run did not read, or whose position lies before what it read."""
+    return sorted(p.partition for p in positions
+                  if p.partition not in window or p.upstream_offset < window[p.partition][0])
 
 
 def unproved_positions(flows, groups: list[dict]) -> list[str]:

@@ -471,7 +471,8 @@ class Validator:
                     for entry in self.failover(group, m, pairs)]
         positions = [entry for m in group.members if m.flow.positions for entry in positions_outcome(
             m.flow.name, m.topic, group.topic, m.flow.positions,
-            pairs.where(F.col("src") == m.src).select("partition", "s_offset", "t_offset"))]
+            pairs.where(F.col("src") == m.src).select("partition", "s_offset", "t_offset"),
+            snap[(m.flow.index, m.topic)])]
         report = {
             "target_bootstrap": group.target_bootstrap, "topic": group.topic,
             "flows": list(dict.fromkeys(m.flow.name for m in group.members)),

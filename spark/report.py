@@ -37,6 +37,11 @@ def group_failures(group: dict, tolerance: dict[str, int | None]) -> list[str]:
             failures.append(f"{label}: {entry['name']} (at the position of group {entry['consumer_group']}"
                             f"{', ' + entry['label'] if entry.get('label') else ''}) would re-read "
                             f"{entry['reread']} and lose {entry['lost']} record(s) of {entry['topic']}")
+        if entry.get("unproved"):
+            failures.append(f"{label}: {entry['name']} (at the position of group {entry['consumer_group']}) was "
+                            f"not proved on partition(s) {entry['unproved']} of {entry['topic']}: its group's "
+                            "position lies before the records the run read (validation.window); fix: a longer "
+                            "window, or `all`")
     return failures
 
 

@@ -9,7 +9,7 @@ import pytest
 from mirrorstack import topology as topology_module
 from mirrorstack.model.spec import load_topology
 from mirrorstack.spark.config import BadInput, parse_config
-from mirrorstack.spark.positions import Position, unproved_positions
+from mirrorstack.spark.positions import Position, unproved, unproved_positions
 from mirrorstack.spark.report import group_failures, summary_text
 from mirrorstack.validation.job_config import drill_positions, validation_job_config, validation_summary
 from tests.support.failover_pair import build, pair
@@ -80,6 +80,19 @@ def test_a_wrong_position_fails_its_group_and_the_stack_output_sums_it():
     assert validation_summary(report)["flows"]["f"]["positions"] == {
         "copy": {"consumer_group": "g", "label": "drill d1", "lost": 2, "reread": 0, "partitions": 2},
         "fine": {"consumer_group": "g", "label": "drill d1", "lost": 0, "reread": 0, "partitions": 2}}
+
+
+def test_a_position_before_the_records_the_run_read_is_not_proved():
+    at = [Position("c", "g", "orders", p, 10, 12) for p in range(3)]
+    assert unproved(at, {0: (0, 50), 1: (11, 50)}) == [1, 2]  # 1: the window begins after it; 2: not read
+    assert unproved(at, {0: (10, 50), 1: (0, 5), 2: (10, 10)}) == []
+    entry = {"flow": "f", "name": "copy", "consumer_group": "g", "topic": "orders", "partitions": [],
+             "lost": 0, "reread": 0, "unproved": [1]}
+    group = {"topic": "us.orders", "target_bootstrap": "b:1", "partitions_ok": True, "failover": [],
+             "positions": [entry]}
+    [failure] = group_failures(group, {})
+    assert failure.startswith("us.orders on b:1: copy (at the position of group g) was not proved on partition(s) "
+                              "[1] of orders") and "validation.window" in failure, failure
 
 
 def test_a_position_on_a_topic_the_run_did_not_check_is_said():
