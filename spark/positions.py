@@ -79,6 +79,17 @@ def _row(row: Any, at: str, problems: list[str]) -> tuple | None:
     return row["topic"], row["partition"], row["upstream_offset"], row["downstream_offset"]
 
 
+def lost_and_reread(joined, key: str) -> dict[str, tuple[int, int]]:
+    """{key: (lost, re-read)} over matched pairs (s_offset, t_offset) joined with where a consumer would
+    resume (upstream_offset U on the source, downstream_offset D on the target): it LOSES the copies
+    before D of records at or after U, and RE-READS the copies at or after D of records before U."""
+    from pyspark.sql import functions as F
+    lost = (F.col("t_offset") < F.col("downstream_offset")) & (F.col("s_offset") >= F.col("upstream_offset"))
+    reread = (F.col("t_offset") >= F.col("downstream_offset")) & (F.col("s_offset") < F.col("upstream_offset"))
+    return {r[key]: (int(r["lost"] or 0), int(r["reread"] or 0)) for r in joined.groupBy(key).agg(
+        F.sum(lost.cast("long")).alias("lost"), F.sum(reread.cast("long")).alias("reread")).collect()}
+
+
 def positions_outcome(flow_name: str, member_topic: str, remote_topic: str, positions, pairs,
                       window: dict[int, tuple[int, int]]) -> list[dict]:
     """Per position of this member's topic: the records the consumer would RE-READ (copies at or after the
@@ -94,11 +105,7 @@ def positions_outcome(flow_name: str, member_topic: str, remote_topic: str, posi
     rows = [(p.name, p.partition, p.upstream_offset, p.downstream_offset) for p in mine]
     at = pairs.sparkSession.createDataFrame(
         rows, "name string, partition int, upstream_offset long, downstream_offset long")
-    joined = pairs.join(F.broadcast(at), "partition")
-    lost = (F.col("t_offset") < F.col("downstream_offset")) & (F.col("s_offset") >= F.col("upstream_offset"))
-    reread = (F.col("t_offset") >= F.col("downstream_offset")) & (F.col("s_offset") < F.col("upstream_offset"))
-    counted = {r["name"]: (int(r["lost"] or 0), int(r["reread"] or 0)) for r in joined.groupBy("name").agg(
-        F.sum(lost.cast("long")).alias("lost"), F.sum(reread.cast("long")).alias("reread")).collect()}
+    counted = lost_and_reread(pairs.join(F.broadcast(at), "partition"), "name")
     entries = []
     for name in sorted({p.name for p in mine}):
         of = [p for p in mine if p.name == name]

@@ -14,7 +14,7 @@ from typing import Callable
 from .checkpoints import checkpoints_frame, latest_checkpoints
 from .config import EXIT_FAILED, EXIT_PASSED, BadInput, Config, Group, Member, _log
 from .offsets import KafkaClientOffsets, jvm_list_offsets, spark_partition_stats
-from .positions import positions_outcome, unproved_positions
+from .positions import lost_and_reread, positions_outcome, unproved_positions
 from .progress import WaitProgress, partitions_behind, why
 from .purged import purged_for_group
 from .report import group_failures
@@ -514,17 +514,13 @@ class Validator:
                                                                "downstream_offset"))).alias("cps"))
                      .collect())
         mine = pairs.where(F.col("src") == member.src).select("partition", "s_offset", "t_offset")
-        joined = mine.join(F.broadcast(latest), "partition")
-        lost = (F.col("t_offset") < F.col("downstream_offset")) & (F.col("s_offset") >= F.col("upstream_offset"))
-        reread = (F.col("t_offset") >= F.col("downstream_offset")) & (F.col("s_offset") < F.col("upstream_offset"))
-        outcome = {r["group"]: (r["lost"], r["reread"]) for r in joined.groupBy("group").agg(
-            F.sum(lost.cast("long")).alias("lost"), F.sum(reread.cast("long")).alias("reread")).collect()}
+        outcome = lost_and_reread(mine.join(F.broadcast(latest), "partition"), "group")
         entries = []
         for r in sorted(per_group, key=lambda r: r["group"]):
             lost_n, reread_n = outcome.get(r["group"], (0, 0))
             entries.append({"flow": flow.name, "consumer_group": r["group"], "topic": group.topic,
                             "checkpoints_topic": flow.checkpoints_topic, "partitions": r["partitions"],
-                            "lost": int(lost_n or 0), "reread": int(reread_n or 0),
+                            "lost": lost_n, "reread": reread_n,
                             "checkpoints": [{"partition": c["partition"], "upstream_offset": c["upstream_offset"],
                                              "downstream_offset": c["downstream_offset"]} for c in r["cps"][:50]]})
         for regex in (flow.groups or ()) if flow.groups_required else ():
